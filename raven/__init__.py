@@ -1,0 +1,6 @@
+"""Raven: a personal agent for the command line that speaks ACP, A2A and MCP.
+
+The package is laid out as one engine with many faces; see `docs/` for users.
+"""
+
+__version__ = "0.1.0"

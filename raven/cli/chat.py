@@ -1,0 +1,190 @@
+"""`raven chat`: an interactive session in the terminal.
+
+Streams Markdown answers, shows tool calls live, asks approvals and questions
+inline. Ctrl-C cancels the running turn, never the program; Ctrl-D or /quit exits.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from raven.cli.options import ConfigOption
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from raven.cli.terminal import LineReader, TerminalView
+    from raven.engine import LiveSession, Runtime
+
+HELP = """commands:
+  /new            start a new session
+  /sessions       list recent sessions
+  /resume ID      continue a stored session
+  /model ID       switch model for the next turn
+  /mode ID        switch mode for the next turn
+  /help           this help
+  /quit           leave (Ctrl-D works too)
+Ctrl-C cancels a running turn."""
+
+PROMPT = "› "
+
+
+def chat_command(
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Model id.")] = None,
+    mode: Annotated[str | None, typer.Option("--mode", help="Mode id.")] = None,
+    session: Annotated[
+        str | None, typer.Option("--session", "-s", help="Continue this session.")
+    ] = None,
+    cwd: Annotated[Path | None, typer.Option("--cwd", help="Working directory.")] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Chat with Raven in the terminal."""
+    import asyncio
+
+    from raven.cli.options import load
+    from raven.cli.run import _workdir
+    from raven.engine import Runtime
+
+    cfg, paths = load(config, "cli")
+    workdir = _workdir(cwd)
+
+    async def main() -> None:
+        runtime = Runtime(cfg, paths, face="chat")
+        try:
+            await Chat(runtime, workdir).run(session, model, mode)
+        finally:
+            await runtime.aclose()
+
+    asyncio.run(main())
+
+
+class Chat:
+    def __init__(self, runtime: Runtime, cwd: Path) -> None:
+        import sys
+
+        from rich.console import Console
+
+        from raven.cli.terminal import LineReader, TerminalView
+
+        self.runtime = runtime
+        self.cwd = cwd
+        self.out: Console = Console(file=sys.stdout, highlight=False)
+        self.err: Console = Console(file=sys.stderr, highlight=False)
+        self.reader: LineReader = LineReader()
+        self.view: TerminalView = TerminalView(self.out, self.err, markdown=True)
+        self.session: LiveSession | None = None
+        self._model: str | None = None
+        self._mode: str | None = None
+
+    async def run(self, session_id: str | None, model: str | None, mode: str | None) -> None:
+        import asyncio
+        import signal
+
+        self._model, self._mode = model, mode
+        if session_id:
+            await self._resume(session_id)
+        else:
+            await self._new()
+        self.err.print("[dim]/help for commands, Ctrl-D to leave[/]")
+        loop = asyncio.get_running_loop()
+        cancel: asyncio.Event | None = None
+
+        def on_interrupt() -> None:
+            if cancel is not None:
+                cancel.set()
+            else:
+                self.err.print("\n[dim](Ctrl-D or /quit to leave)[/]")
+                self.out.print(PROMPT, end="")
+
+        loop.add_signal_handler(signal.SIGINT, on_interrupt)
+        try:
+            while True:
+                self.out.print(PROMPT, end="")
+                line = await self.reader.readline()
+                if line is None:
+                    self.out.print()
+                    return
+                text = line.strip()
+                if not text:
+                    continue
+                if text.startswith("/"):
+                    if not await self._command(text):
+                        return
+                    continue
+                cancel = asyncio.Event()
+                try:
+                    await self._turn(text, cancel)
+                finally:
+                    cancel = None
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
+
+    async def _turn(self, text: str, cancel: object) -> None:
+        import asyncio
+
+        from raven.cli.terminal import TerminalAsker
+        from raven.engine import run_turn
+        from raven.messages import TextPart
+
+        assert self.session is not None and isinstance(cancel, asyncio.Event)
+        asker = TerminalAsker(self.err, self.reader, self.view, interactive=True)
+        await run_turn(self.session, [TextPart(text=text)], asker, self.view, cancel)
+        self.view.pause()
+
+    async def _command(self, text: str) -> bool:
+        """Run a slash command; False means leave."""
+        from raven.errors import RavenError
+
+        name, _, arg = text.partition(" ")
+        arg = arg.strip()
+        try:
+            if name in ("/quit", "/exit"):
+                return False
+            if name == "/help":
+                self.err.print(HELP, markup=False)
+            elif name == "/new":
+                await self._new()
+            elif name == "/sessions":
+                self._list()
+            elif name == "/resume" and arg:
+                await self._resume(arg)
+            elif name == "/model" and arg:
+                assert self.session is not None
+                await self.runtime.set_model(self.session, arg)
+                self._model = arg
+                self.err.print(f"[dim]model: {arg}[/]")
+            elif name == "/mode" and arg:
+                assert self.session is not None
+                await self.runtime.set_mode(self.session, arg)
+                self._mode = arg
+                self.err.print(f"[dim]mode: {arg}[/]")
+            else:
+                self.err.print(f"[red]unknown or incomplete command {name!r}[/]; try /help")
+        except RavenError as exc:
+            self.err.print(f"[red]{exc}[/]")
+        return True
+
+    async def _new(self) -> None:
+        self.session = await self.runtime.new_session(self.cwd, self._model, self._mode)
+        self._banner()
+
+    async def _resume(self, session_id: str) -> None:
+        from raven.cli.transcript import print_transcript
+
+        self.session = await self.runtime.open_session(session_id)
+        print_transcript(self.session.record, self.session.history[-20:], self.err)
+        self._banner()
+
+    def _list(self) -> None:
+        page = self.runtime.store.list(limit=15)
+        for r in page.sessions:
+            self.err.print(f"[dim]{r.id}[/]  {r.updated_at[:16].replace('T', ' ')}  {r.title}")
+
+    def _banner(self) -> None:
+        s = self.session
+        assert s is not None
+        mode = s.mode.id if s.mode else "-"
+        self.err.print(f"[bold]raven[/] · session {s.id} · model {s.model.id} · mode {mode}")

@@ -1,0 +1,45 @@
+"""`raven config path | show | init`."""
+
+from __future__ import annotations
+
+import typer
+
+from raven.cli.options import ConfigOption
+
+app = typer.Typer(help="Show and create the config file.", no_args_is_help=True)
+
+
+@app.command("path")
+def path_command(config: ConfigOption = None) -> None:
+    """Print where the config file, data and logs live."""
+    from raven.config import resolve_paths
+
+    paths = resolve_paths(config)
+    typer.echo(f"config: {paths.config_file}")
+    typer.echo(f"data:   {paths.data_dir}")
+    typer.echo(f"logs:   {paths.logs_dir}")
+
+
+@app.command("show")
+def show_command(config: ConfigOption = None) -> None:
+    """Print the config in force, with secrets masked."""
+    import json
+
+    from raven.cli.options import load
+    from raven.config import masked
+    from raven.config.store import config_to_json
+
+    cfg, _ = load(config, "cli")
+    typer.echo(json.dumps(masked(config_to_json(cfg)), indent=2))
+
+
+@app.command("init")
+def init_command(config: ConfigOption = None) -> None:
+    """Write a starter config file; never overwrites an existing one."""
+    from raven.config import ConfigError, resolve_paths, save_config, starter_config
+
+    paths = resolve_paths(config)
+    if paths.config_file.exists():
+        raise ConfigError(f"{paths.config_file} already exists; not overwritten")
+    save_config(starter_config(), paths.config_file)
+    typer.echo(f"wrote {paths.config_file}")

@@ -1,0 +1,40 @@
+"""The `raven` program: assembles the command groups and maps errors to exit codes."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+import typer
+
+from raven.cli import chat, config_cmd, run, sessions_cmd
+
+app = typer.Typer(
+    name="raven",
+    help="Raven: a personal agent for the command line that speaks ACP, A2A and MCP.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("run")(run.run_command)
+app.command("chat")(chat.chat_command)
+app.add_typer(config_cmd.app, name="config")
+app.add_typer(sessions_cmd.app, name="sessions")
+
+
+def main() -> None:
+    """Run the CLI; Raven's errors become a message on stderr and their exit code."""
+    from raven.errors import RavenError
+
+    try:
+        code = app(standalone_mode=False)
+    except RavenError as exc:
+        print(f"raven: error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        print("raven: aborted", file=sys.stderr)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -1,0 +1,27 @@
+"""Options shared by every command, and loading what a command needs from them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    from raven.config import Paths, RavenConfig
+
+ConfigOption = Annotated[
+    str | None,
+    typer.Option(
+        "--config", envvar="RAVEN_CONFIG", help="Config file to use instead of the default."
+    ),
+]
+
+
+def load(config_option: str | None, face: str) -> tuple[RavenConfig, Paths]:
+    """Set up logging for `face`, then read and validate the config."""
+    from raven.config import load_config, resolve_paths
+    from raven.logs import setup_logging
+
+    paths = resolve_paths(config_option)
+    setup_logging(paths.logs_dir, face)
+    return load_config(paths.config_file), paths

@@ -1,0 +1,123 @@
+"""`raven run`: one turn from the command line; the answer on stdout, the rest on stderr."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from raven.cli.options import ConfigOption
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from raven.config import Paths, RavenConfig
+
+EXIT_TURN_FAILED = 1
+EXIT_STOPPED_SHORT = 3
+EXIT_CANCELLED = 130
+
+
+def run_command(
+    prompt: Annotated[str, typer.Argument(help="What to ask Raven.")],
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Model id.")] = None,
+    mode: Annotated[str | None, typer.Option("--mode", help="Mode id.")] = None,
+    session: Annotated[
+        str | None, typer.Option("--session", "-s", help="Continue this session.")
+    ] = None,
+    cwd: Annotated[
+        Path | None, typer.Option("--cwd", help="Working directory (default: the current one).")
+    ] = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Approve every tool call without asking.")
+    ] = False,
+    config: ConfigOption = None,
+) -> int:
+    """Run one turn and stream the answer to stdout."""
+    import asyncio
+
+    from raven.cli.options import load
+
+    cfg, paths = load(config, "cli")
+    return asyncio.run(_run(cfg, paths, prompt, model, mode, session, cwd, yes))
+
+
+async def _run(
+    cfg: RavenConfig,
+    paths: Paths,
+    prompt: str,
+    model: str | None,
+    mode: str | None,
+    session_id: str | None,
+    cwd: Path | None,
+    yes: bool,
+) -> int:
+    import asyncio
+    import signal
+    import sys
+
+    from rich.console import Console
+
+    from raven.cli.terminal import LineReader, TerminalAsker, TerminalView, stdin_is_terminal
+    from raven.engine import Runtime, TurnEnded, TurnEvent, run_turn
+    from raven.messages import TextPart
+
+    runtime = Runtime(cfg, paths, face="cli")
+    try:
+        if session_id:
+            live = await runtime.open_session(session_id)
+            if model:
+                await runtime.set_model(live, model)
+            if mode:
+                await runtime.set_mode(live, mode)
+        else:
+            live = await runtime.new_session(_workdir(cwd), model, mode)
+        out = Console(file=sys.stdout, highlight=False, soft_wrap=True)
+        err = Console(file=sys.stderr, highlight=False)
+        view = TerminalView(out, err, markdown=False)
+        asker = TerminalAsker(err, LineReader(), view, stdin_is_terminal(), approve_all=yes)
+        ended: list[TurnEnded] = []
+
+        def emit(event: TurnEvent) -> None:
+            view(event)
+            if isinstance(event, TurnEnded):
+                ended.append(event)
+
+        cancel = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGINT, cancel.set)
+        try:
+            stop = await run_turn(live, [TextPart(text=prompt)], asker, emit, cancel)
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
+        view.pause()
+        err.print(f"[dim]session {live.id}[/]")
+        return _exit_code(stop, ended[-1].error if ended else None, err)
+    finally:
+        await runtime.aclose()
+
+
+def _workdir(cwd: Path | None) -> Path:
+    from raven.config import ConfigError
+
+    path = (cwd or Path.cwd()).expanduser().resolve()
+    if not path.is_dir():
+        raise ConfigError(f"--cwd {path}: not a directory")
+    return path
+
+
+def _exit_code(stop: str, error: str | None, err: Console) -> int:
+    if stop == "cancelled":
+        return EXIT_CANCELLED
+    if error:
+        return EXIT_TURN_FAILED
+    if stop != "end_turn":
+        reasons = {
+            "max_tokens": "the model hit its output token limit",
+            "max_turn_requests": "the turn hit limits.maxTurnSteps",
+            "refusal": "the model refused",
+        }
+        err.print(f"[yellow]stopped:[/] {reasons.get(stop, stop)}")
+        return EXIT_STOPPED_SHORT
+    return 0

@@ -1,0 +1,201 @@
+"""The terminal face: turn events rendered with rich, approvals and questions asked inline.
+
+Answers go to the `out` console; tool activity, notices and prompts to `err`.
+Reads input only through a `LineReader`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+
+from rich.console import Console
+from rich.live import Live
+from rich.markdown import Markdown
+from rich.markup import escape
+
+from raven.engine import (
+    AgentText,
+    AgentThought,
+    ApprovalRequest,
+    Decision,
+    Notice,
+    Question,
+    ToolCallStarted,
+    ToolCallUpdated,
+    TurnEnded,
+    TurnEvent,
+)
+
+_RESULT_PREVIEW_LINES = 4
+
+
+class LineReader:
+    """Reads lines from a file descriptor without blocking the event loop."""
+
+    def __init__(self, fd: int = 0) -> None:
+        self._fd = fd
+        self._buffer = b""
+        self._eof = False
+
+    async def readline(self) -> str | None:
+        """The next line without its newline; None at end of input."""
+        while b"\n" not in self._buffer and not self._eof:
+            chunk = await self._read_chunk()
+            if not chunk:
+                self._eof = True
+            self._buffer += chunk
+        if not self._buffer and self._eof:
+            return None
+        line, _, rest = self._buffer.partition(b"\n")
+        self._buffer = rest
+        return line.decode("utf-8", "replace").rstrip("\r")
+
+    async def _read_chunk(self) -> bytes:
+        loop = asyncio.get_running_loop()
+        ready: asyncio.Future[None] = loop.create_future()
+        try:
+            loop.add_reader(self._fd, lambda: ready.done() or ready.set_result(None))
+        except (PermissionError, ValueError, OSError):
+            return await asyncio.to_thread(os.read, self._fd, 65536)
+        try:
+            await ready
+        finally:
+            loop.remove_reader(self._fd)
+        return os.read(self._fd, 65536)
+
+
+class TerminalView:
+    """Renders turn events; `markdown` re-renders the answer as Markdown while it streams."""
+
+    def __init__(self, out: Console, err: Console, markdown: bool) -> None:
+        self._out = out
+        self._err = err
+        self._markdown = markdown
+        self._text = ""
+        self._live: Live | None = None
+        self._titles: dict[str, str] = {}
+
+    def __call__(self, event: TurnEvent) -> None:
+        if isinstance(event, AgentText):
+            self._answer(event.text)
+            return
+        self.pause()
+        if isinstance(event, AgentThought):
+            self._err.print(escape(event.text), style="dim italic", end="")
+        elif isinstance(event, ToolCallStarted):
+            self._titles[event.call_id] = event.title
+            self._err.print(f"[cyan]→[/] {escape(event.title)}")
+        elif isinstance(event, ToolCallUpdated) and event.status != "in_progress":
+            self._tool_done(event)
+        elif isinstance(event, Notice):
+            self._err.print(f"[bold red]![/] {escape(event.text)}")
+        elif isinstance(event, TurnEnded) and event.stop_reason == "cancelled":
+            self._err.print("[yellow]cancelled[/]")
+
+    def pause(self) -> None:
+        """Finish the answer being streamed, so other output can follow it."""
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+        elif self._text and not self._text.endswith("\n"):
+            self._out.file.write("\n")
+            self._out.file.flush()
+        self._text = ""
+
+    def _answer(self, delta: str) -> None:
+        self._text += delta
+        if not self._markdown:
+            self._out.file.write(delta)
+            self._out.file.flush()
+            return
+        if self._live is None:
+            self._live = Live(console=self._out, auto_refresh=False, vertical_overflow="visible")
+            self._live.start()
+        self._live.update(Markdown(self._text), refresh=True)
+
+    def _tool_done(self, event: ToolCallUpdated) -> None:
+        title = escape(self._titles.get(event.call_id, event.call_id))
+        if event.status == "completed":
+            self._err.print(f"[green]✓[/] {title}")
+        else:
+            self._err.print(f"[red]✗[/] {title}")
+        lines = (event.content or "").strip().splitlines()
+        for line in lines[:_RESULT_PREVIEW_LINES]:
+            self._err.print(f"  [dim]{escape(line[:200])}[/]")
+        if len(lines) > _RESULT_PREVIEW_LINES:
+            self._err.print(f"  [dim]… {len(lines) - _RESULT_PREVIEW_LINES} more lines[/]")
+
+
+_CHOICES: dict[str, Decision] = {
+    "y": "allow_once",
+    "yes": "allow_once",
+    "a": "allow_always",
+    "always": "allow_always",
+    "n": "reject_once",
+    "no": "reject_once",
+    "r": "reject_always",
+    "never": "reject_always",
+}
+
+
+class TerminalAsker:
+    """Asks on the terminal when one is attached; otherwise follows `--yes`."""
+
+    def __init__(
+        self,
+        err: Console,
+        reader: LineReader,
+        view: TerminalView,
+        interactive: bool,
+        approve_all: bool = False,
+    ) -> None:
+        self._err = err
+        self._reader = reader
+        self._view = view
+        self._interactive = interactive
+        self._approve_all = approve_all
+
+    async def approve(self, request: ApprovalRequest) -> Decision:
+        if self._approve_all:
+            return "allow_once"
+        if not self._interactive:
+            self._err.print(
+                f"[yellow]denied[/] {escape(request.title)} "
+                "(no terminal to ask on; pass --yes to allow)"
+            )
+            return "reject_once"
+        self._view.pause()
+        while True:
+            self._err.print(
+                f"[bold yellow]?[/] Allow {escape(request.title)}? "
+                "[bold]y[/]es / [bold]a[/]lways / [bold]n[/]o / neve[bold]r[/] ",
+                end="",
+            )
+            line = await self._reader.readline()
+            if line is None:
+                return "reject_once"
+            decision = _CHOICES.get(line.strip().lower())
+            if decision:
+                return decision
+
+    async def ask(self, question: Question) -> str | None:
+        if not self._interactive:
+            return None
+        self._view.pause()
+        self._err.print(f"[bold yellow]?[/] {escape(question.text)}")
+        for number, choice in enumerate(question.choices, start=1):
+            self._err.print(f"  {number}. {escape(choice)}")
+        self._err.print("[bold]answer:[/] ", end="")
+        line = await self._reader.readline()
+        if line is None:
+            return None
+        answer = line.strip()
+        if answer.isdigit() and 1 <= int(answer) <= len(question.choices):
+            return question.choices[int(answer) - 1]
+        return answer or None
+
+
+def stdin_is_terminal() -> bool:
+    return sys.stdin.isatty()

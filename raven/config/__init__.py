@@ -1,0 +1,32 @@
+"""Configuration: the schema, where files live, and atomic load/save.
+
+Owns `config.json` and the data and log locations. Never reads another
+package's state and never writes a file except through `save_config`.
+"""
+
+from raven.config.paths import Paths, resolve_paths
+from raven.config.schema import (
+    ECHO_MODEL_ID,
+    Limits,
+    ModelSpec,
+    ModeSpec,
+    RavenConfig,
+    ToolFilter,
+)
+from raven.config.store import ConfigError, load_config, masked, save_config, starter_config
+
+__all__ = [
+    "ECHO_MODEL_ID",
+    "ConfigError",
+    "Limits",
+    "ModeSpec",
+    "ModelSpec",
+    "Paths",
+    "RavenConfig",
+    "ToolFilter",
+    "load_config",
+    "masked",
+    "resolve_paths",
+    "save_config",
+    "starter_config",
+]

@@ -1,0 +1,110 @@
+"""The config schema: pydantic models with camelCase JSON keys; unknown keys are errors.
+
+Declares shapes and cross-key rules only; never touches the file system.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.alias_generators import to_camel
+
+ECHO_MODEL_ID = "echo"
+
+ProviderName = Literal["openai", "anthropic", "scripted"]
+ApprovalPolicy = Literal["ask", "auto", "deny"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+
+class ModelSpec(_Model):
+    id: str = Field(min_length=1)
+    name: str | None = None
+    provider: ProviderName
+    model: str | None = None
+    """The vendor's model name; defaults to `id`."""
+    base_url: str | None = None
+    api_key_env: str | None = None
+    api_key: str | None = None
+    script: str | None = None
+    """Scripted provider only: path to a JSON list of steps."""
+    max_tokens: int | None = Field(default=None, gt=0)
+    context_window: int | None = Field(default=None, gt=0)
+
+    @property
+    def display_name(self) -> str:
+        return self.name or self.id
+
+    @property
+    def vendor_model(self) -> str:
+        return self.model or self.id
+
+
+class ToolFilter(_Model):
+    allow: list[str] | None = None
+    """Glob patterns of tool names offered in this mode; absent means all."""
+    deny: list[str] = Field(default_factory=list)
+
+
+class ModeSpec(_Model):
+    id: str = Field(min_length=1)
+    name: str
+    description: str | None = None
+    approvals: ApprovalPolicy = "ask"
+    tools: ToolFilter = Field(default_factory=ToolFilter)
+
+
+class Limits(_Model):
+    max_turn_steps: int = Field(default=50, gt=0)
+    """Model calls in one turn before it ends with `max_turn_requests`."""
+    command_timeout_s: float = Field(default=120.0, gt=0)
+    tool_output_chars: int = Field(default=30_000, ge=1_000)
+    model_timeout_s: float = Field(default=300.0, gt=0)
+    """Longest silence tolerated from a model stream."""
+    question_timeout_s: float = Field(default=600.0, gt=0)
+    """How long a turn waits for a person's approval or answer."""
+
+
+class RavenConfig(_Model):
+    models: list[ModelSpec] = Field(default_factory=list)
+    default_model: str | None = None
+    modes: list[ModeSpec] = Field(default_factory=list)
+    default_mode: str | None = None
+    limits: Limits = Field(default_factory=Limits)
+    # Reserved for the MCP, sub-agent, A2A and gateway faces; their schemas arrive with them.
+    mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
+    agents: list[dict[str, Any]] = Field(default_factory=list)
+    a2a: dict[str, Any] = Field(default_factory=dict)
+    gateway: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check_references(self) -> RavenConfig:
+        _unique([m.id for m in self.models], "models")
+        _unique([m.id for m in self.modes], "modes")
+        known_models = {m.id for m in self.models} | {ECHO_MODEL_ID}
+        if self.default_model and self.default_model not in known_models:
+            raise ValueError(f"defaultModel {self.default_model!r} is not among models")
+        if self.default_mode and self.default_mode not in {m.id for m in self.modes}:
+            raise ValueError(f"defaultMode {self.default_mode!r} is not among modes")
+        return self
+
+    def find_model(self, model_id: str) -> ModelSpec | None:
+        if model_id == ECHO_MODEL_ID and all(m.id != ECHO_MODEL_ID for m in self.models):
+            return ModelSpec(id=ECHO_MODEL_ID, name="Echo (offline)", provider="scripted")
+        return next((m for m in self.models if m.id == model_id), None)
+
+    def find_mode(self, mode_id: str) -> ModeSpec | None:
+        return next((m for m in self.modes if m.id == mode_id), None)
+
+
+def _unique(ids: list[str], key: str) -> None:
+    seen: set[str] = set()
+    for item in ids:
+        if item in seen:
+            raise ValueError(f"{key}: id {item!r} appears twice")
+        seen.add(item)

@@ -1,0 +1,140 @@
+"""Loading and saving `config.json`: atomic writes, mode 0600, clear errors.
+
+Never leaves a half-written file and never prints a secret.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from raven.config.schema import RavenConfig
+from raven.errors import RavenError
+
+_SECRET_KEYS = frozenset({"apiKey", "token", "credential", "password"})
+
+
+class ConfigError(RavenError):
+    """The config file is unreadable, not JSON, or breaks the schema."""
+
+    exit_code = 2
+
+
+def load_config(path: Path) -> RavenConfig:
+    """Read and validate the config; a missing file is the empty config."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return RavenConfig()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
+    return parse_config(text, path)
+
+
+def parse_config(text: str, source: Path) -> RavenConfig:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{source}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from exc
+    try:
+        return RavenConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: {_describe(exc)}") from exc
+
+
+def save_config(config: RavenConfig, path: Path) -> None:
+    """Write atomically (temp file in the same directory, then rename) with mode 0600."""
+    body = json.dumps(config_to_json(config), indent=2) + "\n"
+    write_private_file(path, body)
+
+
+def write_private_file(path: Path, body: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".config-", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(body)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def config_to_json(config: RavenConfig) -> dict[str, Any]:
+    return config.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+
+
+def masked(data: Any) -> Any:
+    """A copy of config JSON with secret values replaced by `***`."""
+    if isinstance(data, dict):
+        return {k: ("***" if k in _SECRET_KEYS and v else masked(v)) for k, v in data.items()}
+    if isinstance(data, list):
+        return [masked(v) for v in data]
+    return data
+
+
+def starter_config() -> RavenConfig:
+    """What `raven config init` writes: the offline echo model and two modes."""
+    return RavenConfig.model_validate(
+        {
+            "models": [
+                {
+                    "id": "gpt",
+                    "name": "OpenAI GPT-4.1 mini",
+                    "provider": "openai",
+                    "model": "gpt-4.1-mini",
+                    "apiKeyEnv": "OPENAI_API_KEY",
+                },
+                {
+                    "id": "claude",
+                    "name": "Claude Sonnet 4.5",
+                    "provider": "anthropic",
+                    "model": "claude-sonnet-4-5",
+                    "apiKeyEnv": "ANTHROPIC_API_KEY",
+                },
+            ],
+            "defaultModel": "echo",
+            "modes": [
+                {"id": "ask", "name": "Ask", "description": "Ask before edits and commands"},
+                {
+                    "id": "auto",
+                    "name": "Auto",
+                    "description": "Edit files and run commands without asking",
+                    "approvals": "auto",
+                },
+                {
+                    "id": "read-only",
+                    "name": "Read only",
+                    "description": "Read and search; never write or run",
+                    "approvals": "deny",
+                },
+            ],
+            "defaultMode": "ask",
+        }
+    )
+
+
+def _describe(exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        where = _loc(err["loc"])
+        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        lines.append(f"{where}: {msg}" if where else msg)
+    return "; ".join(lines)
+
+
+def _loc(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out

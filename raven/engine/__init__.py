@@ -1,0 +1,44 @@
+"""The engine: the model/tools loop, turn events, approvals, modes and the runtime.
+
+Knows no protocol. Faces call `run_turn` with a live session, an asker and an
+emit callable, and translate the events they receive.
+"""
+
+from raven.engine.asker import ApprovalRequest, Asker, Decision, PolicyAsker
+from raven.engine.events import (
+    AgentText,
+    AgentThought,
+    Emit,
+    Notice,
+    TitleChanged,
+    ToolCallStarted,
+    ToolCallUpdated,
+    TurnEnded,
+    TurnEvent,
+    UsageUpdated,
+)
+from raven.engine.runtime import Runtime
+from raven.engine.session import LiveSession
+from raven.engine.turn import run_turn
+from raven.tools import Question
+
+__all__ = [
+    "AgentText",
+    "AgentThought",
+    "ApprovalRequest",
+    "Asker",
+    "Decision",
+    "Emit",
+    "LiveSession",
+    "Notice",
+    "PolicyAsker",
+    "Question",
+    "Runtime",
+    "TitleChanged",
+    "ToolCallStarted",
+    "ToolCallUpdated",
+    "TurnEnded",
+    "TurnEvent",
+    "UsageUpdated",
+    "run_turn",
+]

@@ -1,0 +1,46 @@
+"""How a face answers the engine: the Asker protocol and what it is asked."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from raven.tools import Question, ToolKind
+
+Decision = Literal["allow_once", "allow_always", "reject_once", "reject_always"]
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    call_id: str
+    tool: str
+    title: str
+    kind: ToolKind
+    raw_input: dict[str, Any]
+    locations: list[Path] = field(default_factory=list)
+
+
+class Asker(Protocol):
+    """Obtains approvals and answers from a person (or a policy) on a face's behalf.
+
+    Either method may take as long as the person needs; the engine bounds the
+    wait. An asker that cannot ask returns `reject_once` or None.
+    """
+
+    async def approve(self, request: ApprovalRequest) -> Decision: ...
+
+    async def ask(self, question: Question) -> str | None: ...
+
+
+class PolicyAsker:
+    """An asker that never asks: approves or rejects everything, answers nothing."""
+
+    def __init__(self, approve_all: bool) -> None:
+        self._decision: Decision = "allow_once" if approve_all else "reject_once"
+
+    async def approve(self, request: ApprovalRequest) -> Decision:
+        return self._decision
+
+    async def ask(self, question: Question) -> str | None:
+        return None

@@ -1,0 +1,83 @@
+"""Turn events: what the engine tells a face while a turn runs. Plain data, no protocol."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from raven.providers import StopReason
+from raven.tools import FileDiff, ToolKind
+
+ToolStatus = Literal["in_progress", "completed", "failed"]
+
+
+@dataclass(frozen=True)
+class AgentText:
+    text: str
+
+
+@dataclass(frozen=True)
+class AgentThought:
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCallStarted:
+    call_id: str
+    tool: str
+    title: str
+    kind: ToolKind
+    raw_input: dict[str, Any]
+    locations: list[Path] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ToolCallUpdated:
+    """Progress or the end of a tool call; `content` is the text the model receives."""
+
+    call_id: str
+    status: ToolStatus
+    content: str | None = None
+    diff: FileDiff | None = None
+
+
+@dataclass(frozen=True)
+class UsageUpdated:
+    used_tokens: int
+    """Tokens in the context after the latest model call."""
+    context_window: int | None
+
+
+@dataclass(frozen=True)
+class TitleChanged:
+    title: str
+
+
+@dataclass(frozen=True)
+class Notice:
+    """An explanation for the person: a failed model call, a refused request."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class TurnEnded:
+    stop_reason: StopReason
+    error: str | None = None
+    """Set when the turn failed; the face shows it and treats the turn as unsuccessful."""
+
+
+TurnEvent = (
+    AgentText
+    | AgentThought
+    | ToolCallStarted
+    | ToolCallUpdated
+    | UsageUpdated
+    | TitleChanged
+    | Notice
+    | TurnEnded
+)
+
+Emit = Callable[[TurnEvent], None]

@@ -1,0 +1,139 @@
+"""The runtime a face holds: config, store and providers, and the live sessions made from them.
+
+Creates, opens and switches sessions; never runs a turn itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+from raven.config import ConfigError, ModelSpec, ModeSpec, Paths, RavenConfig
+from raven.engine.session import LiveSession
+from raven.providers import Provider, create_provider, pick_model
+from raven.sessions import SessionStore
+from raven.tools import builtin_tools
+
+log = logging.getLogger(__name__)
+
+
+class Runtime:
+    def __init__(self, config: RavenConfig, paths: Paths, face: str) -> None:
+        self.config = config
+        self.paths = paths
+        self.face = face
+        self.store = SessionStore(paths.database)
+        self._providers: dict[str, Provider] = {}
+        self._live: dict[str, LiveSession] = {}
+
+    async def aclose(self) -> None:
+        for provider in self._providers.values():
+            await provider.aclose()
+        self._providers.clear()
+        self._live.clear()
+        self.store.close()
+
+    def model(self, model_id: str | None) -> ModelSpec:
+        return pick_model(self.config, model_id)
+
+    def mode(self, mode_id: str | None) -> ModeSpec | None:
+        """The named mode, else the default one, else the first; None when none are declared."""
+        if mode_id:
+            mode = self.config.find_mode(mode_id)
+            if mode is None:
+                known = ", ".join(m.id for m in self.config.modes) or "none are declared"
+                raise ConfigError(f"unknown mode {mode_id!r}; modes: {known}")
+            return mode
+        chosen = self.config.default_mode
+        if chosen:
+            return self.config.find_mode(chosen)
+        return self.config.modes[0] if self.config.modes else None
+
+    def provider(self, spec: ModelSpec) -> Provider:
+        if spec.id not in self._providers:
+            self._providers[spec.id] = create_provider(spec, self.config, self.paths.config_dir)
+        return self._providers[spec.id]
+
+    def live(self, session_id: str) -> LiveSession | None:
+        return self._live.get(session_id)
+
+    async def new_session(
+        self, cwd: Path, model_id: str | None = None, mode_id: str | None = None
+    ) -> LiveSession:
+        model = self.model(model_id)
+        mode = self.mode(mode_id)
+        provider = self.provider(model)
+        record = await asyncio.to_thread(
+            self.store.create, str(cwd), self.face, mode.id if mode else None, model.id
+        )
+        return self._keep(
+            LiveSession(
+                record=record,
+                store=self.store,
+                history=[],
+                model=model,
+                provider=provider,
+                mode=mode,
+                limits=self.config.limits,
+                tools=builtin_tools(),
+            )
+        )
+
+    async def open_session(self, session_id: str) -> LiveSession:
+        """The live session for a stored one, loading its transcript if not yet in memory."""
+        if session_id in self._live:
+            return self._live[session_id]
+        record = await asyncio.to_thread(self.store.get, session_id)
+        history = await asyncio.to_thread(self.store.messages, session_id)
+        model = self._stored_model(record.model)
+        mode = self.config.find_mode(record.mode) if record.mode else None
+        mode = mode or self.mode(None)
+        if record.closed:
+            record = await asyncio.to_thread(self.store.update, session_id, closed=False)
+        return self._keep(
+            LiveSession(
+                record=record,
+                store=self.store,
+                history=history,
+                model=model,
+                provider=self.provider(model),
+                mode=mode,
+                limits=self.config.limits,
+                tools=builtin_tools(),
+            )
+        )
+
+    async def set_model(self, session: LiveSession, model_id: str) -> None:
+        model = self.model(model_id)
+        session.provider = self.provider(model)
+        session.model = model
+        session.record = await asyncio.to_thread(self.store.update, session.id, model=model.id)
+
+    async def set_mode(self, session: LiveSession, mode_id: str) -> None:
+        if not self.config.modes:
+            raise ConfigError("no modes are declared in the config; there is nothing to switch to")
+        mode = self.mode(mode_id)
+        session.mode = mode
+        session.record = await asyncio.to_thread(self.store.update, session.id, mode=mode_id)
+
+    async def close_session(self, session_id: str) -> None:
+        """Forget the live session and mark it closed; its transcript stays."""
+        self._live.pop(session_id, None)
+        await asyncio.to_thread(self.store.update, session_id, closed=True)
+
+    async def delete_session(self, session_id: str) -> bool:
+        self._live.pop(session_id, None)
+        return await asyncio.to_thread(self.store.delete, session_id)
+
+    def _keep(self, session: LiveSession) -> LiveSession:
+        self._live[session.id] = session
+        return session
+
+    def _stored_model(self, model_id: str | None) -> ModelSpec:
+        if model_id:
+            spec = self.config.find_model(model_id)
+            if spec is not None:
+                return spec
+            log.warning("session model %r is no longer configured; using the default", model_id)
+        return self.model(None)

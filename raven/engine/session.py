@@ -1,0 +1,101 @@
+"""A live session: one stored session plus what a turn needs in memory.
+
+Holds the transcript cache, the model and mode in force, remembered "always"
+decisions and steering text. Writes go to the store as they happen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fnmatch
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from raven.config import Limits, ModelSpec, ModeSpec
+from raven.messages import Message
+from raven.providers import Provider
+from raven.sessions import SessionRecord, SessionStore
+from raven.tools import Tool
+
+Remembered = dict[str, bool]
+
+
+@dataclass
+class LiveSession:
+    record: SessionRecord
+    store: SessionStore
+    history: list[Message]
+    model: ModelSpec
+    provider: Provider
+    mode: ModeSpec | None
+    limits: Limits
+    tools: list[Tool]
+    extra_tools: list[Tool] = field(default_factory=list)
+    """Tools this session adds to the built-ins (its own MCP servers, for example)."""
+    remembered: Remembered = field(default_factory=dict)
+    """Tool name → True for "allow always", False for "reject always"."""
+    _steering: list[str] = field(default_factory=list)
+    _busy: bool = False
+
+    @property
+    def id(self) -> str:
+        return self.record.id
+
+    @property
+    def cwd(self) -> Path:
+        return Path(self.record.cwd)
+
+    @property
+    def is_busy(self) -> bool:
+        """True while a turn runs."""
+        return self._busy
+
+    def offered_tools(self) -> list[Tool]:
+        """The tools the current mode allows, built-ins first."""
+        allowed = self.mode.tools if self.mode else None
+        out = []
+        for tool in [*self.tools, *self.extra_tools]:
+            if allowed and allowed.allow is not None and not _matches(tool.name, allowed.allow):
+                continue
+            if allowed and _matches(tool.name, allowed.deny):
+                continue
+            out.append(tool)
+        return out
+
+    def steer(self, text: str) -> bool:
+        """Queue text for the running turn's next model call; False when no turn runs."""
+        if not self._busy:
+            return False
+        self._steering.append(text)
+        return True
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        """Mark a turn as running for the duration of the block."""
+        self._busy = True
+        try:
+            yield
+        finally:
+            self._busy = False
+            self._steering.clear()
+
+    def has_steering(self) -> bool:
+        return bool(self._steering)
+
+    def take_steering(self) -> list[str]:
+        taken, self._steering = self._steering, []
+        return taken
+
+    async def commit(self, message: Message) -> None:
+        """Store the message (committed before this returns) and keep it in memory."""
+        await asyncio.to_thread(self.store.append, self.id, message)
+        self.history.append(message)
+
+    async def set_title(self, title: str) -> None:
+        self.record = await asyncio.to_thread(self.store.update, self.id, title=title)
+
+
+def _matches(name: str, patterns: Sequence[str]) -> bool:
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns)

@@ -1,0 +1,314 @@
+"""The turn loop: model call, tool calls, repeat, until the model stops or a limit is hit.
+
+`run_turn` never raises at a face for a failed turn: every failure becomes a
+`Notice` plus a `TurnEnded` with a stop reason. Knows no protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from datetime import date
+
+from pydantic import ValidationError
+
+from raven.engine.asker import ApprovalRequest, Asker, Decision
+from raven.engine.events import (
+    AgentText,
+    AgentThought,
+    Emit,
+    Notice,
+    TitleChanged,
+    ToolCallStarted,
+    ToolCallUpdated,
+    TurnEnded,
+    UsageUpdated,
+)
+from raven.engine.prompt import system_prompt
+from raven.engine.session import LiveSession
+from raven.messages import (
+    AssistantMessage,
+    Part,
+    TextPart,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+from raven.providers import (
+    Finish,
+    ModelRequest,
+    ProviderError,
+    StopReason,
+    TextDelta,
+    ThoughtDelta,
+    ToolCallReady,
+    ToolSpec,
+    Usage,
+)
+from raven.tools import Question, Tool, ToolContext, ToolError, ToolOutput, clip
+
+log = logging.getLogger(__name__)
+
+TITLE_CHARS = 60
+CANCELLED_RESULT = "Cancelled by the user before it finished."
+REJECTED_RESULT = "The user rejected this tool call. Do not retry it; ask or explain instead."
+
+
+class _TurnFailed(Exception):
+    """Ends the turn with an explanation; raised inside the loop only."""
+
+
+async def run_turn(
+    session: LiveSession,
+    prompt: Sequence[Part],
+    asker: Asker,
+    emit: Emit,
+    cancel: asyncio.Event | None = None,
+) -> StopReason:
+    """Run one turn of `session` on `prompt`; the last event emitted is always `TurnEnded`.
+
+    Setting `cancel` (or cancelling the calling task) stops the model stream and any
+    running command; the turn then ends `cancelled`.
+    """
+    if session.is_busy:
+        message = "A turn is already running in this session; wait for it or cancel it."
+        emit(Notice(message))
+        emit(TurnEnded("end_turn", error=message))
+        return "end_turn"
+    with session.running():
+        work = asyncio.create_task(_turn(session, list(prompt), asker, emit))
+        waiter = asyncio.create_task(cancel.wait()) if cancel else None
+        try:
+            await asyncio.wait([t for t in (work, waiter) if t], return_when="FIRST_COMPLETED")
+        except asyncio.CancelledError:
+            await _stop(work)
+            emit(TurnEnded("cancelled"))
+            raise
+        finally:
+            if waiter:
+                waiter.cancel()
+        if not work.done():
+            await _stop(work)
+        if work.cancelled():
+            emit(TurnEnded("cancelled"))
+            return "cancelled"
+        stop, error = work.result()
+        emit(TurnEnded(stop, error=error))
+        return stop
+
+
+async def _stop(work: asyncio.Task[tuple[StopReason, str | None]]) -> None:
+    work.cancel()
+    try:
+        await work
+    except asyncio.CancelledError:
+        pass
+    except Exception:
+        log.exception("turn failed while being cancelled")
+
+
+async def _turn(
+    session: LiveSession, prompt: list[Part], asker: Asker, emit: Emit
+) -> tuple[StopReason, str | None]:
+    try:
+        return await _loop(session, prompt, asker, emit), None
+    except _TurnFailed as exc:
+        emit(Notice(str(exc)))
+        return "end_turn", str(exc)
+    except ProviderError as exc:
+        log.warning("model call failed: %s", exc)
+        emit(Notice(str(exc)))
+        return "end_turn", str(exc)
+    except Exception as exc:
+        log.exception("turn failed")
+        message = f"The turn failed: {type(exc).__name__}. Details are in the log."
+        emit(Notice(message))
+        return "end_turn", message
+
+
+async def _loop(session: LiveSession, prompt: list[Part], asker: Asker, emit: Emit) -> StopReason:
+    await session.commit(UserMessage(parts=prompt))
+    if not session.record.title:
+        title = _title_from(prompt)
+        if title:
+            await session.set_title(title)
+            emit(TitleChanged(title))
+    for _ in range(session.limits.max_turn_steps):
+        for text in session.take_steering():
+            await session.commit(UserMessage(parts=[TextPart(text=text)]))
+        assistant, finish = await _call_model(session, emit)
+        if finish in ("max_tokens", "refusal"):
+            return finish
+        if not assistant.tool_calls:
+            if session.has_steering():
+                continue
+            return "end_turn"
+        tools = {t.name: t for t in session.offered_tools()}
+        calls = assistant.tool_calls
+        for index, call in enumerate(calls):
+            try:
+                await _run_tool(session, tools.get(call.name), call, asker, emit)
+            except asyncio.CancelledError:
+                # Every tool call needs a result, or providers refuse the transcript.
+                answered = _answered_ids(session)
+                for unanswered in calls[index:]:
+                    if unanswered.id not in answered:
+                        await session.commit(
+                            _result(unanswered, ToolOutput(CANCELLED_RESULT, is_error=True))
+                        )
+                raise
+    return "max_turn_requests"
+
+
+async def _call_model(session: LiveSession, emit: Emit) -> tuple[AssistantMessage, str]:
+    tools = session.offered_tools()
+    request = ModelRequest(
+        system=system_prompt(session.cwd, tools, date.today()),
+        messages=list(session.history),
+        tools=[ToolSpec(t.name, t.description, t.parameters()) for t in tools],
+    )
+    text: list[str] = []
+    thought: list[str] = []
+    calls: list[ToolCall] = []
+    finish = "end_turn"
+    stream = session.provider.stream(request)
+    try:
+        async for event in stream:
+            if isinstance(event, TextDelta):
+                text.append(event.text)
+                emit(AgentText(event.text))
+            elif isinstance(event, ThoughtDelta):
+                thought.append(event.text)
+                emit(AgentThought(event.text))
+            elif isinstance(event, ToolCallReady):
+                calls.append(event.call)
+            elif isinstance(event, Usage):
+                used = event.input_tokens + event.output_tokens
+                emit(UsageUpdated(used, session.provider.context_window))
+            elif isinstance(event, Finish):
+                finish = event.reason
+    except BaseException:
+        if text:
+            await asyncio.shield(
+                session.commit(AssistantMessage(text="".join(text), thought="".join(thought)))
+            )
+        raise
+    finally:
+        await stream.aclose()  # type: ignore[attr-defined]
+    if finish in ("max_tokens", "refusal"):
+        calls = []
+    message = AssistantMessage(text="".join(text), thought="".join(thought), tool_calls=calls)
+    await session.commit(message)
+    return message, finish
+
+
+async def _run_tool(
+    session: LiveSession, tool: Tool | None, call: ToolCall, asker: Asker, emit: Emit
+) -> None:
+    ctx = ToolContext(
+        cwd=session.cwd,
+        limits=session.limits,
+        ask=lambda q: _ask(session, asker, q),
+    )
+    if tool is None:
+        names = ", ".join(t.name for t in session.offered_tools())
+        emit(ToolCallStarted(call.id, call.name, call.name, "other", call.arguments))
+        await _finish(
+            session,
+            call,
+            ToolOutput(f"Unknown tool {call.name!r}. Available tools: {names}", is_error=True),
+            emit,
+        )
+        return
+    try:
+        if call.raw_arguments is not None:
+            raise ToolError(f"the arguments must be a JSON object, got: {call.raw_arguments[:200]}")
+        args = tool.args_model.model_validate(call.arguments)
+    except (ToolError, ValidationError) as exc:
+        emit(ToolCallStarted(call.id, tool.name, tool.name, tool.kind, call.arguments))
+        await _finish(session, call, ToolOutput(_invalid(exc), is_error=True), emit)
+        return
+    title = tool.title(args, ctx)
+    locations = tool.locations(args, ctx)
+    emit(ToolCallStarted(call.id, tool.name, title, tool.kind, call.arguments, locations))
+    if tool.needs_approval:
+        request = ApprovalRequest(call.id, tool.name, title, tool.kind, call.arguments, locations)
+        if not await _approved(session, asker, request):
+            await _finish(session, call, ToolOutput(REJECTED_RESULT, is_error=True), emit)
+            return
+    emit(ToolCallUpdated(call.id, "in_progress"))
+    try:
+        output = await tool.run(args, ctx)
+    except asyncio.CancelledError:
+        emit(ToolCallUpdated(call.id, "failed", CANCELLED_RESULT))
+        raise
+    except ToolError as exc:
+        output = ToolOutput(str(exc), is_error=True)
+    except Exception as exc:
+        log.exception("tool %s failed", tool.name)
+        output = ToolOutput(f"{tool.name} failed: {type(exc).__name__}: {exc}", is_error=True)
+    await _finish(session, call, output, emit)
+
+
+async def _finish(session: LiveSession, call: ToolCall, output: ToolOutput, emit: Emit) -> None:
+    text = clip(output.text, session.limits.tool_output_chars)
+    await session.commit(_result(call, ToolOutput(text, output.is_error)))
+    status = "failed" if output.is_error else "completed"
+    emit(ToolCallUpdated(call.id, status, text, output.diff))
+
+
+def _answered_ids(session: LiveSession) -> set[str]:
+    return {m.call_id for m in session.history if isinstance(m, ToolResultMessage)}
+
+
+def _result(call: ToolCall, output: ToolOutput) -> ToolResultMessage:
+    return ToolResultMessage(
+        call_id=call.id, name=call.name, content=output.text, is_error=output.is_error
+    )
+
+
+async def _approved(session: LiveSession, asker: Asker, request: ApprovalRequest) -> bool:
+    policy = session.mode.approvals if session.mode else "ask"
+    if policy == "auto":
+        return True
+    if policy == "deny":
+        return False
+    if request.tool in session.remembered:
+        return session.remembered[request.tool]
+    decision: Decision
+    try:
+        async with asyncio.timeout(session.limits.question_timeout_s):
+            decision = await asker.approve(request)
+    except TimeoutError:
+        log.warning("approval for %s timed out; rejected", request.tool)
+        decision = "reject_once"
+    if decision == "allow_always":
+        session.remembered[request.tool] = True
+    elif decision == "reject_always":
+        session.remembered[request.tool] = False
+    return decision in ("allow_once", "allow_always")
+
+
+async def _ask(session: LiveSession, asker: Asker, question: Question) -> str | None:
+    try:
+        async with asyncio.timeout(session.limits.question_timeout_s):
+            return await asker.ask(question)
+    except TimeoutError:
+        log.warning("question timed out unanswered")
+        return None
+
+
+def _invalid(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in exc.errors()
+        )
+        return f"Invalid arguments: {problems}"
+    return f"Invalid arguments: {exc}"
+
+
+def _title_from(prompt: list[Part]) -> str:
+    text = " ".join(p.text for p in prompt if isinstance(p, TextPart)).strip()
+    first = text.splitlines()[0] if text else ""
+    return first if len(first) <= TITLE_CHARS else first[: TITLE_CHARS - 1].rstrip() + "…"

@@ -1,0 +1,69 @@
+"""Provider-neutral conversation messages: what a session's transcript is made of.
+
+Shared vocabulary of the engine, the providers and the session store. Knows no
+vendor wire format and no protocol.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, TypeAdapter
+
+
+class TextPart(BaseModel):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ImagePart(BaseModel):
+    type: Literal["image"] = "image"
+    data: str
+    """Base64-encoded bytes."""
+    mime_type: str
+
+
+Part = Annotated[TextPart | ImagePart, Field(discriminator="type")]
+
+
+class ToolCall(BaseModel):
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    """Parsed arguments; `{}` when the model sent none."""
+    raw_arguments: str | None = None
+    """The model's argument text when it was not a JSON object."""
+
+
+class UserMessage(BaseModel):
+    role: Literal["user"] = "user"
+    parts: list[Part]
+
+    @property
+    def text(self) -> str:
+        return "\n".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+
+class AssistantMessage(BaseModel):
+    role: Literal["assistant"] = "assistant"
+    text: str = ""
+    thought: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+
+
+class ToolResultMessage(BaseModel):
+    role: Literal["tool"] = "tool"
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+
+
+Message = Annotated[UserMessage | AssistantMessage | ToolResultMessage, Field(discriminator="role")]
+
+MESSAGE_ADAPTER: TypeAdapter[Message] = TypeAdapter(Message)
+
+
+def user_text(text: str) -> UserMessage:
+    """A user message holding one text part."""
+    return UserMessage(parts=[TextPart(text=text)])

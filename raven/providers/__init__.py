@@ -1,0 +1,38 @@
+"""Model providers behind one streaming interface.
+
+Each adapter maps provider-neutral messages to one vendor's wire and back. No
+`httpx` type or vendor body leaves this package; vendor modules are imported only
+when a model of theirs is used.
+"""
+
+from raven.providers.base import (
+    Finish,
+    ModelEvent,
+    ModelRequest,
+    Provider,
+    ProviderError,
+    StopReason,
+    TextDelta,
+    ThoughtDelta,
+    ToolCallReady,
+    ToolSpec,
+    Usage,
+)
+from raven.providers.resolve import NoModelConfigured, create_provider, pick_model
+
+__all__ = [
+    "Finish",
+    "ModelEvent",
+    "ModelRequest",
+    "NoModelConfigured",
+    "Provider",
+    "ProviderError",
+    "StopReason",
+    "TextDelta",
+    "ThoughtDelta",
+    "ToolCallReady",
+    "ToolSpec",
+    "Usage",
+    "create_provider",
+    "pick_model",
+]

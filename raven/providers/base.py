@@ -1,0 +1,125 @@
+"""The streaming interface every model adapter implements, and its typed errors.
+
+ProviderError                  a model call failed; the message names model and URL
+├── ProviderAuthError          401/403: the key was refused (the key is never shown)
+├── ProviderNotFoundError      404: wrong model name or base URL
+└── ProviderProtocolError      the stream was cut or could not be understood
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from raven.errors import RavenError
+from raven.messages import Message, ToolCall
+
+FinishReason = Literal["end_turn", "tool_use", "max_tokens", "refusal"]
+StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    """A JSON schema for the arguments object."""
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    system: str
+    messages: Sequence[Message]
+    tools: Sequence[ToolSpec] = ()
+    max_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ThoughtDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCallReady:
+    call: ToolCall
+
+
+@dataclass(frozen=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class Finish:
+    reason: FinishReason
+
+
+ModelEvent = TextDelta | ThoughtDelta | ToolCallReady | Usage | Finish
+
+
+class Provider(Protocol):
+    """One configured model. `stream` yields events and ends with exactly one `Finish`."""
+
+    model_id: str
+    context_window: int | None
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]: ...
+
+    async def aclose(self) -> None: ...
+
+
+class ProviderError(RavenError):
+    """A model call failed in a way a person can act on."""
+
+
+class ProviderAuthError(ProviderError):
+    pass
+
+
+class ProviderNotFoundError(ProviderError):
+    pass
+
+
+class ProviderProtocolError(ProviderError):
+    pass
+
+
+@dataclass
+class ToolCallAssembler:
+    """Joins tool-call fragments that arrive across stream chunks, keyed by index."""
+
+    _parts: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def add(self, index: int, call_id: str | None, name: str | None, fragment: str) -> None:
+        slot = self._parts.setdefault(index, {"id": "", "name": "", "args": ""})
+        if call_id:
+            slot["id"] = call_id
+        if name and not slot["name"]:
+            slot["name"] = name
+        slot["args"] += fragment
+
+    def finish(self) -> list[ToolCall]:
+        calls = [_to_call(i, p) for i, p in sorted(self._parts.items())]
+        self._parts.clear()
+        return calls
+
+
+def _to_call(index: int, part: dict[str, Any]) -> ToolCall:
+    import json
+
+    raw = part["args"].strip() or "{}"
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError:
+        parsed = None
+    call_id = part["id"] or f"call_{index}"
+    if isinstance(parsed, dict):
+        return ToolCall(id=call_id, name=part["name"], arguments=parsed)
+    return ToolCall(id=call_id, name=part["name"], raw_arguments=raw)

@@ -1,0 +1,132 @@
+"""A deterministic offline model for tests, demos and users' own CI.
+
+Without a script it echoes the last user text word by word. With a script it
+plays one step per model call, shared by every session of the process, then
+echoes. Never touches the network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+from raven.config import ConfigError, ModelSpec
+from raven.messages import ToolCall, UserMessage
+from raven.providers.base import (
+    Finish,
+    ModelEvent,
+    ModelRequest,
+    TextDelta,
+    ThoughtDelta,
+    ToolCallReady,
+    Usage,
+)
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+class ScriptCall(_Wire):
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class ScriptStep(_Wire):
+    text: str | None = None
+    thought: str | None = None
+    tool_calls: list[ScriptCall] = Field(default_factory=list)
+    delay_ms: int = Field(default=0, ge=0)
+    stop: Literal["end_turn", "max_tokens", "refusal"] | None = None
+
+
+_WORDS = re.compile(r"\S+\s*|\s+")
+_call_ids = itertools.count(1)
+
+
+class _Script:
+    """Steps of one script file and the process-wide position in them."""
+
+    def __init__(self, steps: list[ScriptStep]) -> None:
+        self._steps = steps
+        self._next = 0
+
+    def take(self) -> ScriptStep | None:
+        if self._next >= len(self._steps):
+            return None
+        step = self._steps[self._next]
+        self._next += 1
+        return step
+
+
+_scripts: dict[Path, _Script] = {}
+
+
+def load_script(path: Path) -> _Script:
+    """The shared script for `path`, read once per process."""
+    path = path.resolve()
+    if path not in _scripts:
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(f"script {path}: cannot read: {exc.strerror}") from exc
+        except json.JSONDecodeError as exc:
+            raise ConfigError(
+                f"script {path}: invalid JSON at line {exc.lineno}, column {exc.colno}"
+            ) from exc
+        if not isinstance(raw, list):
+            raise ConfigError(f"script {path}: the top level must be a list of steps")
+        try:
+            steps = [ScriptStep.model_validate(item) for item in raw]
+        except ValidationError as exc:
+            raise ConfigError(f"script {path}: {exc.errors()[0]['msg']}") from exc
+        _scripts[path] = _Script(steps)
+    return _scripts[path]
+
+
+class ScriptedProvider:
+    def __init__(self, spec: ModelSpec, script: _Script | None) -> None:
+        self.model_id = spec.id
+        self.context_window = spec.context_window or 128_000
+        self._script = script
+
+    async def aclose(self) -> None:
+        return None
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        step = self._script.take() if self._script else None
+        if step is None:
+            step = ScriptStep(text=_last_user_text(request))
+        if step.delay_ms:
+            await asyncio.sleep(step.delay_ms / 1000)
+        if step.thought:
+            yield ThoughtDelta(step.thought)
+        words = _WORDS.findall(step.text or "")
+        for word in words:
+            yield TextDelta(word)
+            await asyncio.sleep(0)
+        yield Usage(input_tokens=_count_words(request), output_tokens=len(words))
+        for call in step.tool_calls:
+            yield ToolCallReady(
+                ToolCall(id=f"call_{next(_call_ids)}", name=call.name, arguments=call.arguments)
+            )
+        yield Finish(step.stop or ("tool_use" if step.tool_calls else "end_turn"))
+
+
+def _last_user_text(request: ModelRequest) -> str:
+    for msg in reversed(request.messages):
+        if isinstance(msg, UserMessage) and msg.text:
+            return msg.text
+    return ""
+
+
+def _count_words(request: ModelRequest) -> int:
+    return sum(len(m.model_dump_json()) // 6 for m in request.messages)

@@ -1,0 +1,237 @@
+"""The SQLite session store: records, transcripts, paging. One writer at a time, any process."""
+
+from __future__ import annotations
+
+import base64
+import json
+import sqlite3
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from raven.errors import RavenError
+from raven.messages import MESSAGE_ADAPTER, Message
+from raven.sessions.migrations import migrate
+
+BUSY_TIMEOUT_MS = 10_000
+DEFAULT_PAGE_SIZE = 50
+
+
+class SessionNotFound(RavenError):
+    """No session has that id."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"no session {session_id!r}")
+        self.session_id = session_id
+
+
+class BadCursor(RavenError):
+    """A list cursor that this store did not hand out."""
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    id: str
+    cwd: str
+    title: str
+    mode: str | None
+    model: str | None
+    face: str
+    created_at: str
+    updated_at: str
+    closed: bool
+
+
+@dataclass(frozen=True)
+class SessionPage:
+    sessions: list[SessionRecord]
+    next_cursor: str | None
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class SessionStore:
+    """Thread-safe access to one raven.db; each write commits before returning."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._lock = threading.Lock()
+        self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        self._db.execute("PRAGMA journal_mode = WAL")
+        self._db.execute("PRAGMA foreign_keys = ON")
+        self._db.execute("PRAGMA synchronous = NORMAL")
+        with self._lock:
+            migrate(self._db)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def create(
+        self, cwd: str, face: str, mode: str | None = None, model: str | None = None
+    ) -> SessionRecord:
+        stamp = now_iso()
+        record = SessionRecord(
+            id=f"ses_{uuid.uuid4().hex}",
+            cwd=cwd,
+            title="",
+            mode=mode,
+            model=model,
+            face=face,
+            created_at=stamp,
+            updated_at=stamp,
+            closed=False,
+        )
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO sessions (id, cwd, title, mode, model, face, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (record.id, cwd, "", mode, model, face, stamp, stamp),
+            )
+        return record
+
+    def get(self, session_id: str) -> SessionRecord:
+        with self._lock:
+            row = self._db.execute(_SELECT + " WHERE id = ?", (session_id,)).fetchone()
+        if row is None:
+            raise SessionNotFound(session_id)
+        return _record(row)
+
+    def list(
+        self, cwd: str | None = None, cursor: str | None = None, limit: int = DEFAULT_PAGE_SIZE
+    ) -> SessionPage:
+        """Newest first; `cursor` continues a previous page."""
+        where, params = [], []
+        if cwd is not None:
+            where.append("cwd = ?")
+            params.append(cwd)
+        if cursor:
+            updated_at, last_id = _decode_cursor(cursor)
+            where.append("(updated_at < ? OR (updated_at = ? AND id < ?))")
+            params += [updated_at, updated_at, last_id]
+        sql = _SELECT + (" WHERE " + " AND ".join(where) if where else "")
+        sql += " ORDER BY updated_at DESC, id DESC LIMIT ?"
+        with self._lock:
+            rows = self._db.execute(sql, [*params, limit + 1]).fetchall()
+        records = [_record(r) for r in rows[:limit]]
+        more = len(rows) > limit
+        next_cursor = _encode_cursor(records[-1]) if more and records else None
+        return SessionPage(records, next_cursor)
+
+    def append(self, session_id: str, message: Message) -> int:
+        """Commit one message at the end of the transcript; returns its sequence number."""
+        body = MESSAGE_ADAPTER.dump_json(message, exclude_defaults=True).decode()
+        stamp = now_iso()
+        with self._write() as db:
+            if db.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
+                raise SessionNotFound(session_id)
+            (seq,) = db.execute(
+                "SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE session_id = ?",
+                (session_id,),
+            ).fetchone()
+            db.execute(
+                "INSERT INTO messages (session_id, seq, body, created_at) VALUES (?, ?, ?, ?)",
+                (session_id, seq, body, stamp),
+            )
+            db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (stamp, session_id))
+        return int(seq)
+
+    def messages(self, session_id: str, last: int | None = None) -> list[Message]:
+        """The transcript in order; with `last`, only its newest `last` messages."""
+        self.get(session_id)
+        sql = "SELECT body FROM messages WHERE session_id = ? ORDER BY seq DESC"
+        params: list[object] = [session_id]
+        if last is not None:
+            sql += " LIMIT ?"
+            params.append(last)
+        with self._lock:
+            rows = self._db.execute(sql, params).fetchall()
+        return [MESSAGE_ADAPTER.validate_json(body) for (body,) in reversed(rows)]
+
+    def count_messages(self, session_id: str) -> int:
+        with self._lock:
+            (n,) = self._db.execute(
+                "SELECT COUNT(*) FROM messages WHERE session_id = ?", (session_id,)
+            ).fetchone()
+        return int(n)
+
+    def update(
+        self,
+        session_id: str,
+        *,
+        title: str | None = None,
+        mode: str | None = None,
+        model: str | None = None,
+        closed: bool | None = None,
+    ) -> SessionRecord:
+        changes = {"title": title, "mode": mode, "model": model, "closed": closed}
+        sets = {k: v for k, v in changes.items() if v is not None}
+        with self._write() as db:
+            if sets:
+                assignments = ", ".join(f"{k} = ?" for k in sets)
+                cur = db.execute(
+                    f"UPDATE sessions SET {assignments}, updated_at = ? WHERE id = ?",
+                    [*sets.values(), now_iso(), session_id],
+                )
+                if cur.rowcount == 0:
+                    raise SessionNotFound(session_id)
+        return self.get(session_id)
+
+    def delete(self, session_id: str) -> bool:
+        """Remove the session and its transcript; False when there was none."""
+        with self._write() as db:
+            db.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
+            cur = db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+        return cur.rowcount > 0
+
+
+_SELECT = "SELECT id, cwd, title, mode, model, face, created_at, updated_at, closed FROM sessions"
+
+
+def _record(row: tuple[object, ...]) -> SessionRecord:
+    sid, cwd, title, mode, model, face, created, updated, closed = row
+    return SessionRecord(
+        id=str(sid),
+        cwd=str(cwd),
+        title=str(title),
+        mode=mode,
+        model=model,  # type: ignore[arg-type]
+        face=str(face),
+        created_at=str(created),
+        updated_at=str(updated),
+        closed=bool(closed),
+    )
+
+
+def _encode_cursor(record: SessionRecord) -> str:
+    raw = json.dumps([record.updated_at, record.id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[str, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        updated_at, last_id = json.loads(raw)
+        if isinstance(updated_at, str) and isinstance(last_id, str):
+            return updated_at, last_id
+    except (ValueError, TypeError):
+        pass
+    raise BadCursor(f"invalid cursor {cursor!r}")

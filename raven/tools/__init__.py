@@ -1,0 +1,30 @@
+"""Built-in tools and the registry that offers them to a turn.
+
+A tool validates its arguments, does one job relative to the session's cwd and
+returns text for the model. Tools never talk to a face directly: questions go
+through the `ask` callable in their context.
+"""
+
+from raven.tools.base import (
+    FileDiff,
+    Question,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolKind,
+    ToolOutput,
+    clip,
+)
+from raven.tools.registry import builtin_tools
+
+__all__ = [
+    "FileDiff",
+    "Question",
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "ToolKind",
+    "ToolOutput",
+    "builtin_tools",
+    "clip",
+]

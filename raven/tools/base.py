@@ -1,0 +1,117 @@
+"""What a tool is: its name, kind, argument model and `run`; and what it gets and returns."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from raven.config import Limits
+from raven.errors import RavenError
+
+ToolKind = Literal["read", "edit", "execute", "fetch", "other"]
+
+
+class ToolError(RavenError):
+    """The tool could not do what was asked; the message goes back to the model."""
+
+
+@dataclass(frozen=True)
+class Question:
+    """A question for the person at the face; `choices` empty means free text."""
+
+    text: str
+    choices: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FileDiff:
+    path: Path
+    old_text: str | None
+    """None for a file the tool created."""
+    new_text: str
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    text: str
+    is_error: bool = False
+    diff: FileDiff | None = None
+
+
+@dataclass
+class ToolContext:
+    cwd: Path
+    limits: Limits
+    ask: Callable[[Question], Awaitable[str | None]]
+    """Asks the person; None when no answer could be had."""
+    env: dict[str, str] = field(default_factory=dict)
+
+    def resolve(self, path: str) -> Path:
+        """A path argument made absolute against the session cwd."""
+        p = Path(path).expanduser()
+        return p if p.is_absolute() else (self.cwd / p)
+
+
+class Args(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Tool(Protocol):
+    """A tool offered to the model. `needs_approval` is False for tools that only read."""
+
+    name: str
+    description: str
+    kind: ToolKind
+    needs_approval: bool
+    args_model: type[BaseModel]
+
+    def parameters(self) -> dict[str, Any]: ...
+
+    def title(self, args: Any, ctx: ToolContext) -> str: ...
+
+    def locations(self, args: Any, ctx: ToolContext) -> list[Path]: ...
+
+    async def run(self, args: Any, ctx: ToolContext) -> ToolOutput: ...
+
+
+class BuiltinTool:
+    """Shared plumbing for the built-in tools: schema from the args model, no locations."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    kind: ClassVar[ToolKind]
+    needs_approval: ClassVar[bool] = True
+    args_model: ClassVar[type[BaseModel]]
+    _schema: ClassVar[dict[str, Any] | None] = None
+
+    def parameters(self) -> dict[str, Any]:
+        cls = type(self)
+        if cls._schema is None:
+            cls._schema = _clean_schema(self.args_model.model_json_schema())
+        return cls._schema
+
+    def title(self, args: Any, ctx: ToolContext) -> str:
+        return self.name
+
+    def locations(self, args: Any, ctx: ToolContext) -> list[Path]:
+        return []
+
+
+def clip(text: str, limit: int) -> str:
+    """`text` cut to about `limit` characters, keeping its head and tail."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    dropped = len(text) - 2 * half
+    return f"{text[:half]}\n… [{dropped} characters omitted] …\n{text[-half:]}"
+
+
+def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+    return schema

@@ -1,0 +1,121 @@
+"""The run_command tool: a shell command in the session cwd, in its own process group.
+
+On timeout or cancellation the whole group is stopped (SIGTERM, then SIGKILL)
+within `STOP_GRACE_S` + a moment. Output is capped, keeping its head and tail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import os
+import signal
+from typing import ClassVar
+
+from pydantic import Field
+
+from raven.tools.base import Args, BuiltinTool, ToolContext, ToolOutput, clip
+
+STOP_GRACE_S = 1.0
+_READ_CHUNK = 65536
+
+
+class RunCommandArgs(Args):
+    command: str = Field(min_length=1, description="Shell command line, run with /bin/sh -c")
+    timeout_s: float | None = Field(
+        default=None, gt=0, description="Seconds before the command is killed"
+    )
+
+
+class RunCommand(BuiltinTool):
+    name: ClassVar[str] = "run_command"
+    description: ClassVar[str] = (
+        "Run a shell command in the working directory; returns its combined output and exit code."
+    )
+    kind = "execute"
+    args_model = RunCommandArgs
+
+    def title(self, args: RunCommandArgs, ctx: ToolContext) -> str:
+        return f"Run `{args.command}`"
+
+    async def run(self, args: RunCommandArgs, ctx: ToolContext) -> ToolOutput:
+        timeout_s = min(
+            args.timeout_s or ctx.limits.command_timeout_s, ctx.limits.command_timeout_s
+        )
+        proc = await asyncio.create_subprocess_exec(
+            "/bin/sh",
+            "-c",
+            args.command,
+            cwd=ctx.cwd,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, **ctx.env},
+        )
+        assert proc.stdout is not None
+        collector = _Capped(ctx.limits.tool_output_chars)
+        timed_out = False
+        try:
+            try:
+                async with asyncio.timeout(timeout_s):
+                    while chunk := await proc.stdout.read(_READ_CHUNK):
+                        collector.add(chunk)
+                    await proc.wait()
+            except TimeoutError:
+                timed_out = True
+        finally:
+            if proc.returncode is None:
+                await stop_process_group(proc)
+        output = collector.text()
+        if timed_out:
+            return ToolOutput(f"{output}\n[timed out after {timeout_s:g}s; killed]", is_error=True)
+        code = proc.returncode
+        return ToolOutput(f"{output}\n[exit code {code}]".lstrip("\n"), is_error=code != 0)
+
+
+async def stop_process_group(proc: asyncio.subprocess.Process) -> None:
+    """SIGTERM the process's group, wait `STOP_GRACE_S`, then SIGKILL it; reap the process."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        await asyncio.wait_for(asyncio.shield(proc.wait()), STOP_GRACE_S)
+    except TimeoutError:
+        pass
+    # The leader may be gone while others in its group live on; kill the group regardless.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    await proc.wait()
+
+
+class _Capped:
+    """Keeps the first and last bytes of a stream within a character budget."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._head = bytearray()
+        self._tail: collections.deque[bytes] = collections.deque()
+        self._tail_len = 0
+        self._total = 0
+
+    def add(self, chunk: bytes) -> None:
+        self._total += len(chunk)
+        room = self._limit - len(self._head)
+        if room > 0:
+            self._head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self._tail.append(chunk)
+            self._tail_len += len(chunk)
+            while self._tail_len - len(self._tail[0]) >= self._limit:
+                self._tail_len -= len(self._tail.popleft())
+
+    def text(self) -> str:
+        head = bytes(self._head).decode("utf-8", "replace")
+        if not self._tail:
+            return head
+        tail = b"".join(self._tail)[-self._limit :]
+        omitted = self._total - len(self._head) - len(tail)
+        marker = f"\n… [{omitted} bytes omitted] …\n" if omitted > 0 else ""
+        return clip(head + marker + tail.decode("utf-8", "replace"), self._limit)

@@ -9,10 +9,9 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from typing import Any
 
 from rich.console import Console
-from rich.live import Live
-from rich.markdown import Markdown
 from rich.markup import escape
 
 from raven.engine import (
@@ -74,7 +73,8 @@ class TerminalView:
         self._err = err
         self._markdown = markdown
         self._text = ""
-        self._live: Live | None = None
+        self._live: Any = None
+        """A rich `Live` while a Markdown answer streams (rich.markdown loads on first use)."""
         self._titles: dict[str, str] = {}
 
     def __call__(self, event: TurnEvent) -> None:
@@ -110,6 +110,9 @@ class TerminalView:
             self._out.file.write(delta)
             self._out.file.flush()
             return
+        from rich.live import Live
+        from rich.markdown import Markdown
+
         if self._live is None:
             self._live = Live(console=self._out, auto_refresh=False, vertical_overflow="visible")
             self._live.start()

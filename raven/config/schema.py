@@ -79,7 +79,7 @@ class RavenConfig(_Model):
     # Reserved for the MCP, sub-agent, A2A and gateway faces; their schemas arrive with them.
     mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
     agents: list[dict[str, Any]] = Field(default_factory=list)
-    a2a: dict[str, Any] = Field(default_factory=dict)
+    a2a: dict[str, Any] = Field(default_factory=dict, alias="a2a")
     gateway: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")

@@ -138,7 +138,7 @@ class SessionStore:
 
     def append(self, session_id: str, message: Message) -> int:
         """Commit one message at the end of the transcript; returns its sequence number."""
-        body = MESSAGE_ADAPTER.dump_json(message, exclude_defaults=True).decode()
+        body = MESSAGE_ADAPTER.dump_json(message).decode()
         stamp = now_iso()
         with self._write() as db:
             if db.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:

@@ -1,0 +1,3 @@
+from raven.cli.main import main
+
+main()

@@ -1,0 +1,99 @@
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import pytest
+
+from pydantic import BaseModel
+
+from raven.config import (
+    ConfigError,
+    Limits,
+    ModelSpec,
+    ModeSpec,
+    RavenConfig,
+    load_config,
+    masked,
+    resolve_paths,
+    save_config,
+)
+from raven.config.store import starter_config
+
+
+def test_missing_file_is_the_empty_config(tmp_path: Path) -> None:
+    config = load_config(tmp_path / "nope.json")
+    assert config.models == [] and config.limits.max_turn_steps == 50
+
+
+def test_invalid_json_names_file_line_and_column(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text('{\n  "models": [\n    {"id": "a",}\n  ]\n}')
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(path) in str(info.value) and "line 3" in str(info.value)
+    assert info.value.exit_code == 2
+
+
+def test_unknown_keys_are_named_by_path(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"models": [{"id": "a", "provider": "openai", "colour": 1}]}))
+    with pytest.raises(ConfigError, match=r"models\[0\]\.colour: unknown key"):
+        load_config(path)
+
+
+def test_bad_values_are_named_by_path(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"limits": {"maxTurnSteps": 0}}))
+    with pytest.raises(ConfigError, match=r"limits\.maxTurnSteps"):
+        load_config(path)
+
+
+def test_default_model_must_exist(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"defaultModel": "ghost"}))
+    with pytest.raises(ConfigError, match="defaultModel 'ghost'"):
+        load_config(path)
+
+
+def test_save_is_atomic_private_and_round_trips(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "config.json"
+    save_config(starter_config(), path)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert load_config(path) == starter_config()
+    assert [p.name for p in path.parent.iterdir()] == ["config.json"]
+    assert '"defaultModel": "echo"' in path.read_text()
+
+
+def test_masked_hides_secrets_only() -> None:
+    data = {"models": [{"id": "a", "apiKey": "sk-live"}], "a2a": {"token": "t", "path": "/a2a"}}
+    assert masked(data) == {"models": [{"id": "a", "apiKey": "***"}],
+                            "a2a": {"token": "***", "path": "/a2a"}}
+
+
+def test_raven_home_puts_everything_under_it(tmp_path: Path) -> None:
+    paths = resolve_paths(None, {"RAVEN_HOME": str(tmp_path)})
+    assert paths.config_file == tmp_path / "config.json"
+    assert paths.database.is_relative_to(tmp_path)
+    assert paths.logs_dir == tmp_path / "logs"
+
+
+def test_config_option_beats_raven_config(tmp_path: Path) -> None:
+    env = {"RAVEN_HOME": str(tmp_path), "RAVEN_CONFIG": str(tmp_path / "env.json")}
+    assert resolve_paths(None, env).config_file == tmp_path / "env.json"
+    assert resolve_paths(str(tmp_path / "opt.json"), env).config_file == tmp_path / "opt.json"
+
+
+def test_example_config_is_valid_and_shows_every_key() -> None:
+    example = Path(__file__).parents[2] / "config.example.json"
+    load_config(example)
+    data = json.loads(example.read_text())
+
+    def aliases(model: type[BaseModel]) -> set[str]:
+        return {f.alias or name for name, f in model.model_fields.items()}
+
+    assert aliases(RavenConfig) <= set(data)
+    assert aliases(ModelSpec) <= {k for m in data["models"] for k in m}
+    assert aliases(ModeSpec) <= {k for m in data["modes"] for k in m}
+    assert aliases(Limits) <= set(data["limits"])

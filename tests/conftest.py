@@ -1,0 +1,67 @@
+"""Shared fixtures: a private RAVEN_HOME, a fake model server, and the raven command."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakes.model_server import FakeModelServer
+
+RAVEN = [sys.executable, "-m", "raven"]
+
+
+@pytest.fixture(autouse=True)
+def _no_real_model_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test may reach a paid model API."""
+    for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "RAVEN_CONFIG", "RAVEN_HOME"):
+        monkeypatch.delenv(key, raising=False)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    path = tmp_path / "home"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def env(home: Path) -> dict[str, str]:
+    """Environment for a `raven` subprocess: its own RAVEN_HOME and no model keys."""
+    clean = {
+        k: v for k, v in os.environ.items()
+        if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "RAVEN_CONFIG")
+    }
+    return {**clean, "RAVEN_HOME": str(home), "NO_COLOR": "1", "TERM": "dumb"}
+
+
+def write_config(home: Path, data: dict[str, Any]) -> Path:
+    path = home / "config.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def raven(
+    *args: str, env: dict[str, str], input: str | None = None, timeout: float = 60,
+    cwd: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run `raven ARGS` as a user would, capturing stdout and stderr."""
+    return subprocess.run(
+        [*RAVEN, *args], env=env, input=input, capture_output=True, text=True,
+        timeout=timeout, cwd=cwd,
+    )
+
+
+@pytest.fixture
+def model_server() -> Iterator[FakeModelServer]:
+    server = FakeModelServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()

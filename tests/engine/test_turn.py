@@ -1,0 +1,289 @@
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+from raven.engine import (
+    AgentText,
+    AgentThought,
+    Notice,
+    TitleChanged,
+    ToolCallStarted,
+    ToolCallUpdated,
+    TurnEnded,
+    UsageUpdated,
+    run_turn,
+)
+from raven.messages import AssistantMessage, TextPart, ToolResultMessage, UserMessage
+from tests.engine.conftest import Events, MakeRuntime, RecordingAsker
+
+
+def prompt(text: str) -> list[TextPart]:
+    return [TextPart(text=text)]
+
+
+def call(name: str, **arguments: object) -> dict[str, object]:
+    return {"name": name, "arguments": arguments}
+
+
+async def test_echo_turn_streams_text_and_stores_the_transcript(
+    make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    runtime = make_runtime()
+    session = await runtime.new_session(tmp_path)
+    events = Events()
+    stop = await run_turn(session, prompt("hello world"), RecordingAsker(), events.append)
+    assert stop == "end_turn"
+    assert "".join(e.text for e in events.of(AgentText)) == "hello world"
+    assert events.of(TitleChanged) == [TitleChanged("hello world")]
+    assert events.of(UsageUpdated)
+    assert events[-1] == TurnEnded("end_turn")
+    stored = runtime.store.messages(session.id)
+    assert [type(m) for m in stored] == [UserMessage, AssistantMessage]
+
+
+async def test_tool_loop_runs_tools_and_feeds_results_back(
+    make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    (tmp_path / "notes.txt").write_text("the secret is 42\n")
+    runtime = make_runtime([
+        {"thought": "look first", "toolCalls": [call("read_file", path="notes.txt")]},
+        {"text": "It is 42."},
+    ])
+    session = await runtime.new_session(tmp_path)
+    events = Events()
+    assert await run_turn(session, prompt("what?"), RecordingAsker(), events.append) == "end_turn"
+    started = events.of(ToolCallStarted)[0]
+    assert (started.tool, started.kind, started.title) == ("read_file", "read", "Read notes.txt")
+    assert started.locations == [tmp_path / "notes.txt"]
+    assert events.of(AgentThought) == [AgentThought("look first")]
+    done = [e for e in events.of(ToolCallUpdated) if e.status == "completed"]
+    assert done[0].content == "the secret is 42\n"
+    result = [m for m in session.history if isinstance(m, ToolResultMessage)][0]
+    assert result.content == "the secret is 42\n" and not result.is_error
+
+
+async def test_approval_allow_runs_and_reject_does_not(
+    make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    runtime = make_runtime([
+        {"toolCalls": [call("write_file", path="a.txt", content="A")]},
+        {"toolCalls": [call("write_file", path="b.txt", content="B")]},
+        {"text": "done"},
+    ])
+    session = await runtime.new_session(tmp_path)
+    asker = RecordingAsker(decisions=["allow_once", "reject_once"])
+    events = Events()
+    await run_turn(session, prompt("write"), asker, events.append)
+    assert (tmp_path / "a.txt").read_text() == "A"
+    assert not (tmp_path / "b.txt").exists()
+    assert [a.title for a in asker.approvals] == ["Write a.txt", "Write b.txt"]
+    failed = [e for e in events.of(ToolCallUpdated) if e.status == "failed"]
+    assert "rejected" in (failed[0].content or "")
+    diff = [e for e in events.of(ToolCallUpdated) if e.status == "completed"][0].diff
+    assert diff is not None and diff.old_text is None and diff.new_text == "A"
+
+
+async def test_always_decisions_are_remembered_for_the_session(
+    make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    runtime = make_runtime([
+        {"toolCalls": [call("run_command", command="echo one"),
+                       call("run_command", command="echo two"),
+                       call("write_file", path="x", content="1"),
+                       call("write_file", path="y", content="2")]},
+        {"text": "ok"},
+    ])
+    session = await runtime.new_session(tmp_path)
+    asker = RecordingAsker(decisions=["allow_always", "reject_always"])
+    events = Events()
+    await run_turn(session, prompt("go"), asker, events.append)
+    assert [a.tool for a in asker.approvals] == ["run_command", "write_file"]
+    results = [m for m in session.history if isinstance(m, ToolResultMessage)]
+    assert [r.is_error for r in results] == [False, False, True, True]
+    assert "one" in results[0].content and "[exit code 0]" in results[0].content
+
+
+async def test_read_tools_never_ask_and_modes_decide(
+    make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    modes = [{"id": "auto", "name": "Auto", "approvals": "auto"},
+             {"id": "ro", "name": "RO", "approvals": "deny"}]
+    runtime = make_runtime([
+        {"toolCalls": [call("list_dir"), call("write_file", path="auto.txt", content="x")]},
+        {"text": "ok"},
+        {"toolCalls": [call("write_file", path="denied.txt", content="x")]},
+        {"text": "ok"},
+    ], modes=modes, defaultMode="auto")
+    session = await runtime.new_session(tmp_path)
+    asker = RecordingAsker()
+    await run_turn(session, prompt("one"), asker, Events().append)
+    assert (tmp_path / "auto.txt").exists()
+    await runtime.set_mode(session, "ro")
+    await run_turn(session, prompt("two"), asker, Events().append)
+    assert not (tmp_path / "denied.txt").exists()
+    assert asker.approvals == []
+    assert runtime.store.get(session.id).mode == "ro"
+
+
+async def test_mode_tool_filter_hides_tools(make_runtime: MakeRuntime, tmp_path: Path) -> None:
+    modes = [{"id": "ro", "name": "RO", "tools": {"allow": ["read_*", "list_dir"]}}]
+    runtime = make_runtime([{"toolCalls": [call("run_command", command="true")]}, {"text": "k"}],
+                           modes=modes)
+    session = await runtime.new_session(tmp_path)
+    assert [t.name for t in session.offered_tools()] == ["read_file", "list_dir"]
+    events = Events()
+    await run_turn(session, prompt("x"), RecordingAsker(), events.append)
+    failed = [e for e in events.of(ToolCallUpdated) if e.status == "failed"][0]
+    assert "Unknown tool 'run_command'" in (failed.content or "")
+
+
+async def test_ask_user_gets_the_answer(make_runtime: MakeRuntime, tmp_path: Path) -> None:
+    runtime = make_runtime([
+        {"toolCalls": [call("ask_user", question="Which colour?", choices=["red", "blue"])]},
+        {"toolCalls": [call("ask_user", question="Anything else?")]},
+        {"text": "thanks"},
+    ])
+    session = await runtime.new_session(tmp_path)
+    asker = RecordingAsker(answers=["blue", None])
+    await run_turn(session, prompt("paint"), asker, Events().append)
+    assert asker.questions[0].choices == ("red", "blue")
+    results = [m for m in session.history if isinstance(m, ToolResultMessage)]
+    assert results[0].content == "blue"
+    assert results[1].content == "no answer available" and results[1].is_error
+
+
+async def test_max_steps_ends_with_max_turn_requests(
+    make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    steps = [{"toolCalls": [call("list_dir")]}] * 5
+    runtime = make_runtime(steps, limits={"maxTurnSteps": 3})
+    session = await runtime.new_session(tmp_path)
+    events = Events()
+    assert await run_turn(session, prompt("loop"), RecordingAsker(), events.append) == (
+        "max_turn_requests"
+    )
+    assert len(events.of(ToolCallStarted)) == 3
+
+
+async def test_invalid_arguments_and_failing_tools_go_back_to_the_model(
+    make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    runtime = make_runtime([
+        {"toolCalls": [call("read_file", nope=1), call("read_file", path="missing.txt"),
+                       call("edit_file", path="missing.txt", old_text="a", new_text="b")]},
+        {"text": "recovered"},
+    ])
+    session = await runtime.new_session(tmp_path)
+    events = Events()
+    assert await run_turn(session, prompt("x"), RecordingAsker(["allow_once"]), events.append) == (
+        "end_turn"
+    )
+    results = [m for m in session.history if isinstance(m, ToolResultMessage)]
+    assert all(r.is_error for r in results)
+    assert "Invalid arguments" in results[0].content and "path" in results[0].content
+    assert "no such file" in results[1].content
+    assert "".join(e.text for e in events.of(AgentText)) == "recovered"
+
+
+async def test_cancel_kills_a_running_command_and_its_group(
+    make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    pidfile = tmp_path / "pid"
+    runtime = make_runtime([
+        {"toolCalls": [call("run_command", command=f"sleep 60 & echo $! > {pidfile}; wait")]},
+        {"text": "never"},
+    ], modes=[{"id": "auto", "name": "Auto", "approvals": "auto"}])
+    session = await runtime.new_session(tmp_path)
+    cancel = asyncio.Event()
+    events = Events()
+    turn = asyncio.create_task(run_turn(session, prompt("sleep"), RecordingAsker(), events.append,
+                                        cancel))
+    async with asyncio.timeout(10):
+        while not (pidfile.exists() and pidfile.read_text().strip()):
+            await asyncio.sleep(0.02)
+    pid = int(pidfile.read_text())
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    cancel.set()
+    assert await asyncio.wait_for(turn, 5) == "cancelled"
+    assert loop.time() - started < 2.0
+    assert events[-1] == TurnEnded("cancelled")
+    assert not _alive(pid)
+    results = [m for m in session.history if isinstance(m, ToolResultMessage)]
+    assert results and "Cancelled" in results[-1].content
+    assert not session.is_busy
+
+
+async def test_cancel_stops_the_model_stream_at_once(
+    make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    runtime = make_runtime([{"text": "slow", "delayMs": 60_000}])
+    session = await runtime.new_session(tmp_path)
+    cancel = asyncio.Event()
+    turn = asyncio.create_task(run_turn(session, prompt("x"), RecordingAsker(), Events().append,
+                                        cancel))
+    await asyncio.sleep(0.05)
+    cancel.set()
+    assert await asyncio.wait_for(turn, 1) == "cancelled"
+
+
+async def test_provider_failure_ends_the_turn_with_an_explanation(
+    make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    runtime = make_runtime(models=[{"id": "bad", "provider": "openai",
+                                    "baseUrl": "http://127.0.0.1:9/v1", "apiKey": "k"}],
+                           defaultModel="bad")
+    session = await runtime.new_session(tmp_path)
+    events = Events()
+    import raven.providers.http as http
+
+    http.BACKOFF_BASE_S, saved = 0.0, http.BACKOFF_BASE_S
+    try:
+        stop = await run_turn(session, prompt("x"), RecordingAsker(), events.append)
+    finally:
+        http.BACKOFF_BASE_S = saved
+    assert stop == "end_turn"
+    assert "cannot connect" in events.of(Notice)[0].text
+    assert events[-1].error is not None  # type: ignore[union-attr]
+
+
+async def test_steering_joins_before_the_next_model_call(
+    make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    runtime = make_runtime([
+        {"text": "working", "delayMs": 200, "toolCalls": [call("list_dir")]},
+        {"text": "steered"},
+    ])
+    session = await runtime.new_session(tmp_path)
+    assert session.steer("too early") is False
+    turn = asyncio.create_task(run_turn(session, prompt("x"), RecordingAsker(), Events().append))
+    await asyncio.sleep(0.05)
+    assert session.steer("also check README") is True
+    assert await turn == "end_turn"
+    users = [m.text for m in session.history if isinstance(m, UserMessage)]
+    assert users == ["x", "also check README"]
+
+
+async def test_a_second_turn_on_a_busy_session_is_refused(
+    make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    runtime = make_runtime([{"text": "slow", "delayMs": 300}])
+    session = await runtime.new_session(tmp_path)
+    first = asyncio.create_task(run_turn(session, prompt("a"), RecordingAsker(), Events().append))
+    await asyncio.sleep(0.05)
+    events = Events()
+    assert await run_turn(session, prompt("b"), RecordingAsker(), events.append) == "end_turn"
+    assert "already running" in events.of(Notice)[0].text
+    assert await first == "end_turn"
+
+
+def _alive(pid: int) -> bool:
+    """True while the process runs; a zombie awaiting its reaper counts as dead."""
+    try:
+        os.kill(pid, 0)
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (ProcessLookupError, FileNotFoundError):
+        return False
+    return state not in ("Z", "X")

@@ -1,0 +1,176 @@
+"""A real HTTP server on loopback speaking the OpenAI and Anthropic streaming wire formats.
+
+Each test queues replies; the server records every request it gets. Runs in a
+thread with its own event loop so that both async tests and subprocesses can use it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    body: str | None = None
+    """A plain body (for errors); None means `events` as SSE."""
+    events: list[str] = field(default_factory=list)
+    """Raw SSE blocks, each written followed by a blank line."""
+    cut: bool = False
+    """Close the connection abruptly after the events."""
+    delay_s: float = 0.0
+
+
+@dataclass
+class Recorded:
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+
+class FakeModelServer:
+    def __init__(self) -> None:
+        self.replies: list[Reply] = []
+        self.requests: list[Recorded] = []
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> FakeModelServer:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
+        return self
+
+    def stop(self) -> None:
+        if self._runner is not None:
+            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+    def queue(self, *replies: Reply) -> None:
+        self.replies.extend(replies)
+
+    async def _start(self) -> None:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._handle)
+        app.router.add_post("/v1/messages", self._handle)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        self.requests.append(Recorded(request.path, dict(request.headers), body))
+        if not self.replies:
+            return web.Response(status=500, text='{"error":{"message":"no reply queued"}}')
+        reply = self.replies.pop(0)
+        if reply.delay_s:
+            await asyncio.sleep(reply.delay_s)
+        if reply.body is not None:
+            return web.Response(
+                status=reply.status, text=reply.body, headers=reply.headers,
+                content_type="application/json",
+            )
+        response = web.StreamResponse(status=reply.status, headers=reply.headers)
+        response.content_type = "text/event-stream"
+        await response.prepare(request)
+        for block in reply.events:
+            await response.write(block.encode() + b"\n\n")
+        if reply.cut:
+            assert request.transport is not None
+            request.transport.abort()
+            return response
+        await response.write_eof()
+        return response
+
+
+def openai_stream(
+    text: str = "",
+    tool_calls: list[tuple[str, str, str]] = (),  # type: ignore[assignment]
+    finish: str | None = None,
+    usage: tuple[int, int] | None = (10, 5),
+    done: bool = True,
+) -> list[str]:
+    """SSE blocks of a Chat Completions stream; tool-call arguments are split in two chunks."""
+    blocks = []
+
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> str:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish_reason}
+        return "data: " + json.dumps({"id": "c1", "object": "chat.completion.chunk",
+                                      "choices": [choice]})
+
+    blocks.append(chunk({"role": "assistant", "content": ""}))
+    for word in text.split(" ") if text else []:
+        blocks.append(chunk({"content": word + " "}))
+    for index, (call_id, name, args) in enumerate(tool_calls):
+        half = len(args) // 2
+        blocks.append(chunk({"tool_calls": [{"index": index, "id": call_id, "type": "function",
+                                             "function": {"name": name, "arguments": args[:half]}}]}))
+        blocks.append(chunk({"tool_calls": [{"index": index,
+                                             "function": {"arguments": args[half:]}}]}))
+    reason = finish or ("tool_calls" if tool_calls else "stop")
+    blocks.append(chunk({}, reason))
+    if usage:
+        blocks.append("data: " + json.dumps({"id": "c1", "choices": [], "usage": {
+            "prompt_tokens": usage[0], "completion_tokens": usage[1]}}))
+    if done:
+        blocks.append("data: [DONE]")
+    return blocks
+
+
+def anthropic_stream(
+    text: str = "",
+    thinking: str = "",
+    tool_use: tuple[str, str, str] | None = None,
+    stop: str | None = None,
+) -> list[str]:
+    def ev(name: str, data: dict[str, Any]) -> str:
+        return f"event: {name}\ndata: {json.dumps({'type': name, **data})}"
+
+    blocks = [ev("message_start", {"message": {"id": "m1", "usage": {"input_tokens": 12}}})]
+    index = 0
+    if thinking:
+        blocks.append(ev("content_block_start", {"index": index,
+                                                 "content_block": {"type": "thinking"}}))
+        blocks.append(ev("content_block_delta", {"index": index, "delta": {
+            "type": "thinking_delta", "thinking": thinking}}))
+        blocks.append(ev("content_block_stop", {"index": index}))
+        index += 1
+    if text:
+        blocks.append(ev("content_block_start", {"index": index,
+                                                 "content_block": {"type": "text", "text": ""}}))
+        for word in text.split(" "):
+            blocks.append(ev("content_block_delta", {"index": index, "delta": {
+                "type": "text_delta", "text": word + " "}}))
+        blocks.append(ev("content_block_stop", {"index": index}))
+        index += 1
+    if tool_use:
+        call_id, name, args = tool_use
+        blocks.append(ev("content_block_start", {"index": index, "content_block": {
+            "type": "tool_use", "id": call_id, "name": name, "input": {}}}))
+        half = len(args) // 2
+        for part in (args[:half], args[half:]):
+            blocks.append(ev("content_block_delta", {"index": index, "delta": {
+                "type": "input_json_delta", "partial_json": part}}))
+        blocks.append(ev("content_block_stop", {"index": index}))
+    blocks.append("event: ping\ndata: {\"type\": \"ping\"}")
+    reason = stop or ("tool_use" if tool_use else "end_turn")
+    blocks.append(ev("message_delta", {"delta": {"stop_reason": reason},
+                                       "usage": {"output_tokens": 7}}))
+    blocks.append(ev("message_stop", {}))
+    return blocks

@@ -1,0 +1,152 @@
+from __future__ import annotations
+
+import pytest
+
+from raven.config import ModelSpec
+from raven.messages import AssistantMessage, ToolCall, ToolResultMessage, user_text
+from raven.providers import (
+    Finish,
+    ModelRequest,
+    ProviderError,
+    TextDelta,
+    ToolCallReady,
+    ToolSpec,
+    Usage,
+)
+from raven.providers.base import ProviderAuthError, ProviderNotFoundError, ProviderProtocolError
+from raven.providers.openai import OpenAIProvider
+from tests.fakes.model_server import FakeModelServer, Reply, openai_stream
+
+KEY = "sk-test-secret-key-123456"
+TOOLS = [ToolSpec("read_file", "Read a file", {"type": "object", "properties": {}})]
+
+
+def provider(server: FakeModelServer) -> OpenAIProvider:
+    spec = ModelSpec(id="gpt", provider="openai", model="gpt-test",
+                     base_url=server.url + "/v1", api_key=KEY, context_window=1000)
+    return OpenAIProvider(spec, read_timeout_s=5)
+
+
+async def collect(p: OpenAIProvider, request: ModelRequest | None = None) -> list[object]:
+    request = request or ModelRequest(system="sys", messages=[user_text("hi")], tools=TOOLS)
+    try:
+        return [e async for e in p.stream(request)]
+    finally:
+        await p.aclose()
+
+
+async def test_text_streams_in_chunks_with_usage(model_server: FakeModelServer) -> None:
+    model_server.queue(Reply(events=openai_stream(text="hello brave world", usage=(11, 3))))
+    events = await collect(provider(model_server))
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "hello brave world "
+    assert len([e for e in events if isinstance(e, TextDelta)]) == 3
+    assert Usage(11, 3) in events
+    assert events[-1] == Finish("end_turn")
+    sent = model_server.requests[0]
+    assert sent.headers["Authorization"] == f"Bearer {KEY}"
+    assert sent.body["model"] == "gpt-test" and sent.body["stream"] is True
+    assert sent.body["messages"][0] == {"role": "system", "content": "sys"}
+    assert sent.body["tools"][0]["function"]["name"] == "read_file"
+
+
+async def test_parallel_tool_calls_are_joined_across_chunks(model_server: FakeModelServer) -> None:
+    model_server.queue(Reply(events=openai_stream(tool_calls=[
+        ("call_a", "read_file", '{"path": "a.txt"}'),
+        ("call_b", "read_file", '{"path": "b.txt", "start_line": 2}'),
+    ])))
+    events = await collect(provider(model_server))
+    calls = [e.call for e in events if isinstance(e, ToolCallReady)]
+    assert [(c.id, c.name, c.arguments) for c in calls] == [
+        ("call_a", "read_file", {"path": "a.txt"}),
+        ("call_b", "read_file", {"path": "b.txt", "start_line": 2}),
+    ]
+    assert events[-1] == Finish("tool_use")
+
+
+async def test_history_with_tool_results_goes_out_in_openai_shape(
+    model_server: FakeModelServer,
+) -> None:
+    model_server.queue(Reply(events=openai_stream(text="ok")))
+    history = [
+        user_text("read it"),
+        AssistantMessage(tool_calls=[ToolCall(id="c1", name="read_file", arguments={"path": "x"})]),
+        ToolResultMessage(call_id="c1", name="read_file", content="data"),
+    ]
+    await collect(provider(model_server), ModelRequest(system="s", messages=history))
+    wire = model_server.requests[0].body["messages"]
+    assert wire[2]["tool_calls"][0]["function"] == {"name": "read_file",
+                                                    "arguments": '{"path": "x"}'}
+    assert wire[3] == {"role": "tool", "tool_call_id": "c1", "content": "data"}
+
+
+@pytest.mark.parametrize("finish, expected", [("length", "max_tokens"),
+                                              ("content_filter", "refusal")])
+async def test_finish_reasons_map_to_stop_reasons(
+    model_server: FakeModelServer, finish: str, expected: str
+) -> None:
+    model_server.queue(Reply(events=openai_stream(text="partial", finish=finish)))
+    events = await collect(provider(model_server))
+    assert events[-1] == Finish(expected)  # type: ignore[arg-type]
+
+
+async def test_401_names_model_and_url_but_never_the_key(model_server: FakeModelServer) -> None:
+    model_server.queue(Reply(status=401, body='{"error":{"message":"Incorrect API key '
+                                              f'{KEY}"}}}}'))
+    with pytest.raises(ProviderAuthError) as info:
+        await collect(provider(model_server))
+    message = str(info.value)
+    assert "gpt-test" in message and model_server.url in message and "401" in message
+    assert KEY not in message
+
+
+async def test_404_says_check_the_model_name(model_server: FakeModelServer) -> None:
+    model_server.queue(Reply(status=404, body='{"error":{"message":"model not found"}}'))
+    with pytest.raises(ProviderNotFoundError, match="check the model name and baseUrl"):
+        await collect(provider(model_server))
+
+
+async def test_429_is_retried_honouring_retry_after(model_server: FakeModelServer) -> None:
+    model_server.queue(
+        Reply(status=429, headers={"Retry-After": "0"}, body='{"error":{"message":"slow"}}'),
+        Reply(events=openai_stream(text="finally")),
+    )
+    events = await collect(provider(model_server))
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["finally "]
+    assert len(model_server.requests) == 2
+
+
+async def test_500_is_retried_then_reported(model_server: FakeModelServer) -> None:
+    broken = Reply(status=500, headers={"Retry-After": "0"},
+                   body='{"error":{"message":"upstream exploded"}}')
+    model_server.queue(broken, broken, broken, broken)
+    with pytest.raises(ProviderError, match="HTTP 500: upstream exploded"):
+        await collect(provider(model_server))
+    assert len(model_server.requests) == 4
+
+
+async def test_garbage_sse_is_a_protocol_error(model_server: FakeModelServer) -> None:
+    model_server.queue(Reply(events=["data: {not json at all"]))
+    with pytest.raises(ProviderProtocolError, match="not JSON"):
+        await collect(provider(model_server))
+
+
+async def test_stream_cut_midway_is_a_protocol_error(model_server: FakeModelServer) -> None:
+    events = openai_stream(text="one two three four")[:3]
+    model_server.queue(Reply(events=events, cut=True))
+    with pytest.raises(ProviderProtocolError):
+        await collect(provider(model_server))
+
+
+async def test_stream_ending_without_finish_is_a_protocol_error(
+    model_server: FakeModelServer,
+) -> None:
+    model_server.queue(Reply(events=openai_stream(text="one two")[:2]))
+    with pytest.raises(ProviderProtocolError, match="before the model finished"):
+        await collect(provider(model_server))
+
+
+async def test_unreachable_server_is_reported_after_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("raven.providers.http.BACKOFF_BASE_S", 0.0)
+    spec = ModelSpec(id="gpt", provider="openai", base_url="http://127.0.0.1:9/v1", api_key="k")
+    with pytest.raises(ProviderError, match="cannot connect"):
+        await collect(OpenAIProvider(spec, read_timeout_s=5))

@@ -1,0 +1,127 @@
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from raven.messages import AssistantMessage, ToolCall, ToolResultMessage, user_text
+from raven.sessions import BadCursor, SessionNotFound, SessionStore
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> SessionStore:
+    s = SessionStore(tmp_path / "raven.db")
+    yield s  # type: ignore[misc]
+    s.close()
+
+
+def test_messages_round_trip_in_order(store: SessionStore) -> None:
+    rec = store.create("/work", face="cli", model="echo")
+    msgs = [
+        user_text("hi"),
+        AssistantMessage(text="calling", tool_calls=[ToolCall(id="c", name="t", arguments={"a": 1})]),
+        ToolResultMessage(call_id="c", name="t", content="out", is_error=True),
+    ]
+    for m in msgs:
+        store.append(rec.id, m)
+    assert store.messages(rec.id) == msgs
+    assert store.messages(rec.id, last=2) == msgs[1:]
+    assert store.count_messages(rec.id) == 3
+
+
+def test_list_pages_newest_first_with_cwd_filter(store: SessionStore) -> None:
+    ids = [store.create("/a" if i % 2 else "/b", face="cli").id for i in range(7)]
+    seen, cursor = [], None
+    while True:
+        page = store.list(cursor=cursor, limit=3)
+        seen += [r.id for r in page.sessions]
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert seen == list(reversed(ids))
+    assert [r.cwd for r in store.list(cwd="/a").sessions] == ["/a"] * 3
+    assert store.list(cwd="/nowhere").sessions == []
+
+
+def test_bad_cursor_is_refused(store: SessionStore) -> None:
+    with pytest.raises(BadCursor):
+        store.list(cursor="not-a-cursor")
+
+
+def test_update_delete_and_not_found(store: SessionStore) -> None:
+    rec = store.create("/w", face="acp")
+    assert store.update(rec.id, title="Fix the bug", closed=True).title == "Fix the bug"
+    assert store.get(rec.id).closed
+    assert store.delete(rec.id) is True
+    assert store.delete(rec.id) is False
+    with pytest.raises(SessionNotFound):
+        store.get(rec.id)
+    with pytest.raises(SessionNotFound):
+        store.append(rec.id, user_text("x"))
+
+
+def test_migrations_apply_once(tmp_path: Path) -> None:
+    SessionStore(tmp_path / "raven.db").close()
+    again = SessionStore(tmp_path / "raven.db")
+    rows = again._db.execute("SELECT version, name FROM schema_migrations").fetchall()
+    again.close()
+    assert rows == [(1, "sessions_and_messages")]
+
+
+_WRITER = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    from raven.messages import user_text
+    from raven.sessions import SessionStore
+    store = SessionStore(Path(sys.argv[1]))
+    for i in range(int(sys.argv[3])):
+        store.append(sys.argv[2], user_text(f"{sys.argv[4]}-{i}"))
+        if len(sys.argv) > 5:
+            print(i, flush=True)
+""")
+
+
+def test_two_writer_processes_corrupt_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "raven.db"
+    store = SessionStore(db)
+    rec = store.create("/w", face="cli")
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _WRITER, str(db), rec.id, "150", tag])
+        for tag in ("p1", "p2")
+    ]
+    assert [p.wait(120) for p in procs] == [0, 0]
+    texts = [m.text for m in store.messages(rec.id)]  # type: ignore[union-attr]
+    assert len(texts) == 300
+    for tag in ("p1", "p2"):
+        assert [t for t in texts if t.startswith(tag)] == [f"{tag}-{i}" for i in range(150)]
+    assert store._db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    store.close()
+
+
+def test_sigkill_mid_write_keeps_committed_messages(tmp_path: Path) -> None:
+    db = tmp_path / "raven.db"
+    store = SessionStore(db)
+    rec = store.create("/w", face="cli")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(db), rec.id, "100000", "k", "report"],
+        stdout=subprocess.PIPE, text=True,
+    )
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 30
+    reported = -1
+    while reported < 50 and time.monotonic() < deadline:
+        reported = int(proc.stdout.readline())
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(10)
+    proc.stdout.close()
+    texts = [m.text for m in store.messages(rec.id)]  # type: ignore[union-attr]
+    assert len(texts) >= reported + 1
+    assert texts == [f"k-{i}" for i in range(len(texts))]
+    assert store._db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    store.close()

@@ -35,7 +35,8 @@ def home(tmp_path: Path) -> Path:
 def env(home: Path) -> dict[str, str]:
     """Environment for a `raven` subprocess: its own RAVEN_HOME and no model keys."""
     clean = {
-        k: v for k, v in os.environ.items()
+        k: v
+        for k, v in os.environ.items()
         if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "RAVEN_CONFIG")
     }
     return {**clean, "RAVEN_HOME": str(home), "NO_COLOR": "1", "TERM": "dumb"}
@@ -48,13 +49,21 @@ def write_config(home: Path, data: dict[str, Any]) -> Path:
 
 
 def raven(
-    *args: str, env: dict[str, str], input: str | None = None, timeout: float = 60,
+    *args: str,
+    env: dict[str, str],
+    input: str | None = None,
+    timeout: float = 60,
     cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run `raven ARGS` as a user would, capturing stdout and stderr."""
     return subprocess.run(
-        [*RAVEN, *args], env=env, input=input, capture_output=True, text=True,
-        timeout=timeout, cwd=cwd,
+        [*RAVEN, *args],
+        env=env,
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
     )
 
 

@@ -5,7 +5,6 @@ import stat
 from pathlib import Path
 
 import pytest
-
 from pydantic import BaseModel
 
 from raven.config import (
@@ -68,8 +67,10 @@ def test_save_is_atomic_private_and_round_trips(tmp_path: Path) -> None:
 
 def test_masked_hides_secrets_only() -> None:
     data = {"models": [{"id": "a", "apiKey": "sk-live"}], "a2a": {"token": "t", "path": "/a2a"}}
-    assert masked(data) == {"models": [{"id": "a", "apiKey": "***"}],
-                            "a2a": {"token": "***", "path": "/a2a"}}
+    assert masked(data) == {
+        "models": [{"id": "a", "apiKey": "***"}],
+        "a2a": {"token": "***", "path": "/a2a"},
+    }
 
 
 def test_raven_home_puts_everything_under_it(tmp_path: Path) -> None:

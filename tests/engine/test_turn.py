@@ -47,10 +47,12 @@ async def test_tool_loop_runs_tools_and_feeds_results_back(
     make_runtime: MakeRuntime, tmp_path: Path
 ) -> None:
     (tmp_path / "notes.txt").write_text("the secret is 42\n")
-    runtime = make_runtime([
-        {"thought": "look first", "toolCalls": [call("read_file", path="notes.txt")]},
-        {"text": "It is 42."},
-    ])
+    runtime = make_runtime(
+        [
+            {"thought": "look first", "toolCalls": [call("read_file", path="notes.txt")]},
+            {"text": "It is 42."},
+        ]
+    )
     session = await runtime.new_session(tmp_path)
     events = Events()
     assert await run_turn(session, prompt("what?"), RecordingAsker(), events.append) == "end_turn"
@@ -60,18 +62,20 @@ async def test_tool_loop_runs_tools_and_feeds_results_back(
     assert events.of(AgentThought) == [AgentThought("look first")]
     done = [e for e in events.of(ToolCallUpdated) if e.status == "completed"]
     assert done[0].content == "the secret is 42\n"
-    result = [m for m in session.history if isinstance(m, ToolResultMessage)][0]
+    result = next(m for m in session.history if isinstance(m, ToolResultMessage))
     assert result.content == "the secret is 42\n" and not result.is_error
 
 
 async def test_approval_allow_runs_and_reject_does_not(
     make_runtime: MakeRuntime, tmp_path: Path
 ) -> None:
-    runtime = make_runtime([
-        {"toolCalls": [call("write_file", path="a.txt", content="A")]},
-        {"toolCalls": [call("write_file", path="b.txt", content="B")]},
-        {"text": "done"},
-    ])
+    runtime = make_runtime(
+        [
+            {"toolCalls": [call("write_file", path="a.txt", content="A")]},
+            {"toolCalls": [call("write_file", path="b.txt", content="B")]},
+            {"text": "done"},
+        ]
+    )
     session = await runtime.new_session(tmp_path)
     asker = RecordingAsker(decisions=["allow_once", "reject_once"])
     events = Events()
@@ -81,20 +85,26 @@ async def test_approval_allow_runs_and_reject_does_not(
     assert [a.title for a in asker.approvals] == ["Write a.txt", "Write b.txt"]
     failed = [e for e in events.of(ToolCallUpdated) if e.status == "failed"]
     assert "rejected" in (failed[0].content or "")
-    diff = [e for e in events.of(ToolCallUpdated) if e.status == "completed"][0].diff
+    diff = next(e for e in events.of(ToolCallUpdated) if e.status == "completed").diff
     assert diff is not None and diff.old_text is None and diff.new_text == "A"
 
 
 async def test_always_decisions_are_remembered_for_the_session(
     make_runtime: MakeRuntime, tmp_path: Path
 ) -> None:
-    runtime = make_runtime([
-        {"toolCalls": [call("run_command", command="echo one"),
-                       call("run_command", command="echo two"),
-                       call("write_file", path="x", content="1"),
-                       call("write_file", path="y", content="2")]},
-        {"text": "ok"},
-    ])
+    runtime = make_runtime(
+        [
+            {
+                "toolCalls": [
+                    call("run_command", command="echo one"),
+                    call("run_command", command="echo two"),
+                    call("write_file", path="x", content="1"),
+                    call("write_file", path="y", content="2"),
+                ]
+            },
+            {"text": "ok"},
+        ]
+    )
     session = await runtime.new_session(tmp_path)
     asker = RecordingAsker(decisions=["allow_always", "reject_always"])
     events = Events()
@@ -108,14 +118,20 @@ async def test_always_decisions_are_remembered_for_the_session(
 async def test_read_tools_never_ask_and_modes_decide(
     make_runtime: MakeRuntime, tmp_path: Path
 ) -> None:
-    modes = [{"id": "auto", "name": "Auto", "approvals": "auto"},
-             {"id": "ro", "name": "RO", "approvals": "deny"}]
-    runtime = make_runtime([
-        {"toolCalls": [call("list_dir"), call("write_file", path="auto.txt", content="x")]},
-        {"text": "ok"},
-        {"toolCalls": [call("write_file", path="denied.txt", content="x")]},
-        {"text": "ok"},
-    ], modes=modes, defaultMode="auto")
+    modes = [
+        {"id": "auto", "name": "Auto", "approvals": "auto"},
+        {"id": "ro", "name": "RO", "approvals": "deny"},
+    ]
+    runtime = make_runtime(
+        [
+            {"toolCalls": [call("list_dir"), call("write_file", path="auto.txt", content="x")]},
+            {"text": "ok"},
+            {"toolCalls": [call("write_file", path="denied.txt", content="x")]},
+            {"text": "ok"},
+        ],
+        modes=modes,
+        defaultMode="auto",
+    )
     session = await runtime.new_session(tmp_path)
     asker = RecordingAsker()
     await run_turn(session, prompt("one"), asker, Events().append)
@@ -129,22 +145,25 @@ async def test_read_tools_never_ask_and_modes_decide(
 
 async def test_mode_tool_filter_hides_tools(make_runtime: MakeRuntime, tmp_path: Path) -> None:
     modes = [{"id": "ro", "name": "RO", "tools": {"allow": ["read_*", "list_dir"]}}]
-    runtime = make_runtime([{"toolCalls": [call("run_command", command="true")]}, {"text": "k"}],
-                           modes=modes)
+    runtime = make_runtime(
+        [{"toolCalls": [call("run_command", command="true")]}, {"text": "k"}], modes=modes
+    )
     session = await runtime.new_session(tmp_path)
     assert [t.name for t in session.offered_tools()] == ["read_file", "list_dir"]
     events = Events()
     await run_turn(session, prompt("x"), RecordingAsker(), events.append)
-    failed = [e for e in events.of(ToolCallUpdated) if e.status == "failed"][0]
+    failed = next(e for e in events.of(ToolCallUpdated) if e.status == "failed")
     assert "Unknown tool 'run_command'" in (failed.content or "")
 
 
 async def test_ask_user_gets_the_answer(make_runtime: MakeRuntime, tmp_path: Path) -> None:
-    runtime = make_runtime([
-        {"toolCalls": [call("ask_user", question="Which colour?", choices=["red", "blue"])]},
-        {"toolCalls": [call("ask_user", question="Anything else?")]},
-        {"text": "thanks"},
-    ])
+    runtime = make_runtime(
+        [
+            {"toolCalls": [call("ask_user", question="Which colour?", choices=["red", "blue"])]},
+            {"toolCalls": [call("ask_user", question="Anything else?")]},
+            {"text": "thanks"},
+        ]
+    )
     session = await runtime.new_session(tmp_path)
     asker = RecordingAsker(answers=["blue", None])
     await run_turn(session, prompt("paint"), asker, Events().append)
@@ -170,11 +189,18 @@ async def test_max_steps_ends_with_max_turn_requests(
 async def test_invalid_arguments_and_failing_tools_go_back_to_the_model(
     make_runtime: MakeRuntime, tmp_path: Path
 ) -> None:
-    runtime = make_runtime([
-        {"toolCalls": [call("read_file", nope=1), call("read_file", path="missing.txt"),
-                       call("edit_file", path="missing.txt", old_text="a", new_text="b")]},
-        {"text": "recovered"},
-    ])
+    runtime = make_runtime(
+        [
+            {
+                "toolCalls": [
+                    call("read_file", nope=1),
+                    call("read_file", path="missing.txt"),
+                    call("edit_file", path="missing.txt", old_text="a", new_text="b"),
+                ]
+            },
+            {"text": "recovered"},
+        ]
+    )
     session = await runtime.new_session(tmp_path)
     events = Events()
     assert await run_turn(session, prompt("x"), RecordingAsker(["allow_once"]), events.append) == (
@@ -191,15 +217,19 @@ async def test_cancel_kills_a_running_command_and_its_group(
     make_runtime: MakeRuntime, tmp_path: Path
 ) -> None:
     pidfile = tmp_path / "pid"
-    runtime = make_runtime([
-        {"toolCalls": [call("run_command", command=f"sleep 60 & echo $! > {pidfile}; wait")]},
-        {"text": "never"},
-    ], modes=[{"id": "auto", "name": "Auto", "approvals": "auto"}])
+    runtime = make_runtime(
+        [
+            {"toolCalls": [call("run_command", command=f"sleep 60 & echo $! > {pidfile}; wait")]},
+            {"text": "never"},
+        ],
+        modes=[{"id": "auto", "name": "Auto", "approvals": "auto"}],
+    )
     session = await runtime.new_session(tmp_path)
     cancel = asyncio.Event()
     events = Events()
-    turn = asyncio.create_task(run_turn(session, prompt("sleep"), RecordingAsker(), events.append,
-                                        cancel))
+    turn = asyncio.create_task(
+        run_turn(session, prompt("sleep"), RecordingAsker(), events.append, cancel)
+    )
     async with asyncio.timeout(10):
         while not (pidfile.exists() and pidfile.read_text().strip()):
             await asyncio.sleep(0.02)
@@ -222,8 +252,9 @@ async def test_cancel_stops_the_model_stream_at_once(
     runtime = make_runtime([{"text": "slow", "delayMs": 60_000}])
     session = await runtime.new_session(tmp_path)
     cancel = asyncio.Event()
-    turn = asyncio.create_task(run_turn(session, prompt("x"), RecordingAsker(), Events().append,
-                                        cancel))
+    turn = asyncio.create_task(
+        run_turn(session, prompt("x"), RecordingAsker(), Events().append, cancel)
+    )
     await asyncio.sleep(0.05)
     cancel.set()
     assert await asyncio.wait_for(turn, 1) == "cancelled"
@@ -232,9 +263,12 @@ async def test_cancel_stops_the_model_stream_at_once(
 async def test_provider_failure_ends_the_turn_with_an_explanation(
     make_runtime: MakeRuntime, tmp_path: Path
 ) -> None:
-    runtime = make_runtime(models=[{"id": "bad", "provider": "openai",
-                                    "baseUrl": "http://127.0.0.1:9/v1", "apiKey": "k"}],
-                           defaultModel="bad")
+    runtime = make_runtime(
+        models=[
+            {"id": "bad", "provider": "openai", "baseUrl": "http://127.0.0.1:9/v1", "apiKey": "k"}
+        ],
+        defaultModel="bad",
+    )
     session = await runtime.new_session(tmp_path)
     events = Events()
     import raven.providers.http as http
@@ -252,10 +286,12 @@ async def test_provider_failure_ends_the_turn_with_an_explanation(
 async def test_steering_joins_before_the_next_model_call(
     make_runtime: MakeRuntime, tmp_path: Path
 ) -> None:
-    runtime = make_runtime([
-        {"text": "working", "delayMs": 200, "toolCalls": [call("list_dir")]},
-        {"text": "steered"},
-    ])
+    runtime = make_runtime(
+        [
+            {"text": "working", "delayMs": 200, "toolCalls": [call("list_dir")]},
+            {"text": "steered"},
+        ]
+    )
     session = await runtime.new_session(tmp_path)
     assert session.steer("too early") is False
     turn = asyncio.create_task(run_turn(session, prompt("x"), RecordingAsker(), Events().append))

@@ -83,7 +83,9 @@ class FakeModelServer:
             await asyncio.sleep(reply.delay_s)
         if reply.body is not None:
             return web.Response(
-                status=reply.status, text=reply.body, headers=reply.headers,
+                status=reply.status,
+                text=reply.body,
+                headers=reply.headers,
                 content_type="application/json",
             )
         response = web.StreamResponse(status=reply.status, headers=reply.headers)
@@ -111,23 +113,45 @@ def openai_stream(
 
     def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> str:
         choice = {"index": 0, "delta": delta, "finish_reason": finish_reason}
-        return "data: " + json.dumps({"id": "c1", "object": "chat.completion.chunk",
-                                      "choices": [choice]})
+        return "data: " + json.dumps(
+            {"id": "c1", "object": "chat.completion.chunk", "choices": [choice]}
+        )
 
     blocks.append(chunk({"role": "assistant", "content": ""}))
     for word in text.split(" ") if text else []:
         blocks.append(chunk({"content": word + " "}))
     for index, (call_id, name, args) in enumerate(tool_calls):
         half = len(args) // 2
-        blocks.append(chunk({"tool_calls": [{"index": index, "id": call_id, "type": "function",
-                                             "function": {"name": name, "arguments": args[:half]}}]}))
-        blocks.append(chunk({"tool_calls": [{"index": index,
-                                             "function": {"arguments": args[half:]}}]}))
+        blocks.append(
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": index,
+                            "id": call_id,
+                            "type": "function",
+                            "function": {"name": name, "arguments": args[:half]},
+                        }
+                    ]
+                }
+            )
+        )
+        blocks.append(
+            chunk({"tool_calls": [{"index": index, "function": {"arguments": args[half:]}}]})
+        )
     reason = finish or ("tool_calls" if tool_calls else "stop")
     blocks.append(chunk({}, reason))
     if usage:
-        blocks.append("data: " + json.dumps({"id": "c1", "choices": [], "usage": {
-            "prompt_tokens": usage[0], "completion_tokens": usage[1]}}))
+        blocks.append(
+            "data: "
+            + json.dumps(
+                {
+                    "id": "c1",
+                    "choices": [],
+                    "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1]},
+                }
+            )
+        )
     if done:
         blocks.append("data: [DONE]")
     return blocks
@@ -145,32 +169,57 @@ def anthropic_stream(
     blocks = [ev("message_start", {"message": {"id": "m1", "usage": {"input_tokens": 12}}})]
     index = 0
     if thinking:
-        blocks.append(ev("content_block_start", {"index": index,
-                                                 "content_block": {"type": "thinking"}}))
-        blocks.append(ev("content_block_delta", {"index": index, "delta": {
-            "type": "thinking_delta", "thinking": thinking}}))
+        blocks.append(
+            ev("content_block_start", {"index": index, "content_block": {"type": "thinking"}})
+        )
+        blocks.append(
+            ev(
+                "content_block_delta",
+                {"index": index, "delta": {"type": "thinking_delta", "thinking": thinking}},
+            )
+        )
         blocks.append(ev("content_block_stop", {"index": index}))
         index += 1
     if text:
-        blocks.append(ev("content_block_start", {"index": index,
-                                                 "content_block": {"type": "text", "text": ""}}))
+        blocks.append(
+            ev(
+                "content_block_start",
+                {"index": index, "content_block": {"type": "text", "text": ""}},
+            )
+        )
         for word in text.split(" "):
-            blocks.append(ev("content_block_delta", {"index": index, "delta": {
-                "type": "text_delta", "text": word + " "}}))
+            blocks.append(
+                ev(
+                    "content_block_delta",
+                    {"index": index, "delta": {"type": "text_delta", "text": word + " "}},
+                )
+            )
         blocks.append(ev("content_block_stop", {"index": index}))
         index += 1
     if tool_use:
         call_id, name, args = tool_use
-        blocks.append(ev("content_block_start", {"index": index, "content_block": {
-            "type": "tool_use", "id": call_id, "name": name, "input": {}}}))
+        blocks.append(
+            ev(
+                "content_block_start",
+                {
+                    "index": index,
+                    "content_block": {"type": "tool_use", "id": call_id, "name": name, "input": {}},
+                },
+            )
+        )
         half = len(args) // 2
         for part in (args[:half], args[half:]):
-            blocks.append(ev("content_block_delta", {"index": index, "delta": {
-                "type": "input_json_delta", "partial_json": part}}))
+            blocks.append(
+                ev(
+                    "content_block_delta",
+                    {"index": index, "delta": {"type": "input_json_delta", "partial_json": part}},
+                )
+            )
         blocks.append(ev("content_block_stop", {"index": index}))
-    blocks.append("event: ping\ndata: {\"type\": \"ping\"}")
+    blocks.append('event: ping\ndata: {"type": "ping"}')
     reason = stop or ("tool_use" if tool_use else "end_turn")
-    blocks.append(ev("message_delta", {"delta": {"stop_reason": reason},
-                                       "usage": {"output_tokens": 7}}))
+    blocks.append(
+        ev("message_delta", {"delta": {"stop_reason": reason}, "usage": {"output_tokens": 7}})
+    )
     blocks.append(ev("message_stop", {}))
     return blocks

@@ -13,15 +13,20 @@ KEY = "sk-ant-secret-999"
 
 
 def provider(server: FakeModelServer) -> AnthropicProvider:
-    spec = ModelSpec(id="claude", provider="anthropic", model="claude-test",
-                     base_url=server.url, api_key=KEY)
+    spec = ModelSpec(
+        id="claude", provider="anthropic", model="claude-test", base_url=server.url, api_key=KEY
+    )
     return AnthropicProvider(spec, read_timeout_s=5)
 
 
 async def collect(p: AnthropicProvider, messages: list | None = None) -> list[object]:  # type: ignore[type-arg]
     try:
-        return [e async for e in p.stream(ModelRequest(system="sys",
-                                                       messages=messages or [user_text("hi")]))]
+        return [
+            e
+            async for e in p.stream(
+                ModelRequest(system="sys", messages=messages or [user_text("hi")])
+            )
+        ]
     finally:
         await p.aclose()
 
@@ -40,8 +45,13 @@ async def test_text_and_thinking_stream(model_server: FakeModelServer) -> None:
 
 
 async def test_tool_use_arguments_join_across_deltas(model_server: FakeModelServer) -> None:
-    model_server.queue(Reply(events=anthropic_stream(
-        text="let me look", tool_use=("toolu_1", "read_file", '{"path": "notes.md"}'))))
+    model_server.queue(
+        Reply(
+            events=anthropic_stream(
+                text="let me look", tool_use=("toolu_1", "read_file", '{"path": "notes.md"}')
+            )
+        )
+    )
     events = await collect(provider(model_server))
     (call,) = [e.call for e in events if isinstance(e, ToolCallReady)]
     assert (call.id, call.name, call.arguments) == ("toolu_1", "read_file", {"path": "notes.md"})
@@ -54,8 +64,12 @@ async def test_tool_results_go_back_as_user_tool_result_blocks(
     model_server.queue(Reply(events=anthropic_stream(text="done")))
     history = [
         user_text("go"),
-        AssistantMessage(tool_calls=[ToolCall(id="t1", name="a", arguments={}),
-                                     ToolCall(id="t2", name="b", arguments={})]),
+        AssistantMessage(
+            tool_calls=[
+                ToolCall(id="t1", name="a", arguments={}),
+                ToolCall(id="t2", name="b", arguments={}),
+            ]
+        ),
         ToolResultMessage(call_id="t1", name="a", content="one"),
         ToolResultMessage(call_id="t2", name="b", content="two", is_error=True),
     ]

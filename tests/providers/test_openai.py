@@ -22,8 +22,14 @@ TOOLS = [ToolSpec("read_file", "Read a file", {"type": "object", "properties": {
 
 
 def provider(server: FakeModelServer) -> OpenAIProvider:
-    spec = ModelSpec(id="gpt", provider="openai", model="gpt-test",
-                     base_url=server.url + "/v1", api_key=KEY, context_window=1000)
+    spec = ModelSpec(
+        id="gpt",
+        provider="openai",
+        model="gpt-test",
+        base_url=server.url + "/v1",
+        api_key=KEY,
+        context_window=1000,
+    )
     return OpenAIProvider(spec, read_timeout_s=5)
 
 
@@ -50,10 +56,16 @@ async def test_text_streams_in_chunks_with_usage(model_server: FakeModelServer) 
 
 
 async def test_parallel_tool_calls_are_joined_across_chunks(model_server: FakeModelServer) -> None:
-    model_server.queue(Reply(events=openai_stream(tool_calls=[
-        ("call_a", "read_file", '{"path": "a.txt"}'),
-        ("call_b", "read_file", '{"path": "b.txt", "start_line": 2}'),
-    ])))
+    model_server.queue(
+        Reply(
+            events=openai_stream(
+                tool_calls=[
+                    ("call_a", "read_file", '{"path": "a.txt"}'),
+                    ("call_b", "read_file", '{"path": "b.txt", "start_line": 2}'),
+                ]
+            )
+        )
+    )
     events = await collect(provider(model_server))
     calls = [e.call for e in events if isinstance(e, ToolCallReady)]
     assert [(c.id, c.name, c.arguments) for c in calls] == [
@@ -74,13 +86,16 @@ async def test_history_with_tool_results_goes_out_in_openai_shape(
     ]
     await collect(provider(model_server), ModelRequest(system="s", messages=history))
     wire = model_server.requests[0].body["messages"]
-    assert wire[2]["tool_calls"][0]["function"] == {"name": "read_file",
-                                                    "arguments": '{"path": "x"}'}
+    assert wire[2]["tool_calls"][0]["function"] == {
+        "name": "read_file",
+        "arguments": '{"path": "x"}',
+    }
     assert wire[3] == {"role": "tool", "tool_call_id": "c1", "content": "data"}
 
 
-@pytest.mark.parametrize("finish, expected", [("length", "max_tokens"),
-                                              ("content_filter", "refusal")])
+@pytest.mark.parametrize(
+    "finish, expected", [("length", "max_tokens"), ("content_filter", "refusal")]
+)
 async def test_finish_reasons_map_to_stop_reasons(
     model_server: FakeModelServer, finish: str, expected: str
 ) -> None:
@@ -90,8 +105,9 @@ async def test_finish_reasons_map_to_stop_reasons(
 
 
 async def test_401_names_model_and_url_but_never_the_key(model_server: FakeModelServer) -> None:
-    model_server.queue(Reply(status=401, body='{"error":{"message":"Incorrect API key '
-                                              f'{KEY}"}}}}'))
+    model_server.queue(
+        Reply(status=401, body=f'{{"error":{{"message":"Incorrect API key {KEY}"}}}}')
+    )
     with pytest.raises(ProviderAuthError) as info:
         await collect(provider(model_server))
     message = str(info.value)
@@ -116,8 +132,9 @@ async def test_429_is_retried_honouring_retry_after(model_server: FakeModelServe
 
 
 async def test_500_is_retried_then_reported(model_server: FakeModelServer) -> None:
-    broken = Reply(status=500, headers={"Retry-After": "0"},
-                   body='{"error":{"message":"upstream exploded"}}')
+    broken = Reply(
+        status=500, headers={"Retry-After": "0"}, body='{"error":{"message":"upstream exploded"}}'
+    )
     model_server.queue(broken, broken, broken, broken)
     with pytest.raises(ProviderError, match="HTTP 500: upstream exploded"):
         await collect(provider(model_server))
@@ -145,7 +162,9 @@ async def test_stream_ending_without_finish_is_a_protocol_error(
         await collect(provider(model_server))
 
 
-async def test_unreachable_server_is_reported_after_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_unreachable_server_is_reported_after_retries(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr("raven.providers.http.BACKOFF_BASE_S", 0.0)
     spec = ModelSpec(id="gpt", provider="openai", base_url="http://127.0.0.1:9/v1", api_key="k")
     with pytest.raises(ProviderError, match="cannot connect"):

@@ -16,8 +16,9 @@ async def run(p: ScriptedProvider, text: str) -> list[object]:
 
 
 async def test_echo_streams_the_last_user_text_word_by_word() -> None:
-    events = await run(ScriptedProvider(ModelSpec(id="echo", provider="scripted"), None),
-                       "hello there world")
+    events = await run(
+        ScriptedProvider(ModelSpec(id="echo", provider="scripted"), None), "hello there world"
+    )
     deltas = [e.text for e in events if isinstance(e, TextDelta)]
     assert deltas == ["hello ", "there ", "world"]
     assert events[-1] == Finish("end_turn")
@@ -25,11 +26,18 @@ async def test_echo_streams_the_last_user_text_word_by_word() -> None:
 
 async def test_script_steps_play_in_order_then_echo(tmp_path: Path) -> None:
     path = tmp_path / "script.json"
-    path.write_text(json.dumps([
-        {"thought": "plan", "text": "first", "toolCalls": [{"name": "list_dir",
-                                                            "arguments": {"path": "."}}]},
-        {"text": "second", "stop": "max_tokens"},
-    ]))
+    path.write_text(
+        json.dumps(
+            [
+                {
+                    "thought": "plan",
+                    "text": "first",
+                    "toolCalls": [{"name": "list_dir", "arguments": {"path": "."}}],
+                },
+                {"text": "second", "stop": "max_tokens"},
+            ]
+        )
+    )
     spec = ModelSpec(id="s", provider="scripted", script=str(path))
     a = ScriptedProvider(spec, load_script(path))
     b = ScriptedProvider(spec, load_script(path))  # another session of the same process
@@ -45,11 +53,14 @@ async def test_script_steps_play_in_order_then_echo(tmp_path: Path) -> None:
     assert [e.text for e in third if isinstance(e, TextDelta)] == ["echo ", "me"]
 
 
-@pytest.mark.parametrize("body, message", [
-    ("{}", "top level must be a list"),
-    ("[{\"bogus\": 1}]", "Extra inputs"),
-    ("[1,", "invalid JSON at line 1"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("{}", "top level must be a list"),
+        ('[{"bogus": 1}]', "Extra inputs"),
+        ("[1,", "invalid JSON at line 1"),
+    ],
+)
 def test_bad_scripts_are_config_errors(tmp_path: Path, body: str, message: str) -> None:
     path = tmp_path / f"bad{abs(hash(body))}.json"
     path.write_text(body)

@@ -25,7 +25,9 @@ def test_messages_round_trip_in_order(store: SessionStore) -> None:
     rec = store.create("/work", face="cli", model="echo")
     msgs = [
         user_text("hi"),
-        AssistantMessage(text="calling", tool_calls=[ToolCall(id="c", name="t", arguments={"a": 1})]),
+        AssistantMessage(
+            text="calling", tool_calls=[ToolCall(id="c", name="t", arguments={"a": 1})]
+        ),
         ToolResultMessage(call_id="c", name="t", content="out", is_error=True),
     ]
     for m in msgs:
@@ -110,7 +112,8 @@ def test_sigkill_mid_write_keeps_committed_messages(tmp_path: Path) -> None:
     rec = store.create("/w", face="cli")
     proc = subprocess.Popen(
         [sys.executable, "-c", _WRITER, str(db), rec.id, "100000", "k", "report"],
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert proc.stdout is not None
     deadline = time.monotonic() + 30

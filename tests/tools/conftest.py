@@ -14,5 +14,6 @@ async def _no_answer(question: Question) -> str | None:
 
 @pytest.fixture
 def ctx(tmp_path: Path) -> ToolContext:
-    return ToolContext(cwd=tmp_path, limits=Limits(tool_output_chars=1000, command_timeout_s=5),
-                       ask=_no_answer)
+    return ToolContext(
+        cwd=tmp_path, limits=Limits(tool_output_chars=1000, command_timeout_s=5), ask=_no_answer
+    )

@@ -58,8 +58,9 @@ async def test_edit_file_replaces_exactly_one_match(ctx: ToolContext, tmp_path: 
     with pytest.raises(ToolError, match="not found"):
         await EditFile().run(EditFileArgs(path="code.py", old_text="z = 1", new_text=""), ctx)
     assert f.read_text() == "x = 1\ny = 1\nx = 1\n"
-    out = await EditFile().run(EditFileArgs(path="code.py", old_text="y = 1", new_text="y = 2"),
-                               ctx)
+    out = await EditFile().run(
+        EditFileArgs(path="code.py", old_text="y = 1", new_text="y = 2"), ctx
+    )
     assert f.read_text() == "x = 1\ny = 2\nx = 1\n"
     assert out.diff is not None and out.diff.old_text == "x = 1\ny = 1\nx = 1\n"
 

@@ -1,0 +1,57 @@
+"""Start-up cost of the commands people and editors launch most.
+
+Wall time and peak RSS of `raven --help` and `raven run --model echo hi`, 10 runs
+each, medians printed next to `python -c pass` as the floor.
+
+    uv run python bench/startup.py [--runs N]
+
+Byte-code caches are allowed (as on a user's machine): one warm-up run precedes each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+COMMANDS = {
+    "python -c pass": [sys.executable, "-c", "pass"],
+    "raven --help": [sys.executable, "-m", "raven", "--help"],
+    "raven run --model echo hi": [sys.executable, "-m", "raven", "run", "--model", "echo", "hi"],
+}
+
+
+def measure(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds, peak RSS in MiB) of one run of `argv`."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"{argv} exited {proc.returncode}")
+    return wall, usage.ru_maxrss / 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=10)
+    runs = parser.parse_args().runs
+    with tempfile.TemporaryDirectory() as home:
+        env = {**os.environ, "RAVEN_HOME": home}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        print(f"{'command':32} {'median ms':>10} {'min ms':>8} {'peak RSS MiB':>13}")
+        for name, argv in COMMANDS.items():
+            measure(argv, env)
+            samples = [measure(argv, env) for _ in range(runs)]
+            walls = [w * 1000 for w, _ in samples]
+            rss = statistics.median(r for _, r in samples)
+            print(f"{name:32} {statistics.median(walls):10.0f} {min(walls):8.0f} {rss:13.1f}")
+
+
+if __name__ == "__main__":
+    main()

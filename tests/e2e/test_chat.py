@@ -1,0 +1,148 @@
+"""`raven chat` driven through a pseudo-terminal, as a person at a keyboard would."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pty
+import re
+import select
+import signal
+import subprocess
+import termios
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import RAVEN, write_config
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
+
+
+class Terminal:
+    def __init__(self, args: list[str], env: dict[str, str], cwd: Path) -> None:
+        self.master, slave = pty.openpty()
+        self.proc = subprocess.Popen(
+            args,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=env,
+            cwd=cwd,
+            preexec_fn=_take_terminal,
+        )
+        os.close(slave)
+        self.screen = ""
+
+    def expect(self, text: str, timeout: float = 15) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in _ANSI.sub("", self.screen):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"{text!r} not seen; screen:\n{_ANSI.sub('', self.screen)}")
+            ready, _, _ = select.select([self.master], [], [], remaining)
+            if ready:
+                try:
+                    self.screen += os.read(self.master, 65536).decode("utf-8", "replace")
+                except OSError:
+                    break
+        if text not in _ANSI.sub("", self.screen):
+            raise AssertionError(f"{text!r} not seen; screen:\n{_ANSI.sub('', self.screen)}")
+
+    def mark(self) -> None:
+        """Forget what was seen so far, so the next expect looks only at new output."""
+        self.screen = ""
+
+    def type(self, text: str) -> None:
+        os.write(self.master, text.encode())
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+        os.close(self.master)
+
+
+def _take_terminal() -> None:
+    """In the child: a new session whose controlling terminal is the pty, so ^C is SIGINT."""
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+@pytest.fixture
+def chat(env: dict[str, str], home: Path, tmp_path: Path) -> Iterator[Terminal]:
+    work = tmp_path / "work"
+    work.mkdir()
+    (home / "script.json").write_text(
+        json.dumps(
+            [
+                {"text": "Hi there, **friend**."},
+                {
+                    "toolCalls": [
+                        {
+                            "name": "write_file",
+                            "arguments": {"path": "note.txt", "content": "from chat"},
+                        }
+                    ]
+                },
+                {"text": "The file is written."},
+                {"toolCalls": [{"name": "run_command", "arguments": {"command": "sleep 60"}}]},
+                {"text": "never shown"},
+            ]
+        )
+    )
+    write_config(home, {"models": [{"id": "s", "provider": "scripted", "script": "script.json"}]})
+    term = Terminal([*RAVEN, "chat"], {**env, "TERM": "xterm", "COLUMNS": "100"}, work)
+    try:
+        yield term
+    finally:
+        term.close()
+
+
+def test_chat_streams_answers_asks_inline_and_survives_ctrl_c(
+    chat: Terminal, tmp_path: Path
+) -> None:
+    chat.expect("› ")
+    chat.type("hello\n")
+    chat.expect("Hi there, friend.")
+    chat.expect("› ")
+
+    chat.mark()
+    chat.type("write a note\n")
+    chat.expect("Allow Write note.txt?")
+    chat.type("y\n")
+    chat.expect("The file is written.")
+    assert (tmp_path / "work/note.txt").read_text() == "from chat"
+
+    chat.mark()
+    chat.type("now sleep\n")
+    chat.expect("Allow Run `sleep 60`?")
+    chat.type("y\n")
+    time.sleep(0.3)
+    chat.type("\x03")
+    chat.expect("cancelled", timeout=5)
+    chat.expect("› ")
+    assert chat.proc.poll() is None
+
+    chat.mark()
+    chat.type("still there?\n")
+    chat.expect("still there?")
+    chat.type("/quit\n")
+    assert chat.proc.wait(10) == 0
+
+
+def test_chat_slash_commands(chat: Terminal) -> None:
+    chat.expect("› ")
+    chat.type("/help\n")
+    chat.expect("/resume ID")
+    chat.type("/model nope\n")
+    chat.expect("unknown model 'nope'")
+    chat.type("/mode ask\n")
+    chat.expect("no modes are declared")
+    chat.type("/sessions\n")
+    chat.expect("ses_")
+    chat.type("\x04")
+    assert chat.proc.wait(10) == 0

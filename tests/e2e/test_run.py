@@ -1,0 +1,164 @@
+"""`raven run`, `raven sessions` and `raven config` launched as a user launches them."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+from tests.conftest import raven, write_config
+from tests.fakes.model_server import FakeModelServer, Reply, openai_stream
+
+
+def test_echo_model_answers_offline(env: dict[str, str], tmp_path: Path) -> None:
+    result = raven("run", "--model", "echo", "hello from the test", env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "hello from the test\n"
+    assert "session ses_" in result.stderr
+
+
+def test_no_model_configured_says_how_to_fix_it(env: dict[str, str]) -> None:
+    result = raven("run", "hi", env=env)
+    assert result.returncode == 2
+    assert "no model is configured" in result.stderr and "--model echo" in result.stderr
+    assert result.stdout == ""
+
+
+def test_invalid_config_is_exit_2_naming_the_file(env: dict[str, str], home: Path) -> None:
+    (home / "config.json").write_text('{"models": [}')
+    result = raven("run", "--model", "echo", "hi", env=env)
+    assert result.returncode == 2
+    assert str(home / "config.json") in result.stderr and "line 1" in result.stderr
+    assert (home / "config.json").read_text() == '{"models": [}'
+
+
+def test_openai_provider_streams_through_run_with_a_tool_call(
+    env: dict[str, str], home: Path, tmp_path: Path, model_server: FakeModelServer
+) -> None:
+    write_config(
+        home,
+        {
+            "models": [
+                {
+                    "id": "gpt",
+                    "provider": "openai",
+                    "model": "gpt-x",
+                    "baseUrl": model_server.url + "/v1",
+                    "apiKeyEnv": "TEST_KEY",
+                }
+            ]
+        },
+    )
+    (tmp_path / "data.txt").write_text("forty-two\n")
+    model_server.queue(
+        Reply(events=openai_stream(tool_calls=[("c1", "read_file", '{"path": "data.txt"}')])),
+        Reply(events=openai_stream(text="The answer is forty-two.")),
+    )
+    result = raven("run", "what is in data.txt?", env={**env, "TEST_KEY": "sk-abc"}, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "The answer is forty-two."
+    assert "Read data.txt" in result.stderr
+    second = model_server.requests[1].body["messages"]
+    assert second[-1] == {"role": "tool", "tool_call_id": "c1", "content": "forty-two\n"}
+    assert model_server.requests[0].headers["Authorization"] == "Bearer sk-abc"
+
+
+def test_provider_401_is_a_clear_failure(
+    env: dict[str, str], home: Path, model_server: FakeModelServer
+) -> None:
+    write_config(
+        home,
+        {
+            "models": [
+                {
+                    "id": "gpt",
+                    "provider": "openai",
+                    "model": "gpt-x",
+                    "baseUrl": model_server.url + "/v1",
+                    "apiKey": "sk-leak",
+                }
+            ]
+        },
+    )
+    model_server.queue(Reply(status=401, body='{"error":{"message":"bad key sk-leak"}}'))
+    result = raven("run", "hi", env=env)
+    assert result.returncode == 1
+    assert "API key was refused" in result.stderr and "sk-leak" not in result.stderr
+
+
+def test_edits_are_denied_without_a_terminal_unless_yes(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    script = home / "script.json"
+    step = {
+        "toolCalls": [
+            {"name": "write_file", "arguments": {"path": "out.txt", "content": "written"}}
+        ]
+    }
+    script.write_text(json.dumps([step, {"text": "done"}]))
+    write_config(home, {"models": [{"id": "s", "provider": "scripted", "script": "script.json"}]})
+    denied = raven("run", "write it", env=env, cwd=tmp_path)
+    assert denied.returncode == 0
+    assert not (tmp_path / "out.txt").exists()
+    assert "pass --yes" in denied.stderr
+    allowed = raven("run", "--yes", "write it", env=env, cwd=tmp_path)
+    assert allowed.returncode == 0
+    assert (tmp_path / "out.txt").read_text() == "written"
+
+
+def test_max_turn_steps_is_a_nonzero_exit(env: dict[str, str], home: Path) -> None:
+    script = home / "loop.json"
+    script.write_text(json.dumps([{"toolCalls": [{"name": "list_dir"}]}] * 3))
+    write_config(
+        home,
+        {
+            "models": [{"id": "s", "provider": "scripted", "script": "loop.json"}],
+            "limits": {"maxTurnSteps": 2},
+        },
+    )
+    result = raven("run", "loop", env=env)
+    assert result.returncode == 3 and "maxTurnSteps" in result.stderr
+
+
+def test_sessions_list_show_delete_and_continue(env: dict[str, str], tmp_path: Path) -> None:
+    first = raven("run", "--model", "echo", "remember the tulips", env=env, cwd=tmp_path)
+    session_id = first.stderr.split("session ")[1].split()[0]
+    again = raven("run", "--model", "echo", "--session", session_id, "second turn", env=env)
+    assert again.returncode == 0 and again.stdout.strip() == "second turn"
+    listed = json.loads(raven("sessions", "list", "--json", env=env).stdout)
+    assert [s["id"] for s in listed] == [session_id]
+    assert listed[0]["title"] == "remember the tulips" and listed[0]["cwd"] == str(tmp_path)
+    shown = json.loads(raven("sessions", "show", session_id, "--json", env=env).stdout)
+    assert [m["role"] for m in shown["messages"]] == ["user", "assistant"] * 2
+    text = raven("sessions", "show", session_id, env=env).stdout
+    assert "remember the tulips" in text and "second turn" in text
+    assert raven("sessions", "delete", session_id, env=env).returncode == 0
+    missing = raven("sessions", "show", session_id, env=env)
+    assert missing.returncode == 1 and "no session" in missing.stderr
+    assert json.loads(raven("sessions", "list", "--json", env=env).stdout) == []
+
+
+def test_config_init_show_and_path(env: dict[str, str], home: Path) -> None:
+    assert raven("config", "init", env=env).returncode == 0
+    path = home / "config.json"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    again = raven("config", "init", env=env)
+    assert again.returncode == 2 and "already exists" in again.stderr
+    data = json.loads(path.read_text())
+    data["models"][0]["apiKey"] = "sk-very-secret"
+    path.write_text(json.dumps(data))
+    shown = raven("config", "show", env=env)
+    assert "sk-very-secret" not in shown.stdout and '"apiKey": "***"' in shown.stdout
+    paths = raven("config", "path", env=env).stdout
+    assert f"config: {path}" in paths and str(home / "logs") in paths
+
+
+def test_config_option_selects_another_file(env: dict[str, str], tmp_path: Path) -> None:
+    other = tmp_path / "other.json"
+    other.write_text(
+        json.dumps({"models": [{"id": "mine", "provider": "scripted"}], "defaultModel": "mine"})
+    )
+    result = raven("run", "--config", str(other), "via option", env=env)
+    assert result.returncode == 0 and result.stdout.strip() == "via option"
+    via_env = raven("run", "via env", env={**env, "RAVEN_CONFIG": str(other)})
+    assert via_env.returncode == 0 and via_env.stdout.strip() == "via env"

@@ -7,7 +7,7 @@ import sys
 import click
 import typer
 
-from raven.cli import chat, config_cmd, run, sessions_cmd
+from raven.cli import acp, chat, config_cmd, run, sessions_cmd
 
 app = typer.Typer(
     name="raven",
@@ -18,6 +18,7 @@ app = typer.Typer(
 )
 app.command("run")(run.run_command)
 app.command("chat")(chat.chat_command)
+app.command("acp")(acp.acp_command)
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(sessions_cmd.app, name="sessions")
 

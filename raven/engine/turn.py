@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Sequence
 from datetime import date
@@ -209,7 +210,7 @@ async def _run_tool(
     ctx = ToolContext(
         cwd=session.cwd,
         limits=session.limits,
-        ask=lambda q: _ask(session, asker, q),
+        ask=lambda q: _ask(session, asker, dataclasses.replace(q, call_id=call.id)),
     )
     if tool is None:
         names = ", ".join(t.name for t in session.offered_tools())

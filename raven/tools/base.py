@@ -25,6 +25,8 @@ class Question:
 
     text: str
     choices: tuple[str, ...] = ()
+    call_id: str = ""
+    """The tool call asking, so a face can attach the question to it."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,10 @@
+"""The ACP server face (`raven acp`): editors launch it and speak ACP v1 on stdio.
+
+Owns the ACP method table, event translation and the editor-facing asker. Never
+writes to stdout except through its JSON-RPC connection; never reaches into
+another face.
+"""
+
+from raven.acp.server import AcpServer
+
+__all__ = ["AcpServer"]

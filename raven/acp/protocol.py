@@ -1,0 +1,170 @@
+"""ACP v1 wire vocabulary: method names, error codes and the typed params Raven reads.
+
+Declared once for the server and the client. Inbound params are parsed here into
+pydantic models (unknown keys ignored, as ACP allows); nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+from raven.jsonrpc import INVALID_PARAMS, RpcError
+
+PROTOCOL_VERSION = 1
+
+INITIALIZE = "initialize"
+AUTHENTICATE = "authenticate"
+SESSION_NEW = "session/new"
+SESSION_LOAD = "session/load"
+SESSION_RESUME = "session/resume"
+SESSION_LIST = "session/list"
+SESSION_CLOSE = "session/close"
+SESSION_DELETE = "session/delete"
+SESSION_SET_MODE = "session/set_mode"
+SESSION_SET_CONFIG_OPTION = "session/set_config_option"
+SESSION_PROMPT = "session/prompt"
+SESSION_CANCEL = "session/cancel"
+SESSION_UPDATE = "session/update"
+REQUEST_PERMISSION = "session/request_permission"
+ELICITATION_CREATE = "elicitation/create"
+RAVEN_STEER = "_raven/session/steer"
+
+RESOURCE_NOT_FOUND = -32002
+AUTH_REQUIRED = -32000
+
+
+class Wire(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+
+class ElicitationCapabilities(Wire):
+    form: dict[str, Any] | None = None
+    url: dict[str, Any] | None = None
+
+
+class ClientCapabilities(Wire):
+    elicitation: ElicitationCapabilities | None = None
+    terminal: bool = False
+
+
+class InitializeParams(Wire):
+    protocol_version: Any = PROTOCOL_VERSION
+    client_capabilities: ClientCapabilities = Field(default_factory=ClientCapabilities)
+
+
+class EnvVariable(Wire):
+    name: str
+    value: str
+
+
+class McpServerStdio(Wire):
+    name: str
+    command: str
+    args: list[str] = Field(default_factory=list)
+    env: list[EnvVariable] = Field(default_factory=list)
+
+
+class NewSessionParams(Wire):
+    cwd: str
+    mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class OpenSessionParams(Wire):
+    """session/load and session/resume."""
+
+    session_id: str
+    cwd: str
+    mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class ListSessionsParams(Wire):
+    cwd: str | None = None
+    cursor: str | None = None
+
+
+class SessionParams(Wire):
+    """session/close, session/delete, session/cancel."""
+
+    session_id: str
+
+
+class SetModeParams(Wire):
+    session_id: str
+    mode_id: str
+
+
+class SetConfigOptionParams(Wire):
+    session_id: str
+    config_id: str
+    value: str | bool
+
+
+class SteerParams(Wire):
+    session_id: str
+    text: str = Field(min_length=1)
+
+
+class TextContent(Wire):
+    type: Literal["text"]
+    text: str
+
+
+class ImageContent(Wire):
+    type: Literal["image"]
+    data: str
+    mime_type: str
+
+
+class AudioContent(Wire):
+    type: Literal["audio"]
+    data: str
+    mime_type: str
+
+
+class ResourceLink(Wire):
+    type: Literal["resource_link"]
+    uri: str
+    name: str
+    mime_type: str | None = None
+    title: str | None = None
+    description: str | None = None
+
+
+class ResourceContents(Wire):
+    uri: str
+    text: str | None = None
+    blob: str | None = None
+    mime_type: str | None = None
+
+
+class EmbeddedResource(Wire):
+    type: Literal["resource"]
+    resource: ResourceContents
+
+
+ContentBlock = Annotated[
+    TextContent | ImageContent | AudioContent | ResourceLink | EmbeddedResource,
+    Field(discriminator="type"),
+]
+
+
+class PromptParams(Wire):
+    session_id: str
+    prompt: list[ContentBlock]
+
+
+M = TypeVar("M", bound=Wire)
+
+
+def parse(model: type[M], params: dict[str, Any]) -> M:
+    """`params` as `model`, or an invalid-params error naming the offending fields."""
+    try:
+        return model.model_validate(params)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'params'}: {e['msg']}" for e in exc.errors()
+        )
+        raise RpcError(INVALID_PARAMS, f"Invalid params: {problems}") from None

@@ -1,0 +1,364 @@
+"""The ACP server face: a method table over the engine's runtime.
+
+Parses each request into typed params, calls the runtime or `run_turn`, and
+translates events into `session/update`. Never writes to stdout itself: every
+frame goes through the `Connection`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from raven import __version__
+from raven.acp import protocol as p
+from raven.acp.asker import AcpAsker
+from raven.acp.options import MODE_OPTION, MODEL_OPTION, config_options, selectable_models
+from raven.acp.options import session_setup as setup
+from raven.acp.translate import event_update, replay_updates
+from raven.config import ConfigError
+from raven.engine import LiveSession, Runtime, TitleChanged, TurnEvent, run_turn
+from raven.errors import RavenError
+from raven.jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    Connection,
+    RpcError,
+)
+from raven.messages import ImagePart, Part, TextPart
+from raven.sessions import BadCursor, SessionNotFound
+
+log = logging.getLogger(__name__)
+
+LIST_PAGE_SIZE = 50
+STOP_TURN_TIMEOUT_S = 5.0
+AVAILABLE_COMMANDS = [
+    {"name": "title", "description": "Rename this session", "input": {"hint": "new title"}},
+]
+
+Handler = Callable[[dict[str, Any]], Awaitable[Any]]
+
+
+@dataclass
+class _Session:
+    live: LiveSession
+    cancel: asyncio.Event | None = None
+    """Present while a turn runs; setting it cancels the turn."""
+    idle: asyncio.Event = field(default_factory=asyncio.Event)
+    closed: bool = False
+
+    def __post_init__(self) -> None:
+        self.idle.set()
+
+
+class AcpServer:
+    """Serves one editor connection. `runtime_factory` may raise `ConfigError`."""
+
+    def __init__(self, runtime_factory: Callable[[], Runtime]) -> None:
+        self._runtime_factory = runtime_factory
+        self._runtime: Runtime | None = None
+        self._connection: Connection | None = None
+        self._initialized = False
+        self._capabilities = p.ClientCapabilities()
+        self._sessions: dict[str, _Session] = {}
+        self._handlers: dict[str, Handler] = {
+            p.INITIALIZE: self._initialize,
+            p.AUTHENTICATE: self._authenticate,
+            p.SESSION_NEW: self._new,
+            p.SESSION_LOAD: self._load,
+            p.SESSION_RESUME: self._resume,
+            p.SESSION_LIST: self._list,
+            p.SESSION_CLOSE: self._close,
+            p.SESSION_DELETE: self._delete,
+            p.SESSION_SET_MODE: self._set_mode,
+            p.SESSION_SET_CONFIG_OPTION: self._set_config_option,
+            p.SESSION_PROMPT: self._prompt,
+            p.RAVEN_STEER: self._steer,
+        }
+
+    def attach(self, connection: Connection) -> None:
+        self._connection = connection
+
+    async def handle_request(self, method: str, params: dict[str, Any]) -> Any:
+        handler = self._handlers.get(method)
+        if handler is None:
+            raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}", {"method": method})
+        if not self._initialized and method != p.INITIALIZE:
+            raise RpcError(INVALID_REQUEST, "Not initialized: send initialize first")
+        try:
+            return await handler(params)
+        except RavenError as exc:
+            raise _rpc_error(exc) from exc
+
+    async def handle_notification(self, method: str, params: dict[str, Any]) -> None:
+        if method == p.SESSION_CANCEL and self._initialized:
+            state = self._sessions.get(p.parse(p.SessionParams, params).session_id)
+            if state is not None and state.cancel is not None:
+                state.cancel.set()
+        else:
+            log.debug("ignored notification %s", method)
+
+    async def shutdown(self) -> None:
+        """Cancel running turns and release what the sessions hold."""
+        for state in self._sessions.values():
+            if state.cancel is not None:
+                state.cancel.set()
+
+    async def aclose(self) -> None:
+        if self._runtime is not None:
+            await self._runtime.aclose()
+
+    # -- methods ---------------------------------------------------------------------------
+
+    async def _initialize(self, params: dict[str, Any]) -> dict[str, Any]:
+        parsed = p.parse(p.InitializeParams, params)
+        self._capabilities = parsed.client_capabilities
+        self._initialized = True
+        return {
+            "protocolVersion": p.PROTOCOL_VERSION,
+            "agentCapabilities": {
+                "loadSession": True,
+                "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
+                "mcpCapabilities": {"http": False, "sse": False},
+                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
+                "_meta": {"raven": {"steer": True}},
+            },
+            "agentInfo": {"name": "raven", "title": "Raven", "version": __version__},
+            "authMethods": [],
+        }
+
+    async def _authenticate(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    async def _new(self, params: dict[str, Any]) -> dict[str, Any]:
+        parsed = p.parse(p.NewSessionParams, params)
+        cwd = _absolute_dir(parsed.cwd)
+        runtime = self._require_runtime()
+        live = await runtime.new_session(cwd)
+        self._sessions[live.id] = _Session(live)
+        asyncio.get_running_loop().call_soon(self._announce_commands, live.id)
+        return {"sessionId": live.id, **setup(runtime.config, live)}
+
+    async def _load(self, params: dict[str, Any]) -> dict[str, Any]:
+        state = await self._open(p.parse(p.OpenSessionParams, params))
+        for update in replay_updates(state.live.history):
+            self._update(state.live.id, update)
+        return setup(self._require_runtime().config, state.live)
+
+    async def _resume(self, params: dict[str, Any]) -> dict[str, Any]:
+        state = await self._open(p.parse(p.OpenSessionParams, params))
+        return setup(self._require_runtime().config, state.live)
+
+    async def _list(self, params: dict[str, Any]) -> dict[str, Any]:
+        parsed = p.parse(p.ListSessionsParams, params)
+        store = self._require_runtime().store
+        page = await asyncio.to_thread(store.list, parsed.cwd, parsed.cursor, LIST_PAGE_SIZE)
+        sessions = []
+        for record in page.sessions:
+            info: dict[str, Any] = {
+                "sessionId": record.id, "cwd": record.cwd, "updatedAt": record.updated_at,
+            }
+            if record.title:
+                info["title"] = record.title
+            sessions.append(info)
+        result: dict[str, Any] = {"sessions": sessions}
+        if page.next_cursor:
+            result["nextCursor"] = page.next_cursor
+        return result
+
+    async def _close(self, params: dict[str, Any]) -> dict[str, Any]:
+        session_id = p.parse(p.SessionParams, params).session_id
+        runtime = self._require_runtime()
+        state = self._sessions.get(session_id)
+        if state is not None:
+            await self._stop_turn(state)
+            state.closed = True
+        await runtime.close_session(session_id)
+        return {}
+
+    async def _delete(self, params: dict[str, Any]) -> dict[str, Any]:
+        session_id = p.parse(p.SessionParams, params).session_id
+        runtime = self._require_runtime()
+        state = self._sessions.pop(session_id, None)
+        if state is not None:
+            await self._stop_turn(state)
+        await runtime.delete_session(session_id)
+        return {}
+
+    async def _set_mode(self, params: dict[str, Any]) -> dict[str, Any]:
+        parsed = p.parse(p.SetModeParams, params)
+        state = self._state(parsed.session_id)
+        await self._switch_mode(state.live, parsed.mode_id)
+        self._update(state.live.id, {
+            "sessionUpdate": "config_option_update",
+            "configOptions": config_options(self._require_runtime().config, state.live),
+        })
+        return {}
+
+    async def _set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
+        parsed = p.parse(p.SetConfigOptionParams, params)
+        state = self._state(parsed.session_id)
+        runtime = self._require_runtime()
+        value = parsed.value
+        if not isinstance(value, str):
+            raise RpcError(INVALID_PARAMS, f"{parsed.config_id} takes a value id, not a boolean")
+        if parsed.config_id == MODEL_OPTION:
+            known = {m.id for m in selectable_models(runtime.config, state.live)}
+            if value not in known:
+                raise RpcError(INVALID_PARAMS, f"Unknown model {value!r}; models: "
+                               + ", ".join(sorted(known)))
+            await runtime.set_model(state.live, value)
+        elif parsed.config_id == MODE_OPTION:
+            await self._switch_mode(state.live, value)
+            self._update(state.live.id, {"sessionUpdate": "current_mode_update",
+                                         "currentModeId": value})
+        else:
+            raise RpcError(INVALID_PARAMS, f"Unknown config option {parsed.config_id!r}")
+        return {"configOptions": config_options(runtime.config, state.live)}
+
+    async def _prompt(self, params: dict[str, Any]) -> dict[str, Any]:
+        parsed = p.parse(p.PromptParams, params)
+        state = self._state(parsed.session_id)
+        if state.closed:
+            raise RpcError(INVALID_REQUEST, "This session is closed; load or resume it first")
+        if state.cancel is not None:
+            raise RpcError(INVALID_REQUEST, "A turn is already running in this session")
+        parts = _to_parts(parsed.prompt)
+        live = state.live
+        if (title := _title_command(parts)) is not None:
+            await live.set_title(title)
+            self._emit(live, TitleChanged(title))
+            return {"stopReason": "end_turn"}
+        runtime = self._require_runtime()
+        assert self._connection is not None
+        asker = AcpAsker(self._connection, live.id, self._capabilities,
+                         runtime.config.limits.question_timeout_s)
+        state.cancel = asyncio.Event()
+        state.idle.clear()
+        try:
+            stop = await run_turn(live, parts, asker, lambda e: self._emit(live, e), state.cancel)
+        finally:
+            state.cancel = None
+            state.idle.set()
+        return {"stopReason": stop}
+
+    async def _steer(self, params: dict[str, Any]) -> dict[str, Any]:
+        parsed = p.parse(p.SteerParams, params)
+        state = self._state(parsed.session_id)
+        return {"status": "injected" if state.live.steer(parsed.text) else "no_turn"}
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _require_runtime(self) -> Runtime:
+        if self._runtime is None:
+            self._runtime = self._runtime_factory()
+        return self._runtime
+
+    def _state(self, session_id: str) -> _Session:
+        state = self._sessions.get(session_id)
+        if state is None:
+            raise RpcError(p.RESOURCE_NOT_FOUND,
+                           f"Session {session_id} is not open here; load or resume it",
+                           {"sessionId": session_id})
+        return state
+
+    async def _open(self, parsed: p.OpenSessionParams) -> _Session:
+        _absolute_dir(parsed.cwd)
+        live = await self._require_runtime().open_session(parsed.session_id)
+        state = self._sessions.get(live.id)
+        if state is None or state.live is not live:
+            state = self._sessions[live.id] = _Session(live)
+        state.closed = False
+        return state
+
+    async def _switch_mode(self, live: LiveSession, mode_id: str) -> None:
+        config = self._require_runtime().config
+        if not config.modes:
+            raise RpcError(INVALID_PARAMS, "No modes are declared in Raven's config")
+        if config.find_mode(mode_id) is None:
+            raise RpcError(INVALID_PARAMS, f"Unknown mode {mode_id!r}; modes: "
+                           + ", ".join(m.id for m in config.modes))
+        await self._require_runtime().set_mode(live, mode_id)
+
+    async def _stop_turn(self, state: _Session) -> None:
+        if state.cancel is None:
+            return
+        state.cancel.set()
+        await asyncio.wait_for(state.idle.wait(), STOP_TURN_TIMEOUT_S)
+
+    def _emit(self, live: LiveSession, event: TurnEvent) -> None:
+        update = event_update(event, live.provider.context_window)
+        if update is not None:
+            self._update(live.id, update)
+
+    def _update(self, session_id: str, update: dict[str, Any]) -> None:
+        assert self._connection is not None
+        self._connection.notify(p.SESSION_UPDATE, {"sessionId": session_id, "update": update})
+
+    def _announce_commands(self, session_id: str) -> None:
+        self._update(session_id, {"sessionUpdate": "available_commands_update",
+                                  "availableCommands": AVAILABLE_COMMANDS})
+
+
+def _absolute_dir(cwd: str) -> Path:
+    path = Path(cwd)
+    if not path.is_absolute():
+        raise RpcError(INVALID_PARAMS, f"cwd must be an absolute path, got {cwd!r}")
+    if not path.is_dir():
+        raise RpcError(INVALID_PARAMS, f"cwd {cwd!r} is not a directory")
+    return path
+
+
+def _to_parts(blocks: list[p.ContentBlock]) -> list[Part]:
+    parts: list[Part] = []
+    for block in blocks:
+        if isinstance(block, p.TextContent):
+            parts.append(TextPart(text=block.text))
+        elif isinstance(block, p.ImageContent):
+            parts.append(ImagePart(data=block.data, mime_type=block.mime_type))
+        elif isinstance(block, p.ResourceLink):
+            label = block.title or block.name
+            note = f" ({block.description})" if block.description else ""
+            parts.append(TextPart(text=f"[{label}]({block.uri}){note}"))
+        elif isinstance(block, p.EmbeddedResource):
+            res = block.resource
+            if res.text is not None:
+                parts.append(TextPart(text=f'<resource uri="{res.uri}">\n{res.text}\n</resource>'))
+            else:
+                parts.append(TextPart(text=f"[binary resource {res.uri} ({res.mime_type}) "
+                                           "not shown]"))
+        else:
+            raise RpcError(INVALID_PARAMS, "Audio prompts are not supported")
+    if not parts:
+        raise RpcError(INVALID_PARAMS, "The prompt is empty")
+    return parts
+
+
+def _title_command(parts: list[Part]) -> str | None:
+    if len(parts) != 1 or not isinstance(parts[0], TextPart):
+        return None
+    text = parts[0].text.strip()
+    if not text.startswith("/title "):
+        return None
+    return text.removeprefix("/title ").strip() or None
+
+
+def _rpc_error(exc: RavenError) -> RpcError:
+    """Raven's errors as the JSON-RPC errors an editor sees."""
+    if isinstance(exc, SessionNotFound):
+        return RpcError(p.RESOURCE_NOT_FOUND, f"Session not found: {exc.session_id}",
+                        {"sessionId": exc.session_id})
+    if isinstance(exc, BadCursor):
+        return RpcError(INVALID_PARAMS, str(exc))
+    if isinstance(exc, ConfigError):
+        log.error("configuration error: %s", exc)
+        return RpcError(INTERNAL_ERROR, f"Raven's configuration is invalid: {exc}")
+    log.error("request failed: %s", exc)
+    return RpcError(INTERNAL_ERROR, str(exc))
+

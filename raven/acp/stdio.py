@@ -1,0 +1,45 @@
+"""Running the ACP server on this process's stdin and stdout.
+
+Moves the real stdout aside for frames and points fd 1 at stderr, so a stray
+print or a library's output can never corrupt the protocol stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Callable
+
+from raven.acp.server import AcpServer
+from raven.engine import Runtime
+from raven.jsonrpc import Connection, FrameReader, open_stdio
+
+log = logging.getLogger(__name__)
+
+SHUTDOWN_TIMEOUT_S = 3.5
+
+
+def reserve_stdout() -> int:
+    """A private duplicate of fd 1 for frames; fd 1 and sys.stdout now go to stderr."""
+    frames_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return frames_fd
+
+
+async def serve_stdio(runtime_factory: Callable[[], Runtime], frames_fd: int) -> None:
+    """Serve ACP until stdin closes, then cancel turns and release everything."""
+    reader, write = await open_stdio(0, frames_fd)
+    server = AcpServer(runtime_factory)
+    connection = Connection(FrameReader(reader), write, server)
+    server.attach(connection)
+    log.info("raven acp started (pid %d)", os.getpid())
+    try:
+        await connection.serve()
+        log.info("stdin closed; shutting down")
+        await server.shutdown()
+        await connection.finish(SHUTDOWN_TIMEOUT_S)
+    finally:
+        await server.aclose()

@@ -1,0 +1,141 @@
+"""Turn events and stored transcripts as ACP `session/update` payloads. Pure functions.
+
+Tool titles, inputs, outputs and notices are redacted on the way out.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from raven.engine import (
+    AgentText,
+    AgentThought,
+    Notice,
+    TitleChanged,
+    ToolCallStarted,
+    ToolCallUpdated,
+    TurnEvent,
+    UsageUpdated,
+)
+from raven.messages import (
+    AssistantMessage,
+    ImagePart,
+    Message,
+    TextPart,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+from raven.redact import redact, redact_json
+from raven.tools import ToolKind, builtin_tools
+
+REPLAY_MAX_MESSAGES = 500
+REPLAY_MAX_TEXT_BYTES = 16 * 1024
+
+Update = dict[str, Any]
+
+
+def text_block(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def chunk(kind: str, text: str) -> Update:
+    return {"sessionUpdate": kind, "content": text_block(text)}
+
+
+def event_update(event: TurnEvent, context_window: int | None = None) -> Update | None:
+    """The `update` object for one turn event, or None when ACP has nothing to say."""
+    if isinstance(event, AgentText):
+        return chunk("agent_message_chunk", event.text)
+    if isinstance(event, AgentThought):
+        return chunk("agent_thought_chunk", event.text)
+    if isinstance(event, ToolCallStarted):
+        update: Update = {
+            "sessionUpdate": "tool_call",
+            "toolCallId": event.call_id,
+            "title": redact(event.title),
+            "kind": event.kind,
+            "status": "pending",
+            "rawInput": redact_json(event.raw_input),
+        }
+        if event.locations:
+            update["locations"] = [{"path": str(p)} for p in event.locations]
+        return update
+    if isinstance(event, ToolCallUpdated):
+        update = {"sessionUpdate": "tool_call_update", "toolCallId": event.call_id,
+                  "status": event.status}
+        content: list[dict[str, Any]] = []
+        if event.diff is not None:
+            content.append({"type": "diff", "path": str(event.diff.path),
+                            "oldText": event.diff.old_text, "newText": event.diff.new_text})
+        if event.content:
+            content.append({"type": "content", "content": text_block(redact(event.content))})
+        if content:
+            update["content"] = content
+        return update
+    if isinstance(event, UsageUpdated):
+        size = event.context_window or context_window
+        if not size:
+            return None
+        return {"sessionUpdate": "usage_update", "used": event.used_tokens, "size": size}
+    if isinstance(event, TitleChanged):
+        return {"sessionUpdate": "session_info_update", "title": event.title}
+    if isinstance(event, Notice):
+        return chunk("agent_message_chunk", f"\n\n⚠ {redact(event.text)}\n")
+    return None
+
+
+def replay_updates(messages: Sequence[Message]) -> Iterable[Update]:
+    """The newest `REPLAY_MAX_MESSAGES` messages as updates, each text capped in size."""
+    kinds = _tool_kinds()
+    for msg in messages[-REPLAY_MAX_MESSAGES:]:
+        if isinstance(msg, UserMessage):
+            for part in msg.parts:
+                text = part.text if isinstance(part, TextPart) else _image_note(part)
+                yield chunk("user_message_chunk", _cap(text))
+        elif isinstance(msg, AssistantMessage):
+            if msg.thought:
+                yield chunk("agent_thought_chunk", _cap(msg.thought))
+            if msg.text:
+                yield chunk("agent_message_chunk", _cap(msg.text))
+            for call in msg.tool_calls:
+                yield _replayed_call(call, kinds.get(call.name, "other"))
+        elif isinstance(msg, ToolResultMessage):
+            yield {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": msg.call_id,
+                "status": "failed" if msg.is_error else "completed",
+                "content": [{"type": "content",
+                             "content": text_block(_cap(redact(msg.content)))}],
+            }
+
+
+def _replayed_call(call: ToolCall, kind: ToolKind) -> Update:
+    args = call.raw_arguments or json.dumps(call.arguments, ensure_ascii=False)
+    title = f"{call.name} {args}" if len(args) <= 80 else f"{call.name} {args[:79]}…"
+    return {
+        "sessionUpdate": "tool_call",
+        "toolCallId": call.id,
+        "title": redact(title),
+        "kind": kind,
+        "status": "pending",
+        "rawInput": redact_json(call.arguments),
+    }
+
+
+def _tool_kinds() -> dict[str, ToolKind]:
+    return {t.name: t.kind for t in builtin_tools()}
+
+
+def _image_note(part: ImagePart) -> str:
+    return f"[image: {part.mime_type}]"
+
+
+def _cap(text: str) -> str:
+    data = text.encode("utf-8")
+    if len(data) <= REPLAY_MAX_TEXT_BYTES:
+        return text
+    cut = data[:REPLAY_MAX_TEXT_BYTES].decode("utf-8", "ignore")
+    return cut + f"\n… [{len(data) - len(cut.encode())} bytes not replayed]"

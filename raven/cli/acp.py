@@ -1,0 +1,24 @@
+"""`raven acp`: the ACP server on stdin/stdout, launched by editors."""
+
+from __future__ import annotations
+
+from raven.cli.options import ConfigOption
+
+
+def acp_command(config: ConfigOption = None) -> None:
+    """Serve the Agent Client Protocol on stdin/stdout (editors launch this)."""
+    import asyncio
+
+    from raven.acp.stdio import reserve_stdout, serve_stdio
+    from raven.config import load_config, resolve_paths
+    from raven.engine import Runtime
+    from raven.logs import setup_logging
+
+    frames_fd = reserve_stdout()
+    paths = resolve_paths(config)
+    setup_logging(paths.logs_dir, "acp")
+
+    def runtime() -> Runtime:
+        return Runtime(load_config(paths.config_file), paths, face="acp")
+
+    asyncio.run(serve_stdio(runtime, frames_fd))

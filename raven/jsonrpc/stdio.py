@@ -1,0 +1,54 @@
+"""Asyncio streams over two file descriptors: pipes, sockets and ttys, or plain files.
+
+Plain files cannot be watched by the event loop, so they are served by a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+import threading
+from collections.abc import Awaitable, Callable
+
+from raven.jsonrpc.framing import READ_LIMIT_BYTES
+
+WriteFn = Callable[[bytes], Awaitable[None]]
+
+
+async def open_stdio(in_fd: int, out_fd: int) -> tuple[asyncio.StreamReader, WriteFn]:
+    """A reader for `in_fd` and an awaitable write function for `out_fd`."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=READ_LIMIT_BYTES)
+    if _is_regular_file(in_fd):
+        threading.Thread(target=_pump, args=(loop, in_fd, reader), daemon=True).start()
+    else:
+        await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(in_fd, "rb", 0, closefd=False)
+        )
+    if _is_regular_file(out_fd):
+
+        async def write_file(data: bytes) -> None:
+            await asyncio.to_thread(os.write, out_fd, data)
+
+        return reader, write_file
+    transport, protocol = await loop.connect_write_pipe(
+        asyncio.streams.FlowControlMixin, os.fdopen(out_fd, "wb", 0, closefd=False)
+    )
+    writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+
+    async def write_pipe(data: bytes) -> None:
+        writer.write(data)
+        await writer.drain()
+
+    return reader, write_pipe
+
+
+def _is_regular_file(fd: int) -> bool:
+    return stat.S_ISREG(os.fstat(fd).st_mode)
+
+
+def _pump(loop: asyncio.AbstractEventLoop, fd: int, reader: asyncio.StreamReader) -> None:
+    while chunk := os.read(fd, 65536):
+        loop.call_soon_threadsafe(reader.feed_data, chunk)
+    loop.call_soon_threadsafe(reader.feed_eof)

@@ -1,0 +1,185 @@
+"""Drives `raven acp` as an editor would: the official ACP SDK client over real pipes.
+
+Every line Raven writes to stdout is recorded raw and, at the end, checked to be
+JSON-RPC and validated against the SDK's schema models.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import acp
+from acp import schema
+from acp.connection import StreamDirection, StreamEvent
+from pydantic import TypeAdapter
+
+from tests.conftest import RAVEN
+
+RESPONSE_MODELS: dict[str, Any] = {
+    "initialize": schema.InitializeResponse,
+    "session/new": schema.NewSessionResponse,
+    "session/load": schema.LoadSessionResponse,
+    "session/resume": schema.ResumeSessionResponse,
+    "session/list": schema.ListSessionsResponse,
+    "session/close": schema.CloseSessionResponse,
+    "session/delete": schema.DeleteSessionResponse,
+    "session/set_mode": schema.SetSessionModeResponse,
+    "session/set_config_option": schema.SetSessionConfigOptionResponse,
+    "session/prompt": schema.PromptResponse,
+}
+REQUEST_MODELS: dict[str, Any] = {
+    "session/request_permission": TypeAdapter(schema.RequestPermissionRequest),
+    "elicitation/create": TypeAdapter(schema.CreateElicitationRequest),
+}
+
+
+class Editor:
+    """The client side: records updates, answers permissions and elicitations from queues."""
+
+    def __init__(self) -> None:
+        self.updates: list[tuple[str, Any]] = []
+        self.permissions: list[schema.RequestPermissionRequest] = []
+        self.permission_answers: list[str] = []
+        self.elicitations: list[dict[str, Any]] = []
+        self.elicitation_answers: list[dict[str, Any]] = []
+        self.asked = asyncio.Event()
+
+    async def request_permission(
+        self, options: list[schema.PermissionOption], session_id: str,
+        tool_call: schema.ToolCallUpdate, **kwargs: Any,
+    ) -> schema.RequestPermissionResponse:
+        self.permissions.append(schema.RequestPermissionRequest(
+            session_id=session_id, tool_call=tool_call, options=options))
+        self.asked.set()
+        answer = self.permission_answers.pop(0)
+        if answer == "never":
+            await asyncio.Event().wait()
+        if answer == "cancelled":
+            return schema.RequestPermissionResponse(outcome=schema.DeniedOutcome(outcome="cancelled"))
+        return schema.RequestPermissionResponse(
+            outcome=schema.AllowedOutcome(outcome="selected", option_id=answer))
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        self.updates.append((session_id, update))
+
+    async def create_elicitation(self, message: str, mode: Any = None, **kwargs: Any) -> Any:
+        self.elicitations.append({"message": message, "mode": mode, **kwargs})
+        answer = self.elicitation_answers.pop(0)
+        return answer
+
+    def kinds(self, session_id: str | None = None) -> list[str]:
+        return [u.session_update for s, u in self.updates if session_id in (None, s)]
+
+    def text(self, session_id: str, kind: str = "agent_message_chunk") -> str:
+        return "".join(u.content.text for s, u in self.updates
+                       if s == session_id and u.session_update == kind)
+
+    def of(self, kind: str, session_id: str | None = None) -> list[Any]:
+        return [u for s, u in self.updates
+                if u.session_update == kind and session_id in (None, s)]
+
+
+class RavenAcp:
+    """A running `raven acp` with an SDK connection to it."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, editor: Editor) -> None:
+        self.proc = proc
+        self.editor = editor
+        self.lines: list[bytes] = []
+        self.sent: dict[Any, str] = {}
+        self.stderr = b""
+        self._stdout = asyncio.StreamReader(limit=64 * 1024 * 1024)
+        self._pump = asyncio.create_task(self._tap())
+        self._drain = asyncio.create_task(self._read_stderr())
+        self.conn = acp.connect_to_agent(
+            editor, proc.stdin, self._stdout, use_unstable_protocol=True,
+            observers=[self._observe],
+        )
+
+    @classmethod
+    async def start(cls, env: dict[str, str], editor: Editor | None = None,
+                    args: tuple[str, ...] = ()) -> RavenAcp:
+        proc = await asyncio.create_subprocess_exec(
+            *RAVEN, "acp", *args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, env=env, limit=64 * 1024 * 1024,
+        )
+        return cls(proc, editor or Editor())
+
+    async def initialize(self, elicitation: bool = False) -> schema.InitializeResponse:
+        caps = schema.ClientCapabilities(
+            elicitation=schema.ElicitationCapabilities(form=schema.ElicitationFormCapabilities())
+            if elicitation else None)
+        return await self.conn.initialize(protocol_version=1, client_capabilities=caps)
+
+    async def new_session(self, cwd: Path) -> str:
+        return (await self.conn.new_session(cwd=str(cwd), mcp_servers=[])).session_id
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any:
+        """A raw request through the SDK connection (for methods it does not wrap)."""
+        return await self.conn._conn.send_request(method, params)
+
+    async def close(self, timeout: float = 10) -> int:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        code = await asyncio.wait_for(self.proc.wait(), timeout)
+        await asyncio.wait_for(self._pump, timeout)
+        await asyncio.wait_for(self._drain, timeout)
+        await self.conn.close()
+        return code
+
+    def kill(self) -> None:
+        if self.proc.returncode is None:
+            self.proc.kill()
+
+    def _observe(self, event: StreamEvent) -> None:
+        msg = event.message
+        if event.direction == StreamDirection.OUTGOING and "method" in msg and "id" in msg:
+            self.sent[msg["id"]] = msg["method"]
+
+    async def _tap(self) -> None:
+        assert self.proc.stdout is not None
+        while line := await self.proc.stdout.readline():
+            self.lines.append(line)
+            self._stdout.feed_data(line)
+        self._stdout.feed_eof()
+
+    async def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        self.stderr = await self.proc.stderr.read()
+
+    def check_frames(self) -> None:
+        """Every stdout line is one JSON-RPC message valid against the ACP schema."""
+        for raw in self.lines:
+            assert raw.endswith(b"\n")
+            msg = json.loads(raw)
+            assert msg["jsonrpc"] == "2.0", raw
+            if "method" in msg:
+                method = msg["method"]
+                if method == "session/update":
+                    schema.SessionNotification.model_validate(msg["params"])
+                elif method in REQUEST_MODELS:
+                    REQUEST_MODELS[method].validate_python(msg["params"])
+                else:
+                    assert method == "$/cancel_request", method
+            elif "error" in msg:
+                assert isinstance(msg["error"]["code"], int)
+                assert isinstance(msg["error"]["message"], str)
+            else:
+                method = self.sent.get(msg["id"])
+                model = RESPONSE_MODELS.get(method or "")
+                if model is not None:
+                    model.model_validate(msg["result"])
+
+
+def alive(pid: int) -> bool:
+    """True while the process runs; a zombie awaiting its reaper counts as dead."""
+    try:
+        os.kill(pid, 0)
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (ProcessLookupError, FileNotFoundError):
+        return False
+    return state not in ("Z", "X")

@@ -1,0 +1,459 @@
+"""`raven acp` end to end: the official ACP SDK client launches it and drives every method."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import acp
+import pytest
+from acp import schema
+
+from raven.messages import AssistantMessage, user_text
+from raven.sessions import SessionStore
+from tests.conftest import write_config
+from tests.e2e.acp_harness import Editor, RavenAcp, alive
+
+MODES = [
+    {"id": "ask", "name": "Ask", "description": "Ask before edits", "approvals": "ask"},
+    {"id": "auto", "name": "Auto", "approvals": "auto"},
+]
+
+Start = Callable[..., "asyncio.Future[RavenAcp]"]
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"name": name, "arguments": arguments}
+
+
+@pytest.fixture
+async def start(env: dict[str, str], home: Path) -> AsyncIterator[Any]:
+    agents: list[RavenAcp] = []
+
+    async def launch(steps: list[dict[str, Any]] | None = None, modes: bool = True,
+                     elicitation: bool = False, editor: Editor | None = None,
+                     initialize: bool = True, **extra: Any) -> RavenAcp:
+        (home / "script.json").write_text(json.dumps(steps or []))
+        write_config(home, {
+            "models": [{"id": "scripted", "name": "Scripted", "provider": "scripted",
+                        "script": "script.json", "contextWindow": 8000}],
+            "defaultModel": "scripted",
+            **({"modes": MODES, "defaultMode": "ask"} if modes else {}),
+            **extra,
+        })
+        agent = await RavenAcp.start(env, editor)
+        agents.append(agent)
+        if initialize:
+            await agent.initialize(elicitation=elicitation)
+        return agent
+
+    yield launch
+    for agent in agents:
+        try:
+            if agent.proc.returncode is None:
+                assert await agent.close() == 0
+            agent.check_frames()
+        finally:
+            agent.kill()
+
+
+def text(value: str) -> list[schema.TextContentBlock]:
+    return [acp.text_block(value)]
+
+
+async def test_initialize_advertises_what_raven_serves(start: Any) -> None:
+    agent = await start(initialize=False)
+    result = await agent.initialize()
+    assert result.protocol_version == 1
+    caps = result.agent_capabilities
+    assert caps.load_session is True
+    assert caps.prompt_capabilities.image and caps.prompt_capabilities.embedded_context
+    assert not caps.prompt_capabilities.audio
+    assert not caps.mcp_capabilities.http and not caps.mcp_capabilities.sse
+    sc = caps.session_capabilities
+    assert sc.list is not None and sc.resume is not None and sc.close is not None
+    assert sc.delete is not None
+    assert caps.field_meta == {"raven": {"steer": True}}
+    assert result.auth_methods == [] and result.agent_info.name == "raven"
+
+
+async def test_new_session_offers_model_and_mode_pickers(start: Any, tmp_path: Path) -> None:
+    agent = await start()
+    new = await agent.conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+    assert new.modes is not None and new.modes.current_mode_id == "ask"
+    options = {o.id: o for o in new.config_options}
+    assert options["model"].category == "model" and options["model"].current_value == "scripted"
+    assert {o.value for o in options["model"].options} == {"scripted", "echo"}
+    assert options["mode"].category == "mode" and options["mode"].current_value == "ask"
+    await asyncio.sleep(0.1)
+    assert agent.editor.of("available_commands_update")
+
+
+async def test_no_modes_declared_means_no_modes_and_set_mode_fails(
+    start: Any, tmp_path: Path
+) -> None:
+    agent = await start(modes=False)
+    new = await agent.conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+    assert new.modes is None
+    assert [o.id for o in new.config_options] == ["model"]
+    with pytest.raises(acp.RequestError, match="No modes are declared"):
+        await agent.conn.set_session_mode(session_id=new.session_id, mode_id="ask")
+
+
+async def test_relative_cwd_is_invalid_params(start: Any) -> None:
+    agent = await start()
+    with pytest.raises(acp.RequestError) as info:
+        await agent.conn.new_session(cwd="relative/dir", mcp_servers=[])
+    assert info.value.code == -32602 and "absolute" in str(info.value)
+
+
+async def test_prompt_streams_the_answer_and_ends_end_turn(start: Any, tmp_path: Path) -> None:
+    agent = await start([{"thought": "thinking", "text": "Hello from Raven."}])
+    sid = await agent.new_session(tmp_path)
+    result = await agent.conn.prompt(session_id=sid, prompt=text("greet me"))
+    assert result.stop_reason == "end_turn"
+    assert agent.editor.text(sid) == "Hello from Raven."
+    assert agent.editor.text(sid, "agent_thought_chunk") == "thinking"
+    assert agent.editor.of("session_info_update")[0].title == "greet me"
+    usage = agent.editor.of("usage_update")[0]
+    assert usage.size == 8000 and usage.used > 0
+
+
+async def test_prompt_accepts_images_links_and_embedded_resources(
+    start: Any, tmp_path: Path
+) -> None:
+    agent = await start()
+    sid = await agent.new_session(tmp_path)
+    blocks = [
+        acp.text_block("look at"),
+        acp.image_block("aGVsbG8=", "image/png"),
+        acp.resource_link_block(name="spec", uri="file:///spec.md"),
+        acp.resource_block(acp.embedded_text_resource("file:///a.txt", "embedded words")),
+    ]
+    assert (await agent.conn.prompt(session_id=sid, prompt=blocks)).stop_reason == "end_turn"
+    # the echo answers the last text part: the embedded resource, wrapped
+    assert "embedded words" in agent.editor.text(sid)
+
+
+async def test_permission_allow_and_reject(start: Any, tmp_path: Path) -> None:
+    agent = await start([
+        {"toolCalls": [call("write_file", path="yes.txt", content="Y")]},
+        {"toolCalls": [call("write_file", path="no.txt", content="N")]},
+        {"text": "done"},
+    ])
+    agent.editor.permission_answers = ["allow_once", "reject_once"]
+    sid = await agent.new_session(tmp_path)
+    assert (await agent.conn.prompt(session_id=sid, prompt=text("write"))).stop_reason == "end_turn"
+    assert (tmp_path / "yes.txt").read_text() == "Y"
+    assert not (tmp_path / "no.txt").exists()
+    first = agent.editor.permissions[0]
+    assert [o.kind for o in first.options] == [
+        "allow_once", "allow_always", "reject_once", "reject_always"]
+    assert first.tool_call.title == "Write yes.txt" and first.tool_call.kind == "edit"
+    calls = agent.editor.of("tool_call")
+    assert first.tool_call.tool_call_id == calls[0].tool_call_id
+    updates = agent.editor.of("tool_call_update")
+    diffs = [c for u in updates for c in (u.content or []) if c.type == "diff"]
+    assert diffs and diffs[0].new_text == "Y" and diffs[0].old_text is None
+    assert [u.status for u in updates if u.status in ("completed", "failed")] == [
+        "completed", "failed"]
+
+
+async def test_allow_always_is_remembered_for_the_session(start: Any, tmp_path: Path) -> None:
+    agent = await start([
+        {"toolCalls": [call("run_command", command="echo one")]},
+        {"toolCalls": [call("run_command", command="echo two")]},
+        {"text": "ok"},
+    ])
+    agent.editor.permission_answers = ["allow_always"]
+    sid = await agent.new_session(tmp_path)
+    await agent.conn.prompt(session_id=sid, prompt=text("run"))
+    assert len(agent.editor.permissions) == 1
+    outputs = [c.content.text for u in agent.editor.of("tool_call_update")
+               for c in (u.content or []) if c.type == "content"]
+    assert any("two" in o for o in outputs)
+
+
+async def test_cancelled_permission_outcome_means_rejected(start: Any, tmp_path: Path) -> None:
+    agent = await start([{"toolCalls": [call("write_file", path="x.txt", content="x")]},
+                         {"text": "ok"}])
+    agent.editor.permission_answers = ["cancelled"]
+    sid = await agent.new_session(tmp_path)
+    await agent.conn.prompt(session_id=sid, prompt=text("go"))
+    assert not (tmp_path / "x.txt").exists()
+
+
+async def test_elicitation_form_answers_ask_user(start: Any, tmp_path: Path) -> None:
+    agent = await start([
+        {"toolCalls": [call("ask_user", question="Which branch?", choices=["main", "dev"])]},
+        {"text": "ok"},
+    ], elicitation=True)
+    agent.editor.elicitation_answers = [schema.AcceptElicitationResponse(
+        action="accept", content={"answer": "dev"})]
+    sid = await agent.new_session(tmp_path)
+    await agent.conn.prompt(session_id=sid, prompt=text("ask me"))
+    asked = agent.editor.elicitations[0]
+    assert asked["message"] == "Which branch?"
+    results = [c.content.text for u in agent.editor.of("tool_call_update")
+               for c in (u.content or []) if c.type == "content"]
+    assert "dev" in results
+
+
+async def test_without_elicitation_choices_fall_back_to_a_permission_request(
+    start: Any, tmp_path: Path
+) -> None:
+    agent = await start([
+        {"toolCalls": [call("ask_user", question="Deploy now?", choices=["yes", "later"])]},
+        {"toolCalls": [call("ask_user", question="What name?")]},
+        {"text": "ok"},
+    ])
+    agent.editor.permission_answers = ["choice_1"]
+    sid = await agent.new_session(tmp_path)
+    await agent.conn.prompt(session_id=sid, prompt=text("ask"))
+    (asked,) = agent.editor.permissions
+    assert asked.tool_call.title == "Deploy now?"
+    assert [o.name for o in asked.options] == ["yes", "later", "Skip"]
+    results = [c.content.text for u in agent.editor.of("tool_call_update")
+               for c in (u.content or []) if c.type == "content"]
+    assert results == ["later", "no answer available"]
+
+
+async def test_cancel_kills_a_running_command(start: Any, tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    agent = await start([
+        {"toolCalls": [call("run_command", command=f"sleep 60 & echo $! > {pidfile}; wait")]},
+    ], defaultMode="auto")
+    sid = await agent.new_session(tmp_path)
+    prompt = asyncio.create_task(agent.conn.prompt(session_id=sid, prompt=text("sleep")))
+    async with asyncio.timeout(10):
+        while not (pidfile.exists() and pidfile.read_text().strip()):
+            await asyncio.sleep(0.02)
+    pid = int(pidfile.read_text())
+    started = time.monotonic()
+    await agent.conn.cancel(session_id=sid)
+    assert (await asyncio.wait_for(prompt, 5)).stop_reason == "cancelled"
+    assert time.monotonic() - started < 2.5
+    assert not alive(pid)
+    statuses = [u.status for u in agent.editor.of("tool_call_update")]
+    assert statuses[-1] == "failed"
+
+
+async def test_cancel_withdraws_a_pending_permission_request(start: Any, tmp_path: Path) -> None:
+    agent = await start([{"toolCalls": [call("write_file", path="x", content="x")]}])
+    agent.editor.permission_answers = ["never"]
+    sid = await agent.new_session(tmp_path)
+    prompt = asyncio.create_task(agent.conn.prompt(session_id=sid, prompt=text("go")))
+    await asyncio.wait_for(agent.editor.asked.wait(), 10)
+    await agent.conn.cancel(session_id=sid)
+    assert (await asyncio.wait_for(prompt, 5)).stop_reason == "cancelled"
+    cancels = [json.loads(line) for line in agent.lines if b"$/cancel_request" in line]
+    assert cancels and "requestId" in cancels[0]["params"]
+
+
+async def test_a_second_prompt_while_busy_is_refused(start: Any, tmp_path: Path) -> None:
+    agent = await start([{"text": "slow", "delayMs": 500}])
+    sid = await agent.new_session(tmp_path)
+    first = asyncio.create_task(agent.conn.prompt(session_id=sid, prompt=text("one")))
+    await asyncio.sleep(0.1)
+    with pytest.raises(acp.RequestError, match="already running"):
+        await agent.conn.prompt(session_id=sid, prompt=text("two"))
+    assert (await first).stop_reason == "end_turn"
+
+
+async def test_failed_turn_explains_itself_and_ends_end_turn(
+    start: Any, tmp_path: Path
+) -> None:
+    agent = await start(models=[{"id": "down", "provider": "openai",
+                                 "baseUrl": "http://127.0.0.1:9/v1", "apiKey": "sk-x"}],
+                        defaultModel="down", modes=False)
+    sid = await agent.new_session(tmp_path)
+    result = await agent.conn.prompt(session_id=sid, prompt=text("hi"))
+    assert result.stop_reason == "end_turn"
+    assert "cannot connect" in agent.editor.text(sid)
+
+
+async def test_load_replays_the_newest_500_messages_bounded_in_size(
+    start: Any, home: Path, tmp_path: Path
+) -> None:
+    agent = await start()
+    store = SessionStore(home / "data" / "raven.db")
+    record = store.create(str(tmp_path), face="test", model="scripted")
+    store.append(record.id, user_text("x" * 40_000))
+    for i in range(599):
+        store.append(record.id, user_text(f"u{i}") if i % 2 else AssistantMessage(text=f"a{i}"))
+    store.close()
+    result = await agent.conn.load_session(cwd=str(tmp_path), session_id=record.id,
+                                           mcp_servers=[])
+    assert result is not None
+    replayed = [u for s, u in agent.editor.updates if s == record.id]
+    assert len(replayed) == 500
+    assert replayed[-1].content.text == "a598"
+    assert replayed[0].content.text == "u99"
+    assert all(len(u.content.text.encode()) <= 16 * 1024 + 64 for u in replayed)
+    # the replay is complete before the response: a prompt now continues the history
+    await agent.conn.prompt(session_id=record.id, prompt=text("after load"))
+    assert agent.editor.text(record.id).endswith("after load")
+
+
+async def test_long_messages_are_capped_in_replay(start: Any, home: Path, tmp_path: Path) -> None:
+    agent = await start()
+    store = SessionStore(home / "data" / "raven.db")
+    record = store.create(str(tmp_path), face="test", model="scripted")
+    store.append(record.id, user_text("y" * 40_000))
+    store.close()
+    await agent.conn.load_session(cwd=str(tmp_path), session_id=record.id, mcp_servers=[])
+    (update,) = agent.editor.of("user_message_chunk", record.id)
+    assert len(update.content.text.encode()) < 17 * 1024 and "not replayed" in update.content.text
+
+
+async def test_load_and_resume_unknown_sessions_are_resource_not_found(
+    start: Any, tmp_path: Path
+) -> None:
+    agent = await start()
+    for method in (agent.conn.load_session, agent.conn.resume_session):
+        with pytest.raises(acp.RequestError) as info:
+            await method(cwd=str(tmp_path), session_id="ses_nope", mcp_servers=[])
+        assert info.value.code == -32002
+
+
+async def test_resume_does_not_replay(start: Any, tmp_path: Path) -> None:
+    agent = await start()
+    sid = await agent.new_session(tmp_path)
+    await agent.conn.prompt(session_id=sid, prompt=text("first"))
+    agent2 = await start()
+    await agent2.conn.resume_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])
+    assert agent2.editor.updates == []
+    await agent2.conn.prompt(session_id=sid, prompt=text("second"))
+    assert agent2.editor.text(sid) == "second"
+
+
+async def test_list_pages_newest_first_with_cwd_filter(
+    start: Any, home: Path, tmp_path: Path
+) -> None:
+    agent = await start()
+    store = SessionStore(home / "data" / "raven.db")
+    other = tmp_path / "other"
+    other.mkdir()
+    ids = [store.create(str(tmp_path if i % 3 else other), face="test").id for i in range(60)]
+    store.update(ids[5], title="titled")
+    store.close()
+    first = await agent.conn.list_sessions()
+    assert len(first.sessions) == 50 and first.next_cursor
+    second = await agent.conn.list_sessions(cursor=first.next_cursor)
+    assert second.next_cursor is None
+    listed = [s.session_id for s in first.sessions + second.sessions]
+    assert listed[0] == ids[5] and sorted(listed) == sorted(ids)
+    assert first.sessions[0].title == "titled"
+    filtered = await agent.conn.list_sessions(cwd=str(other))
+    assert {s.cwd for s in filtered.sessions} == {str(other)} and len(filtered.sessions) == 20
+    with pytest.raises(acp.RequestError) as info:
+        await agent.conn.list_sessions(cursor="garbage")
+    assert info.value.code == -32602
+
+
+async def test_close_refuses_prompts_until_resumed(start: Any, tmp_path: Path) -> None:
+    agent = await start()
+    sid = await agent.new_session(tmp_path)
+    await agent.conn.close_session(session_id=sid)
+    with pytest.raises(acp.RequestError, match="closed"):
+        await agent.conn.prompt(session_id=sid, prompt=text("hello?"))
+    await agent.conn.resume_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])
+    assert (await agent.conn.prompt(session_id=sid, prompt=text("back"))).stop_reason == "end_turn"
+
+
+async def test_delete_is_idempotent_and_removes_from_list(start: Any, tmp_path: Path) -> None:
+    agent = await start()
+    sid = await agent.new_session(tmp_path)
+    await agent.conn.prompt(session_id=sid, prompt=text("doomed"))
+    assert await agent.request("session/delete", {"sessionId": sid}) == {}
+    assert await agent.request("session/delete", {"sessionId": sid}) == {}
+    assert sid not in [s.session_id for s in (await agent.conn.list_sessions()).sessions]
+    with pytest.raises(acp.RequestError):
+        await agent.conn.load_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])
+
+
+async def test_set_mode_switches_policy_and_announces_it(start: Any, tmp_path: Path) -> None:
+    agent = await start([{"toolCalls": [call("write_file", path="auto.txt", content="a")]},
+                         {"text": "ok"}])
+    sid = await agent.new_session(tmp_path)
+    await agent.conn.set_session_mode(session_id=sid, mode_id="auto")
+    (update,) = agent.editor.of("config_option_update")
+    assert {o.id: o.current_value for o in update.config_options}["mode"] == "auto"
+    await agent.conn.prompt(session_id=sid, prompt=text("write"))
+    assert (tmp_path / "auto.txt").exists() and agent.editor.permissions == []
+    with pytest.raises(acp.RequestError, match="Unknown mode"):
+        await agent.conn.set_session_mode(session_id=sid, mode_id="turbo")
+
+
+async def test_mode_as_config_option_sends_current_mode_update(
+    start: Any, tmp_path: Path
+) -> None:
+    agent = await start()
+    sid = await agent.new_session(tmp_path)
+    result = await agent.conn.set_config_option(config_id="mode", session_id=sid, value="auto")
+    assert {o.id: o.current_value for o in result.config_options}["mode"] == "auto"
+    assert agent.editor.of("current_mode_update")[0].current_mode_id == "auto"
+
+
+async def test_model_switch_mid_session(start: Any, tmp_path: Path) -> None:
+    agent = await start([{"text": "scripted says hi"}])
+    sid = await agent.new_session(tmp_path)
+    await agent.conn.prompt(session_id=sid, prompt=text("one"))
+    result = await agent.conn.set_config_option(config_id="model", session_id=sid, value="echo")
+    assert {o.id: o.current_value for o in result.config_options}["model"] == "echo"
+    await agent.conn.prompt(session_id=sid, prompt=text("two words"))
+    assert agent.editor.text(sid) == "scripted says hitwo words"
+    with pytest.raises(acp.RequestError, match="Unknown model"):
+        await agent.conn.set_config_option(config_id="model", session_id=sid, value="gpt-9")
+
+
+async def test_steer_joins_a_running_turn(start: Any, tmp_path: Path) -> None:
+    agent = await start([
+        {"text": "working", "delayMs": 400, "toolCalls": [call("list_dir")]},
+        {"text": "steered"},
+    ])
+    sid = await agent.new_session(tmp_path)
+    idle = await agent.conn.ext_method("raven/session/steer", {"sessionId": sid, "text": "x"})
+    assert idle == {"status": "no_turn"}
+    prompt = asyncio.create_task(agent.conn.prompt(session_id=sid, prompt=text("go")))
+    await asyncio.sleep(0.15)
+    steered = await agent.conn.ext_method("raven/session/steer",
+                                          {"sessionId": sid, "text": "check the tests too"})
+    assert steered == {"status": "injected"}
+    await prompt
+    agent2 = await start()
+    await agent2.conn.load_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])
+    users = [u.content.text for u in agent2.editor.of("user_message_chunk")]
+    assert users == ["go", "check the tests too"]
+
+
+async def test_title_slash_command_renames_the_session(start: Any, tmp_path: Path) -> None:
+    agent = await start()
+    sid = await agent.new_session(tmp_path)
+    await agent.conn.prompt(session_id=sid, prompt=text("/title Release checklist"))
+    assert agent.editor.of("session_info_update")[-1].title == "Release checklist"
+    listed = await agent.conn.list_sessions()
+    assert listed.sessions[0].title == "Release checklist"
+
+
+async def test_large_frames_pass_and_oversized_frames_are_refused(
+    start: Any, tmp_path: Path
+) -> None:
+    agent = await start()
+    sid = await agent.new_session(tmp_path)
+    big = "w" * (1536 * 1024)
+    result = await agent.conn.prompt(session_id=sid, prompt=text(big))
+    assert result.stop_reason == "end_turn"
+    assert agent.editor.text(sid) == big
+    assert agent.proc.stdin is not None
+    agent.proc.stdin.write(b'{"jsonrpc":"2.0","id":"huge","method":"x","params":{"p":"'
+                           + b"z" * (17 * 1024 * 1024) + b'"}}\n')
+    await agent.proc.stdin.drain()
+    listed = await agent.conn.list_sessions()
+    assert listed.sessions
+    errors = [json.loads(line) for line in agent.lines if b"Frame too large" in line]
+    assert errors and errors[0]["error"]["code"] == -32600

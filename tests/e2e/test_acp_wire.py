@@ -1,0 +1,160 @@
+"""`raven acp` fed raw bytes: bad input gets the protocol's error and the server keeps serving."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import RAVEN, write_config
+from tests.e2e.acp_harness import alive
+
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": 1, "clientCapabilities": {}}}
+
+
+class Wire:
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+
+    @classmethod
+    async def start(cls, env: dict[str, str]) -> Wire:
+        proc = await asyncio.create_subprocess_exec(
+            *RAVEN, "acp", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL, env=env, limit=32 * 1024 * 1024,
+        )
+        return cls(proc)
+
+    async def send(self, message: Any) -> None:
+        raw = message if isinstance(message, bytes) else json.dumps(message).encode()
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(raw + b"\n")
+        await self.proc.stdin.drain()
+
+    async def recv(self, timeout: float = 10) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = await asyncio.wait_for(self.proc.stdout.readline(), timeout)
+        return json.loads(line)
+
+    async def reply_to(self, request_id: Any, timeout: float = 10) -> dict[str, Any]:
+        while True:
+            msg = await self.recv(timeout)
+            if "method" not in msg and msg.get("id") == request_id:
+                return msg
+
+    async def close(self) -> int:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        return await asyncio.wait_for(self.proc.wait(), 10)
+
+
+async def test_bad_frames_get_errors_and_the_server_keeps_serving(env: dict[str, str]) -> None:
+    wire = await Wire.start(env)
+    await wire.send({"jsonrpc": "2.0", "id": 7, "method": "session/list", "params": {}})
+    assert (await wire.recv())["error"]["code"] == -32600
+    await wire.send(b"{this is not json")
+    parse = await wire.recv()
+    assert parse["error"]["code"] == -32700 and parse["id"] is None
+    await wire.send(INIT)
+    assert (await wire.recv())["result"]["protocolVersion"] == 1
+    await wire.send({"jsonrpc": "2.0", "id": 2, "method": "session/list", "params": [1, 2]})
+    assert (await wire.recv())["error"]["code"] == -32602
+    await wire.send({"jsonrpc": "2.0", "id": 3, "method": "no/such/method", "params": {}})
+    assert (await wire.recv())["error"]["code"] == -32601
+    await wire.send({"jsonrpc": "2.0", "id": 4, "method": "_other/ext", "params": {}})
+    assert (await wire.recv())["error"]["code"] == -32601
+    await wire.send({"jsonrpc": "2.0", "method": "some/notification", "params": {}})
+    await wire.send({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 1}})
+    await wire.send({"jsonrpc": "2.0", "id": 5, "method": "session/prompt",
+                     "params": {"sessionId": "ses_x"}})
+    invalid = await wire.recv()
+    assert invalid["id"] == 5 and invalid["error"]["code"] == -32602
+    assert "prompt" in invalid["error"]["message"]
+    await wire.send({"jsonrpc": "2.0", "id": 6, "method": "session/list", "params": {}})
+    assert "sessions" in (await wire.recv())["result"]
+    assert await wire.close() == 0
+
+
+async def test_initialize_answers_version_1_whatever_was_asked(env: dict[str, str]) -> None:
+    wire = await Wire.start(env)
+    for request_id, version in enumerate(["2024-11-05", 7, None]):
+        await wire.send({**INIT, "id": request_id,
+                         "params": {"protocolVersion": version, "clientCapabilities": {}}})
+        assert (await wire.recv())["result"]["protocolVersion"] == 1
+    assert await wire.close() == 0
+
+
+async def test_invalid_config_is_reported_on_session_new_not_at_start(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    (home / "config.json").write_text('{"models": 3}')
+    wire = await Wire.start(env)
+    await wire.send(INIT)
+    await wire.recv()
+    await wire.send({"jsonrpc": "2.0", "id": 2, "method": "session/new",
+                     "params": {"cwd": str(tmp_path), "mcpServers": []}})
+    error = (await wire.recv())["error"]
+    assert "configuration is invalid" in error["message"] and "models" in error["message"]
+    assert await wire.close() == 0
+
+
+async def test_eof_when_idle_exits_0_within_2s(env: dict[str, str]) -> None:
+    wire = await Wire.start(env)
+    await wire.send(INIT)
+    await wire.recv()
+    started = time.monotonic()
+    assert await wire.close() == 0
+    assert time.monotonic() - started < 2.0
+
+
+async def test_eof_mid_turn_cancels_it_and_exits_within_5s(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    pidfile = tmp_path / "pid"
+    script = [{"toolCalls": [{"name": "run_command", "arguments": {
+        "command": f"sleep 60 & echo $! > {pidfile}; wait"}}]}]
+    (home / "script.json").write_text(json.dumps(script))
+    write_config(home, {"models": [{"id": "s", "provider": "scripted", "script": "script.json"}],
+                        "modes": [{"id": "auto", "name": "Auto", "approvals": "auto"}]})
+    wire = await Wire.start(env)
+    await wire.send(INIT)
+    await wire.recv()
+    await wire.send({"jsonrpc": "2.0", "id": 2, "method": "session/new",
+                     "params": {"cwd": str(tmp_path), "mcpServers": []}})
+    sid = (await wire.reply_to(2))["result"]["sessionId"]
+    await wire.send({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+                     "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}})
+    async with asyncio.timeout(10):
+        while not (pidfile.exists() and pidfile.read_text().strip()):
+            await asyncio.sleep(0.02)
+    started = time.monotonic()
+    assert wire.proc.stdin is not None
+    wire.proc.stdin.close()
+    answer = await wire.reply_to(3)
+    assert answer["result"]["stopReason"] == "cancelled"
+    assert await asyncio.wait_for(wire.proc.wait(), 10) == 0
+    assert time.monotonic() - started < 5.0
+    assert not alive(int(pidfile.read_text()))
+
+
+def test_stray_prints_and_fd_1_writes_go_to_stderr_not_the_frame_stream() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import os\n"
+        "from raven.acp.stdio import reserve_stdout\n"
+        "fd = reserve_stdout()\n"
+        "print('stray print')\n"
+        "os.write(1, b'raw fd write\\n')\n"
+        "os.system('echo child output')\n"
+        "os.write(fd, b'{\"jsonrpc\":\"2.0\"}\\n')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=30)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == '{"jsonrpc":"2.0"}\n'
+    for noise in ("stray print", "raw fd write", "child output"):
+        assert noise in result.stderr

@@ -1,0 +1,75 @@
+"""Turn events become `session/update` payloads the official ACP schema accepts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from acp import schema
+
+from raven.acp.translate import event_update, replay_updates
+from raven.engine import (
+    AgentText,
+    AgentThought,
+    Notice,
+    TitleChanged,
+    ToolCallStarted,
+    ToolCallUpdated,
+    TurnEnded,
+    UsageUpdated,
+)
+from raven.messages import AssistantMessage, ToolCall, ToolResultMessage, user_text
+from raven.tools import FileDiff
+
+EVENTS = [
+    AgentText("hi"),
+    AgentThought("hmm"),
+    ToolCallStarted("c1", "run_command", "Run `curl -H 'Authorization: Bearer abcdef123456'`",
+                    "execute", {"command": "echo sk-live-0123456789abcdefghij"},
+                    [Path("/w/a.txt")]),
+    ToolCallUpdated("c1", "in_progress"),
+    ToolCallUpdated("c1", "completed", "done", FileDiff(Path("/w/a.txt"), None, "new")),
+    ToolCallUpdated("c1", "failed", "token=supersecretvalue"),
+    UsageUpdated(120, 8000),
+    TitleChanged("A title"),
+    Notice("the model is down"),
+]
+
+
+def valid(update: dict[str, object]) -> schema.SessionNotification:
+    return schema.SessionNotification.model_validate({"sessionId": "s", "update": update})
+
+
+@pytest.mark.parametrize("event", EVENTS, ids=lambda e: type(e).__name__)
+def test_every_event_translates_to_a_valid_update(event: object) -> None:
+    update = event_update(event)  # type: ignore[arg-type]
+    assert update is not None
+    valid(update)
+
+
+def test_credentials_never_leave_in_titles_inputs_or_outputs() -> None:
+    rendered = [str(event_update(e)) for e in EVENTS]
+    for secret in ("abcdef123456", "sk-live-0123456789abcdefghij", "supersecretvalue"):
+        assert not any(secret in r for r in rendered)
+
+
+def test_usage_without_a_known_window_is_not_sent_and_turn_end_is_silent() -> None:
+    assert event_update(UsageUpdated(10, None)) is None
+    assert event_update(UsageUpdated(10, None), context_window=100) is not None
+    assert event_update(TurnEnded("end_turn")) is None
+
+
+def test_replay_covers_messages_tool_calls_and_results() -> None:
+    history = [
+        user_text("question"),
+        AssistantMessage(text="let me look", thought="plan",
+                         tool_calls=[ToolCall(id="t", name="read_file", arguments={"path": "x"})]),
+        ToolResultMessage(call_id="t", name="read_file", content="data", is_error=False),
+    ]
+    updates = list(replay_updates(history))
+    for update in updates:
+        valid(update)
+    kinds = [u["sessionUpdate"] for u in updates]
+    assert kinds == ["user_message_chunk", "agent_thought_chunk", "agent_message_chunk",
+                     "tool_call", "tool_call_update"]
+    assert updates[3]["kind"] == "read"

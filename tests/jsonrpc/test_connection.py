@@ -1,0 +1,128 @@
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from raven.jsonrpc import Connection, ConnectionClosed, FrameReader, RpcError
+
+
+class Echo:
+    def __init__(self) -> None:
+        self.notes: list[tuple[str, dict[str, Any]]] = []
+        self.release = asyncio.Event()
+
+    async def handle_request(self, method: str, params: dict[str, Any]) -> Any:
+        if method == "boom":
+            raise ValueError("secret internals")
+        if method == "fail":
+            raise RpcError(-32002, "nope", {"k": 1})
+        if method == "wait":
+            await self.release.wait()
+        return {"method": method, "params": params}
+
+    async def handle_notification(self, method: str, params: dict[str, Any]) -> None:
+        self.notes.append((method, params))
+
+
+class Pipe:
+    def __init__(self) -> None:
+        self.inbound = asyncio.StreamReader()
+        self.written: list[dict[str, Any]] = []
+        self.got = asyncio.Condition()
+
+    async def write(self, data: bytes) -> None:
+        async with self.got:
+            self.written.append(json.loads(data))
+            self.got.notify_all()
+
+    def feed(self, message: Any) -> None:
+        raw = message if isinstance(message, bytes) else json.dumps(message).encode()
+        self.inbound.feed_data(raw + b"\n")
+
+    async def wait_for(self, count: int) -> list[dict[str, Any]]:
+        async with self.got:
+            await asyncio.wait_for(self.got.wait_for(lambda: len(self.written) >= count), 5)
+        return self.written
+
+
+@pytest.fixture
+async def wired() -> Any:
+    pipe, handler = Pipe(), Echo()
+    conn = Connection(FrameReader(pipe.inbound), pipe.write, handler)
+    serving = asyncio.create_task(conn.serve())
+    yield pipe, handler, conn
+    pipe.inbound.feed_eof()
+    await serving
+    await conn.finish(1)
+
+
+async def test_requests_are_answered_once_and_notifications_never(wired: Any) -> None:
+    pipe, handler, _ = wired
+    pipe.feed({"jsonrpc": "2.0", "id": 1, "method": "hello", "params": {"a": 1}})
+    pipe.feed({"jsonrpc": "2.0", "method": "note", "params": {"b": 2}})
+    pipe.feed({"jsonrpc": "2.0", "id": "s", "method": "fail"})
+    pipe.feed({"jsonrpc": "2.0", "id": 3, "method": "boom", "params": {}})
+    written = await pipe.wait_for(3)
+    await asyncio.sleep(0.05)
+    by_id = {m["id"]: m for m in written}
+    assert len(written) == 3
+    assert by_id[1]["result"] == {"method": "hello", "params": {"a": 1}}
+    assert by_id["s"]["error"] == {"code": -32002, "message": "nope", "data": {"k": 1}}
+    assert by_id[3]["error"] == {"code": -32603, "message": "Internal error"}
+    assert handler.notes == [("note", {"b": 2})]
+
+
+async def test_a_slow_request_does_not_block_others(wired: Any) -> None:
+    pipe, handler, _ = wired
+    pipe.feed({"jsonrpc": "2.0", "id": 1, "method": "wait"})
+    pipe.feed({"jsonrpc": "2.0", "id": 2, "method": "quick"})
+    first = await pipe.wait_for(1)
+    assert first[0]["id"] == 2
+    handler.release.set()
+    assert (await pipe.wait_for(2))[1]["id"] == 1
+
+
+@pytest.mark.parametrize("frame, code", [
+    (b"[]", -32600),
+    (b"{oops", -32700),
+    (b'{"jsonrpc":"2.0","id":true,"method":"x"}', -32600),
+    (b'{"jsonrpc":"1.0","id":1,"method":"x"}', -32600),
+    (b'{"jsonrpc":"2.0","id":1,"method":"x","params":"str"}', -32602),
+])
+async def test_malformed_frames_get_the_right_error(wired: Any, frame: bytes, code: int) -> None:
+    pipe, _, _ = wired
+    pipe.feed(frame)
+    assert (await pipe.wait_for(1))[0]["error"]["code"] == code
+
+
+async def test_outbound_requests_match_responses_and_time_out(wired: Any) -> None:
+    pipe, _, conn = wired
+    asking = asyncio.create_task(conn.request("ask", {"q": 1}, timeout_s=5))
+    (sent,) = await pipe.wait_for(1)
+    pipe.feed({"jsonrpc": "2.0", "id": sent["id"], "result": {"answer": 42}})
+    assert await asking == {"answer": 42}
+    failing = asyncio.create_task(conn.request("ask", {}, timeout_s=5))
+    sent = (await pipe.wait_for(2))[1]
+    pipe.feed({"jsonrpc": "2.0", "id": sent["id"], "error": {"code": -1, "message": "no"}})
+    with pytest.raises(RpcError, match="no"):
+        await failing
+    with pytest.raises(TimeoutError):
+        await conn.request("ask", {}, timeout_s=0.05)
+    cancel = (await pipe.wait_for(4))[3]
+    assert cancel["method"] == "$/cancel_request"
+
+
+async def test_pending_requests_fail_when_the_peer_goes_away() -> None:
+    pipe = Pipe()
+    conn = Connection(FrameReader(pipe.inbound), pipe.write, Echo())
+    serving = asyncio.create_task(conn.serve())
+    asking = asyncio.create_task(conn.request("ask", {}, timeout_s=5))
+    await pipe.wait_for(1)
+    pipe.inbound.feed_eof()
+    await serving
+    with pytest.raises(ConnectionClosed):
+        await asking
+    await conn.finish(1)

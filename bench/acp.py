@@ -26,8 +26,11 @@ async def one_run(argv: list[str], env: dict[str, str], cwd: str) -> tuple[float
     """(spawn→initialize, session/new, prompt round trip) in milliseconds."""
     start = time.perf_counter()
     proc = await asyncio.create_subprocess_exec(
-        *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL, env=env,
+        *argv,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+        env=env,
     )
     assert proc.stdin is not None and proc.stdout is not None
 

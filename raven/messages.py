@@ -57,6 +57,7 @@ class ToolResultMessage(BaseModel):
     name: str
     content: str
     is_error: bool = False
+    images: list[ImagePart] = Field(default_factory=list)
 
 
 Message = Annotated[UserMessage | AssistantMessage | ToolResultMessage, Field(discriminator="role")]

@@ -12,11 +12,17 @@ MASK = "[REDACTED]"
 
 _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     # PEM private key bodies
-    (re.compile(r"(-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----)[\s\S]*?(-----END [A-Z0-9 ]*PRIVATE KEY-----)"),
-     rf"\1{MASK}\2"),
+    (
+        re.compile(
+            r"(-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----)[\s\S]*?(-----END [A-Z0-9 ]*PRIVATE KEY-----)"
+        ),
+        rf"\1{MASK}\2",
+    ),
     # Authorization headers and bearer tokens
-    (re.compile(r"(?i)\b(authorization\s*[:=]\s*)(?:(bearer|basic|token)\s+)?[^\s'\",;]+"),
-     lambda m: f"{m.group(1)}{m.group(2) + ' ' if m.group(2) else ''}{MASK}"),  # type: ignore[list-item]
+    (
+        re.compile(r"(?i)\b(authorization\s*[:=]\s*)(?:(bearer|basic|token)\s+)?[^\s'\",;]+"),
+        lambda m: f"{m.group(1)}{m.group(2) + ' ' if m.group(2) else ''}{MASK}",
+    ),  # type: ignore[list-item]
     (re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"), rf"\1{MASK}"),
     # vendor key shapes
     (re.compile(r"\bsk-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_-]{16,}"), MASK),
@@ -29,10 +35,13 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     # passwords in URLs: scheme://user:password@host
     (re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]+:)[^\s@/]+(@)"), rf"\1{MASK}\2"),
     # labelled secrets: password=..., api_key: "...", token=...
-    (re.compile(
-        r"(?i)\b((?:pass(?:word|wd)?|secret|api[_-]?key|access[_-]?key|auth[_-]?token|token"
-        r"|client[_-]?secret)[\"']?\s*[:=]\s*[\"']?)([^\s\"',;&]{4,})"
-    ), rf"\1{MASK}"),
+    (
+        re.compile(
+            r"(?i)\b((?:pass(?:word|wd)?|secret|api[_-]?key|access[_-]?key|auth[_-]?token|token"
+            r"|client[_-]?secret)[\"']?\s*[:=]\s*[\"']?)([^\s\"',;&]{4,})"
+        ),
+        rf"\1{MASK}",
+    ),
 ]
 
 

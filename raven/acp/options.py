@@ -54,7 +54,11 @@ def modes_state(config: RavenConfig, live: LiveSession) -> dict[str, Any] | None
     return {
         "currentModeId": live.mode.id,
         "availableModes": [
-            {"id": m.id, "name": m.name, **({"description": m.description} if m.description else {})}
+            {
+                "id": m.id,
+                "name": m.name,
+                **({"description": m.description} if m.description else {}),
+            }
             for m in config.modes
         ],
     }

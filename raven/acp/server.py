@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
 
 from raven import __version__
 from raven.acp import protocol as p
@@ -20,7 +23,7 @@ from raven.acp.asker import AcpAsker
 from raven.acp.options import MODE_OPTION, MODEL_OPTION, config_options, selectable_models
 from raven.acp.options import session_setup as setup
 from raven.acp.translate import event_update, replay_updates
-from raven.config import ConfigError
+from raven.config import ConfigError, McpStdioServer
 from raven.engine import LiveSession, Runtime, TitleChanged, TurnEvent, run_turn
 from raven.errors import RavenError
 from raven.jsonrpc import (
@@ -33,6 +36,9 @@ from raven.jsonrpc import (
 )
 from raven.messages import ImagePart, Part, TextPart
 from raven.sessions import BadCursor, SessionNotFound
+
+if TYPE_CHECKING:
+    from raven.mcp import McpScope
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +58,8 @@ class _Session:
     """Present while a turn runs; setting it cancels the turn."""
     idle: asyncio.Event = field(default_factory=asyncio.Event)
     closed: bool = False
+    mcp: McpScope | None = None
+    """The MCP servers the editor attached to this session."""
 
     def __post_init__(self) -> None:
         self.idle.set()
@@ -105,12 +113,14 @@ class AcpServer:
             log.debug("ignored notification %s", method)
 
     async def shutdown(self) -> None:
-        """Cancel running turns and release what the sessions hold."""
+        """Cancel running turns."""
         for state in self._sessions.values():
             if state.cancel is not None:
                 state.cancel.set()
 
     async def aclose(self) -> None:
+        """Release every session's MCP servers, then the runtime."""
+        await asyncio.gather(*(self._release_mcp(s) for s in self._sessions.values()))
         if self._runtime is not None:
             await self._runtime.aclose()
 
@@ -141,7 +151,8 @@ class AcpServer:
         cwd = _absolute_dir(parsed.cwd)
         runtime = self._require_runtime()
         live = await runtime.new_session(cwd)
-        self._sessions[live.id] = _Session(live)
+        state = self._sessions[live.id] = _Session(live)
+        await self._attach_mcp(state, parsed.mcp_servers)
         asyncio.get_running_loop().call_soon(self._announce_commands, live.id)
         return {"sessionId": live.id, **setup(runtime.config, live)}
 
@@ -162,7 +173,9 @@ class AcpServer:
         sessions = []
         for record in page.sessions:
             info: dict[str, Any] = {
-                "sessionId": record.id, "cwd": record.cwd, "updatedAt": record.updated_at,
+                "sessionId": record.id,
+                "cwd": record.cwd,
+                "updatedAt": record.updated_at,
             }
             if record.title:
                 info["title"] = record.title
@@ -178,6 +191,7 @@ class AcpServer:
         state = self._sessions.get(session_id)
         if state is not None:
             await self._stop_turn(state)
+            await self._release_mcp(state)
             state.closed = True
         await runtime.close_session(session_id)
         return {}
@@ -188,6 +202,7 @@ class AcpServer:
         state = self._sessions.pop(session_id, None)
         if state is not None:
             await self._stop_turn(state)
+            await self._release_mcp(state)
         await runtime.delete_session(session_id)
         return {}
 
@@ -195,10 +210,13 @@ class AcpServer:
         parsed = p.parse(p.SetModeParams, params)
         state = self._state(parsed.session_id)
         await self._switch_mode(state.live, parsed.mode_id)
-        self._update(state.live.id, {
-            "sessionUpdate": "config_option_update",
-            "configOptions": config_options(self._require_runtime().config, state.live),
-        })
+        self._update(
+            state.live.id,
+            {
+                "sessionUpdate": "config_option_update",
+                "configOptions": config_options(self._require_runtime().config, state.live),
+            },
+        )
         return {}
 
     async def _set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -211,13 +229,15 @@ class AcpServer:
         if parsed.config_id == MODEL_OPTION:
             known = {m.id for m in selectable_models(runtime.config, state.live)}
             if value not in known:
-                raise RpcError(INVALID_PARAMS, f"Unknown model {value!r}; models: "
-                               + ", ".join(sorted(known)))
+                raise RpcError(
+                    INVALID_PARAMS, f"Unknown model {value!r}; models: " + ", ".join(sorted(known))
+                )
             await runtime.set_model(state.live, value)
         elif parsed.config_id == MODE_OPTION:
             await self._switch_mode(state.live, value)
-            self._update(state.live.id, {"sessionUpdate": "current_mode_update",
-                                         "currentModeId": value})
+            self._update(
+                state.live.id, {"sessionUpdate": "current_mode_update", "currentModeId": value}
+            )
         else:
             raise RpcError(INVALID_PARAMS, f"Unknown config option {parsed.config_id!r}")
         return {"configOptions": config_options(runtime.config, state.live)}
@@ -237,8 +257,9 @@ class AcpServer:
             return {"stopReason": "end_turn"}
         runtime = self._require_runtime()
         assert self._connection is not None
-        asker = AcpAsker(self._connection, live.id, self._capabilities,
-                         runtime.config.limits.question_timeout_s)
+        asker = AcpAsker(
+            self._connection, live.id, self._capabilities, runtime.config.limits.question_timeout_s
+        )
         state.cancel = asyncio.Event()
         state.idle.clear()
         try:
@@ -263,9 +284,11 @@ class AcpServer:
     def _state(self, session_id: str) -> _Session:
         state = self._sessions.get(session_id)
         if state is None:
-            raise RpcError(p.RESOURCE_NOT_FOUND,
-                           f"Session {session_id} is not open here; load or resume it",
-                           {"sessionId": session_id})
+            raise RpcError(
+                p.RESOURCE_NOT_FOUND,
+                f"Session {session_id} is not open here; load or resume it",
+                {"sessionId": session_id},
+            )
         return state
 
     async def _open(self, parsed: p.OpenSessionParams) -> _Session:
@@ -275,15 +298,35 @@ class AcpServer:
         if state is None or state.live is not live:
             state = self._sessions[live.id] = _Session(live)
         state.closed = False
+        await self._attach_mcp(state, parsed.mcp_servers)
         return state
+
+    async def _attach_mcp(self, state: _Session, servers: list[dict[str, Any]]) -> None:
+        """Connect the session's own MCP servers (lazily, at its next turn), replacing any."""
+        await self._release_mcp(state)
+        specs = _stdio_specs(servers)
+        if not specs:
+            return
+        from raven.mcp import McpScope
+
+        state.mcp = McpScope(specs, self._require_runtime().paths.logs_dir)
+        state.live.own_tools = state.mcp
+
+    async def _release_mcp(self, state: _Session) -> None:
+        scope, state.mcp = state.mcp, None
+        state.live.own_tools = None
+        if scope is not None:
+            await scope.aclose()
 
     async def _switch_mode(self, live: LiveSession, mode_id: str) -> None:
         config = self._require_runtime().config
         if not config.modes:
             raise RpcError(INVALID_PARAMS, "No modes are declared in Raven's config")
         if config.find_mode(mode_id) is None:
-            raise RpcError(INVALID_PARAMS, f"Unknown mode {mode_id!r}; modes: "
-                           + ", ".join(m.id for m in config.modes))
+            raise RpcError(
+                INVALID_PARAMS,
+                f"Unknown mode {mode_id!r}; modes: " + ", ".join(m.id for m in config.modes),
+            )
         await self._require_runtime().set_mode(live, mode_id)
 
     async def _stop_turn(self, state: _Session) -> None:
@@ -302,8 +345,10 @@ class AcpServer:
         self._connection.notify(p.SESSION_UPDATE, {"sessionId": session_id, "update": update})
 
     def _announce_commands(self, session_id: str) -> None:
-        self._update(session_id, {"sessionUpdate": "available_commands_update",
-                                  "availableCommands": AVAILABLE_COMMANDS})
+        self._update(
+            session_id,
+            {"sessionUpdate": "available_commands_update", "availableCommands": AVAILABLE_COMMANDS},
+        )
 
 
 def _absolute_dir(cwd: str) -> Path:
@@ -331,13 +376,40 @@ def _to_parts(blocks: list[p.ContentBlock]) -> list[Part]:
             if res.text is not None:
                 parts.append(TextPart(text=f'<resource uri="{res.uri}">\n{res.text}\n</resource>'))
             else:
-                parts.append(TextPart(text=f"[binary resource {res.uri} ({res.mime_type}) "
-                                           "not shown]"))
+                parts.append(
+                    TextPart(text=f"[binary resource {res.uri} ({res.mime_type}) not shown]")
+                )
         else:
             raise RpcError(INVALID_PARAMS, "Audio prompts are not supported")
     if not parts:
         raise RpcError(INVALID_PARAMS, "The prompt is empty")
     return parts
+
+
+def _stdio_specs(servers: list[dict[str, Any]]) -> list[McpStdioServer]:
+    """The usable entries of an ACP `mcpServers` list; others are dropped with a warning."""
+    specs: list[McpStdioServer] = []
+    for entry in servers:
+        if entry.get("type") in ("http", "sse"):
+            log.warning(
+                "MCP server %r: %s transport is not offered; dropped",
+                entry.get("name"),
+                entry.get("type"),
+            )
+            continue
+        try:
+            server = p.McpServerStdio.model_validate(entry)
+            specs.append(
+                McpStdioServer(
+                    name=re.sub(r"[^A-Za-z0-9_.-]", "_", server.name) or "mcp",
+                    command=server.command,
+                    args=server.args,
+                    env={e.name: e.value for e in server.env},
+                )
+            )
+        except ValidationError as exc:
+            log.warning("MCP server entry %r is unusable and dropped: %s", entry.get("name"), exc)
+    return specs
 
 
 def _title_command(parts: list[Part]) -> str | None:
@@ -352,8 +424,11 @@ def _title_command(parts: list[Part]) -> str | None:
 def _rpc_error(exc: RavenError) -> RpcError:
     """Raven's errors as the JSON-RPC errors an editor sees."""
     if isinstance(exc, SessionNotFound):
-        return RpcError(p.RESOURCE_NOT_FOUND, f"Session not found: {exc.session_id}",
-                        {"sessionId": exc.session_id})
+        return RpcError(
+            p.RESOURCE_NOT_FOUND,
+            f"Session not found: {exc.session_id}",
+            {"sessionId": exc.session_id},
+        )
     if isinstance(exc, BadCursor):
         return RpcError(INVALID_PARAMS, str(exc))
     if isinstance(exc, ConfigError):
@@ -361,4 +436,3 @@ def _rpc_error(exc: RavenError) -> RpcError:
         return RpcError(INTERNAL_ERROR, f"Raven's configuration is invalid: {exc}")
     log.error("request failed: %s", exc)
     return RpcError(INTERNAL_ERROR, str(exc))
-

@@ -6,7 +6,6 @@ print or a library's output can never corrupt the protocol stream.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import sys

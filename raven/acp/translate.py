@@ -64,12 +64,21 @@ def event_update(event: TurnEvent, context_window: int | None = None) -> Update 
             update["locations"] = [{"path": str(p)} for p in event.locations]
         return update
     if isinstance(event, ToolCallUpdated):
-        update = {"sessionUpdate": "tool_call_update", "toolCallId": event.call_id,
-                  "status": event.status}
+        update = {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": event.call_id,
+            "status": event.status,
+        }
         content: list[dict[str, Any]] = []
         if event.diff is not None:
-            content.append({"type": "diff", "path": str(event.diff.path),
-                            "oldText": event.diff.old_text, "newText": event.diff.new_text})
+            content.append(
+                {
+                    "type": "diff",
+                    "path": str(event.diff.path),
+                    "oldText": event.diff.old_text,
+                    "newText": event.diff.new_text,
+                }
+            )
         if event.content:
             content.append({"type": "content", "content": text_block(redact(event.content))})
         if content:
@@ -107,8 +116,7 @@ def replay_updates(messages: Sequence[Message]) -> Iterable[Update]:
                 "sessionUpdate": "tool_call_update",
                 "toolCallId": msg.call_id,
                 "status": "failed" if msg.is_error else "completed",
-                "content": [{"type": "content",
-                             "content": text_block(_cap(redact(msg.content)))}],
+                "content": [{"type": "content", "content": text_block(_cap(redact(msg.content)))}],
             }
 
 

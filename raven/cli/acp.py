@@ -10,6 +10,7 @@ def acp_command(config: ConfigOption = None) -> None:
     import asyncio
 
     from raven.acp.stdio import reserve_stdout, serve_stdio
+    from raven.cli.runtime import build_runtime
     from raven.config import load_config, resolve_paths
     from raven.engine import Runtime
     from raven.logs import setup_logging
@@ -19,6 +20,6 @@ def acp_command(config: ConfigOption = None) -> None:
     setup_logging(paths.logs_dir, "acp")
 
     def runtime() -> Runtime:
-        return Runtime(load_config(paths.config_file), paths, face="acp")
+        return build_runtime(load_config(paths.config_file), paths, face="acp")
 
     asyncio.run(serve_stdio(runtime, frames_fd))

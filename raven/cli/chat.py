@@ -46,13 +46,13 @@ def chat_command(
 
     from raven.cli.options import load
     from raven.cli.run import _workdir
-    from raven.engine import Runtime
+    from raven.cli.runtime import build_runtime
 
     cfg, paths = load(config, "cli")
     workdir = _workdir(cwd)
 
     async def main() -> None:
-        runtime = Runtime(cfg, paths, face="chat")
+        runtime = build_runtime(cfg, paths, face="chat")
         try:
             await Chat(runtime, workdir).run(session, model, mode)
         finally:

@@ -7,7 +7,7 @@ import sys
 import click
 import typer
 
-from raven.cli import acp, chat, config_cmd, run, sessions_cmd
+from raven.cli import acp, chat, config_cmd, mcp_cmd, run, sessions_cmd
 
 app = typer.Typer(
     name="raven",
@@ -21,6 +21,7 @@ app.command("chat")(chat.chat_command)
 app.command("acp")(acp.acp_command)
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(sessions_cmd.app, name="sessions")
+app.add_typer(mcp_cmd.app, name="mcp")
 
 
 def main() -> None:

@@ -59,11 +59,12 @@ async def _run(
 
     from rich.console import Console
 
+    from raven.cli.runtime import build_runtime
     from raven.cli.terminal import LineReader, TerminalAsker, TerminalView, stdin_is_terminal
-    from raven.engine import Runtime, TurnEnded, TurnEvent, run_turn
+    from raven.engine import TurnEnded, TurnEvent, run_turn
     from raven.messages import TextPart
 
-    runtime = Runtime(cfg, paths, face="cli")
+    runtime = build_runtime(cfg, paths, face="cli")
     try:
         if session_id:
             live = await runtime.open_session(session_id)

@@ -5,9 +5,9 @@ Declares shapes and cross-key rules only; never touches the file system.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 from pydantic.alias_generators import to_camel
 
 ECHO_MODEL_ID = "echo"
@@ -59,6 +59,43 @@ class ModeSpec(_Model):
     tools: ToolFilter = Field(default_factory=ToolFilter)
 
 
+class McpStdioServer(_Model):
+    """An MCP server Raven starts as a child process and talks to over stdio."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    command: str = Field(min_length=1)
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    enabled: bool = True
+    tools: ToolFilter = Field(default_factory=ToolFilter)
+    timeout_s: float = Field(default=30.0, gt=0)
+    """Longest wait for the server's handshake and tool list."""
+
+
+class McpHttpServer(_Model):
+    """An MCP server reached over streamable HTTP."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    url: str = Field(pattern=r"^https?://")
+    headers: dict[str, str] = Field(default_factory=dict)
+    enabled: bool = True
+    tools: ToolFilter = Field(default_factory=ToolFilter)
+    timeout_s: float = Field(default=30.0, gt=0)
+
+
+def _mcp_kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return "http" if "url" in value else "stdio"
+    return "http" if isinstance(value, McpHttpServer) else "stdio"
+
+
+McpServerSpec = Annotated[
+    Annotated[McpStdioServer, Tag("stdio")] | Annotated[McpHttpServer, Tag("http")],
+    Discriminator(_mcp_kind),
+]
+
+
 class Limits(_Model):
     max_turn_steps: int = Field(default=50, gt=0)
     """Model calls in one turn before it ends with `max_turn_requests`."""
@@ -76,8 +113,8 @@ class RavenConfig(_Model):
     modes: list[ModeSpec] = Field(default_factory=list)
     default_mode: str | None = None
     limits: Limits = Field(default_factory=Limits)
-    # Reserved for the MCP, sub-agent, A2A and gateway faces; their schemas arrive with them.
-    mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
+    mcp_servers: list[McpServerSpec] = Field(default_factory=list)
+    # Reserved for the sub-agent, A2A and gateway faces; their schemas arrive with them.
     agents: list[dict[str, Any]] = Field(default_factory=list)
     a2a: dict[str, Any] = Field(default_factory=dict, alias="a2a")
     gateway: dict[str, Any] = Field(default_factory=dict)
@@ -86,6 +123,7 @@ class RavenConfig(_Model):
     def _check_references(self) -> RavenConfig:
         _unique([m.id for m in self.models], "models")
         _unique([m.id for m in self.modes], "modes")
+        _unique([s.name for s in self.mcp_servers], "mcpServers")
         known_models = {m.id for m in self.models} | {ECHO_MODEL_ID}
         if self.default_model and self.default_model not in known_models:
             raise ValueError(f"defaultModel {self.default_model!r} is not among models")
@@ -103,8 +141,9 @@ class RavenConfig(_Model):
 
 
 def _unique(ids: list[str], key: str) -> None:
+    what = "name" if key == "mcpServers" else "id"
     seen: set[str] = set()
     for item in ids:
         if item in seen:
-            raise ValueError(f"{key}: id {item!r} appears twice")
+            raise ValueError(f"{key}: {what} {item!r} appears twice")
         seen.add(item)

@@ -7,27 +7,44 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 from raven.config import ConfigError, ModelSpec, ModeSpec, Paths, RavenConfig
 from raven.engine.session import LiveSession
 from raven.providers import Provider, create_provider, pick_model
 from raven.sessions import SessionStore
-from raven.tools import builtin_tools
+from raven.tools import ToolSource, builtin_tools
 
 log = logging.getLogger(__name__)
 
 
+class ClosableToolSource(ToolSource, Protocol):
+    async def aclose(self) -> None: ...
+
+
 class Runtime:
-    def __init__(self, config: RavenConfig, paths: Paths, face: str) -> None:
+    """`tool_sources` are shared by every session; the runtime closes them with itself."""
+
+    def __init__(
+        self,
+        config: RavenConfig,
+        paths: Paths,
+        face: str,
+        tool_sources: Sequence[ClosableToolSource] = (),
+    ) -> None:
         self.config = config
         self.paths = paths
         self.face = face
+        self.tool_sources = list(tool_sources)
         self.store = SessionStore(paths.database)
         self._providers: dict[str, Provider] = {}
         self._live: dict[str, LiveSession] = {}
 
     async def aclose(self) -> None:
+        for source in self.tool_sources:
+            await source.aclose()
         for provider in self._providers.values():
             await provider.aclose()
         self._providers.clear()
@@ -77,6 +94,7 @@ class Runtime:
                 mode=mode,
                 limits=self.config.limits,
                 tools=builtin_tools(),
+                tool_sources=list(self.tool_sources),
             )
         )
 
@@ -101,6 +119,7 @@ class Runtime:
                 mode=mode,
                 limits=self.config.limits,
                 tools=builtin_tools(),
+                tool_sources=list(self.tool_sources),
             )
         )
 

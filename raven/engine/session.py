@@ -17,7 +17,7 @@ from raven.config import Limits, ModelSpec, ModeSpec
 from raven.messages import Message
 from raven.providers import Provider
 from raven.sessions import SessionRecord, SessionStore
-from raven.tools import Tool
+from raven.tools import Tool, ToolSource
 
 Remembered = dict[str, bool]
 
@@ -32,12 +32,15 @@ class LiveSession:
     mode: ModeSpec | None
     limits: Limits
     tools: list[Tool]
-    extra_tools: list[Tool] = field(default_factory=list)
-    """Tools this session adds to the built-ins (its own MCP servers, for example)."""
+    tool_sources: list[ToolSource] = field(default_factory=list)
+    """Tool sources shared by every session of the runtime (configured MCP servers)."""
+    own_tools: ToolSource | None = None
+    """This session's own tool source (MCP servers an editor attached to it)."""
     remembered: Remembered = field(default_factory=dict)
     """Tool name → True for "allow always", False for "reject always"."""
     _steering: list[str] = field(default_factory=list)
     _busy: bool = False
+    _source_tools: list[Tool] = field(default_factory=list)
 
     @property
     def id(self) -> str:
@@ -53,16 +56,30 @@ class LiveSession:
         return self._busy
 
     def offered_tools(self) -> list[Tool]:
-        """The tools the current mode allows, built-ins first."""
+        """The tools the current mode allows: built-ins, then sources; first name wins."""
         allowed = self.mode.tools if self.mode else None
-        out = []
-        for tool in [*self.tools, *self.extra_tools]:
+        out: dict[str, Tool] = {}
+        for tool in [*self.tools, *self._source_tools]:
+            if tool.name in out:
+                continue
             if allowed and allowed.allow is not None and not _matches(tool.name, allowed.allow):
                 continue
             if allowed and _matches(tool.name, allowed.deny):
                 continue
-            out.append(tool)
-        return out
+            out[tool.name] = tool
+        return list(out.values())
+
+    async def load_tools(self) -> list[str]:
+        """Ask each tool source for its tools, connecting if needed; returns new notices."""
+        tools: list[Tool] = []
+        notices: list[str] = []
+        sources = [*self.tool_sources, *([self.own_tools] if self.own_tools else [])]
+        for source in sources:
+            found, problems = await source.tools()
+            tools += found
+            notices += problems
+        self._source_tools = tools
+        return notices
 
     def steer(self, text: str) -> bool:
         """Queue text for the running turn's next model call; False when no turn runs."""

@@ -130,6 +130,8 @@ async def _turn(
 
 async def _loop(session: LiveSession, prompt: list[Part], asker: Asker, emit: Emit) -> StopReason:
     await session.commit(UserMessage(parts=prompt))
+    for notice in await session.load_tools():
+        emit(Notice(notice))
     if not session.record.title:
         title = _title_from(prompt)
         if title:
@@ -254,7 +256,7 @@ async def _run_tool(
 
 async def _finish(session: LiveSession, call: ToolCall, output: ToolOutput, emit: Emit) -> None:
     text = clip(output.text, session.limits.tool_output_chars)
-    await session.commit(_result(call, ToolOutput(text, output.is_error)))
+    await session.commit(_result(call, dataclasses.replace(output, text=text)))
     status = "failed" if output.is_error else "completed"
     emit(ToolCallUpdated(call.id, status, text, output.diff))
 
@@ -265,7 +267,11 @@ def _answered_ids(session: LiveSession) -> set[str]:
 
 def _result(call: ToolCall, output: ToolOutput) -> ToolResultMessage:
     return ToolResultMessage(
-        call_id=call.id, name=call.name, content=output.text, is_error=output.is_error
+        call_id=call.id,
+        name=call.name,
+        content=output.text,
+        is_error=output.is_error,
+        images=list(output.images),
     )
 
 

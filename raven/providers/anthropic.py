@@ -126,19 +126,23 @@ def to_wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
         if isinstance(msg, UserMessage):
             wire.append({"role": "user", "content": [_user_block(p) for p in msg.parts]})
         elif isinstance(msg, AssistantMessage):
-            content: list[dict[str, Any]] = []
+            blocks: list[dict[str, Any]] = []
             if msg.text:
-                content.append({"type": "text", "text": msg.text})
+                blocks.append({"type": "text", "text": msg.text})
             for call in msg.tool_calls:
-                content.append(
+                blocks.append(
                     {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
                 )
-            wire.append({"role": "assistant", "content": content or [{"type": "text", "text": ""}]})
+            wire.append({"role": "assistant", "content": blocks or [{"type": "text", "text": ""}]})
         elif isinstance(msg, ToolResultMessage):
+            content: str | list[dict[str, Any]] = msg.content
+            if msg.images:
+                content = [{"type": "text", "text": msg.content}]
+                content += [_user_block(image) for image in msg.images]
             block = {
                 "type": "tool_result",
                 "tool_use_id": msg.call_id,
-                "content": msg.content,
+                "content": content,
                 "is_error": msg.is_error,
             }
             if wire and wire[-1]["role"] == "user" and _is_tool_results(wire[-1]):

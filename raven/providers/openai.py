@@ -136,7 +136,11 @@ def to_wire_messages(system: str, messages: Sequence[Message]) -> list[dict[str,
                 ]
             wire.append(item)
         elif isinstance(msg, ToolResultMessage):
-            wire.append({"role": "tool", "tool_call_id": msg.call_id, "content": msg.content})
+            text = msg.content + "".join(
+                f"\n[image {i.mime_type} not shown: this API takes no images in tool results]"
+                for i in msg.images
+            )
+            wire.append({"role": "tool", "tool_call_id": msg.call_id, "content": text})
     return wire
 
 

@@ -13,6 +13,7 @@ from raven.tools.base import (
     ToolError,
     ToolKind,
     ToolOutput,
+    ToolSource,
     clip,
 )
 from raven.tools.registry import builtin_tools
@@ -25,6 +26,7 @@ __all__ = [
     "ToolError",
     "ToolKind",
     "ToolOutput",
+    "ToolSource",
     "builtin_tools",
     "clip",
 ]

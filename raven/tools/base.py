@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict
 
 from raven.config import Limits
 from raven.errors import RavenError
+from raven.messages import ImagePart
 
 ToolKind = Literal["read", "edit", "execute", "fetch", "other"]
 
@@ -42,6 +43,8 @@ class ToolOutput:
     text: str
     is_error: bool = False
     diff: FileDiff | None = None
+    images: tuple[ImagePart, ...] = ()
+    """Images for models that accept them in tool results."""
 
 
 @dataclass
@@ -56,6 +59,16 @@ class ToolContext:
         """A path argument made absolute against the session cwd."""
         p = Path(path).expanduser()
         return p if p.is_absolute() else (self.cwd / p)
+
+
+class ToolSource(Protocol):
+    """Tools that come from outside the built-ins (MCP servers, for example).
+
+    `tools` may connect lazily and must return within its own deadline; problems
+    it meets are returned once each as notices for the person.
+    """
+
+    async def tools(self) -> tuple[list[Tool], list[str]]: ...
 
 
 class Args(BaseModel):

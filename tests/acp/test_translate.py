@@ -24,9 +24,14 @@ from raven.tools import FileDiff
 EVENTS = [
     AgentText("hi"),
     AgentThought("hmm"),
-    ToolCallStarted("c1", "run_command", "Run `curl -H 'Authorization: Bearer abcdef123456'`",
-                    "execute", {"command": "echo sk-live-0123456789abcdefghij"},
-                    [Path("/w/a.txt")]),
+    ToolCallStarted(
+        "c1",
+        "run_command",
+        "Run `curl -H 'Authorization: Bearer abcdef123456'`",
+        "execute",
+        {"command": "echo sk-live-0123456789abcdefghij"},
+        [Path("/w/a.txt")],
+    ),
     ToolCallUpdated("c1", "in_progress"),
     ToolCallUpdated("c1", "completed", "done", FileDiff(Path("/w/a.txt"), None, "new")),
     ToolCallUpdated("c1", "failed", "token=supersecretvalue"),
@@ -62,14 +67,22 @@ def test_usage_without_a_known_window_is_not_sent_and_turn_end_is_silent() -> No
 def test_replay_covers_messages_tool_calls_and_results() -> None:
     history = [
         user_text("question"),
-        AssistantMessage(text="let me look", thought="plan",
-                         tool_calls=[ToolCall(id="t", name="read_file", arguments={"path": "x"})]),
+        AssistantMessage(
+            text="let me look",
+            thought="plan",
+            tool_calls=[ToolCall(id="t", name="read_file", arguments={"path": "x"})],
+        ),
         ToolResultMessage(call_id="t", name="read_file", content="data", is_error=False),
     ]
     updates = list(replay_updates(history))
     for update in updates:
         valid(update)
     kinds = [u["sessionUpdate"] for u in updates]
-    assert kinds == ["user_message_chunk", "agent_thought_chunk", "agent_message_chunk",
-                     "tool_call", "tool_call_update"]
+    assert kinds == [
+        "user_message_chunk",
+        "agent_thought_chunk",
+        "agent_message_chunk",
+        "tool_call",
+        "tool_call_update",
+    ]
     assert updates[3]["kind"] == "read"

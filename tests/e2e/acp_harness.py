@@ -49,19 +49,28 @@ class Editor:
         self.asked = asyncio.Event()
 
     async def request_permission(
-        self, options: list[schema.PermissionOption], session_id: str,
-        tool_call: schema.ToolCallUpdate, **kwargs: Any,
+        self,
+        options: list[schema.PermissionOption],
+        session_id: str,
+        tool_call: schema.ToolCallUpdate,
+        **kwargs: Any,
     ) -> schema.RequestPermissionResponse:
-        self.permissions.append(schema.RequestPermissionRequest(
-            session_id=session_id, tool_call=tool_call, options=options))
+        self.permissions.append(
+            schema.RequestPermissionRequest(
+                session_id=session_id, tool_call=tool_call, options=options
+            )
+        )
         self.asked.set()
         answer = self.permission_answers.pop(0)
         if answer == "never":
             await asyncio.Event().wait()
         if answer == "cancelled":
-            return schema.RequestPermissionResponse(outcome=schema.DeniedOutcome(outcome="cancelled"))
+            return schema.RequestPermissionResponse(
+                outcome=schema.DeniedOutcome(outcome="cancelled")
+            )
         return schema.RequestPermissionResponse(
-            outcome=schema.AllowedOutcome(outcome="selected", option_id=answer))
+            outcome=schema.AllowedOutcome(outcome="selected", option_id=answer)
+        )
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         self.updates.append((session_id, update))
@@ -75,12 +84,12 @@ class Editor:
         return [u.session_update for s, u in self.updates if session_id in (None, s)]
 
     def text(self, session_id: str, kind: str = "agent_message_chunk") -> str:
-        return "".join(u.content.text for s, u in self.updates
-                       if s == session_id and u.session_update == kind)
+        return "".join(
+            u.content.text for s, u in self.updates if s == session_id and u.session_update == kind
+        )
 
     def of(self, kind: str, session_id: str | None = None) -> list[Any]:
-        return [u for s, u in self.updates
-                if u.session_update == kind and session_id in (None, s)]
+        return [u for s, u in self.updates if u.session_update == kind and session_id in (None, s)]
 
 
 class RavenAcp:
@@ -96,23 +105,35 @@ class RavenAcp:
         self._pump = asyncio.create_task(self._tap())
         self._drain = asyncio.create_task(self._read_stderr())
         self.conn = acp.connect_to_agent(
-            editor, proc.stdin, self._stdout, use_unstable_protocol=True,
+            editor,
+            proc.stdin,
+            self._stdout,
+            use_unstable_protocol=True,
             observers=[self._observe],
         )
 
     @classmethod
-    async def start(cls, env: dict[str, str], editor: Editor | None = None,
-                    args: tuple[str, ...] = ()) -> RavenAcp:
+    async def start(
+        cls, env: dict[str, str], editor: Editor | None = None, args: tuple[str, ...] = ()
+    ) -> RavenAcp:
         proc = await asyncio.create_subprocess_exec(
-            *RAVEN, "acp", *args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, env=env, limit=64 * 1024 * 1024,
+            *RAVEN,
+            "acp",
+            *args,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+            limit=64 * 1024 * 1024,
         )
         return cls(proc, editor or Editor())
 
     async def initialize(self, elicitation: bool = False) -> schema.InitializeResponse:
         caps = schema.ClientCapabilities(
             elicitation=schema.ElicitationCapabilities(form=schema.ElicitationFormCapabilities())
-            if elicitation else None)
+            if elicitation
+            else None
+        )
         return await self.conn.initialize(protocol_version=1, client_capabilities=caps)
 
     async def new_session(self, cwd: Path) -> str:

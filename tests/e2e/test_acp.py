@@ -34,17 +34,32 @@ def call(name: str, **arguments: Any) -> dict[str, Any]:
 async def start(env: dict[str, str], home: Path) -> AsyncIterator[Any]:
     agents: list[RavenAcp] = []
 
-    async def launch(steps: list[dict[str, Any]] | None = None, modes: bool = True,
-                     elicitation: bool = False, editor: Editor | None = None,
-                     initialize: bool = True, **extra: Any) -> RavenAcp:
+    async def launch(
+        steps: list[dict[str, Any]] | None = None,
+        modes: bool = True,
+        elicitation: bool = False,
+        editor: Editor | None = None,
+        initialize: bool = True,
+        **extra: Any,
+    ) -> RavenAcp:
         (home / "script.json").write_text(json.dumps(steps or []))
-        write_config(home, {
-            "models": [{"id": "scripted", "name": "Scripted", "provider": "scripted",
-                        "script": "script.json", "contextWindow": 8000}],
-            "defaultModel": "scripted",
-            **({"modes": MODES, "defaultMode": "ask"} if modes else {}),
-            **extra,
-        })
+        write_config(
+            home,
+            {
+                "models": [
+                    {
+                        "id": "scripted",
+                        "name": "Scripted",
+                        "provider": "scripted",
+                        "script": "script.json",
+                        "contextWindow": 8000,
+                    }
+                ],
+                "defaultModel": "scripted",
+                **({"modes": MODES, "defaultMode": "ask"} if modes else {}),
+                **extra,
+            },
+        )
         agent = await RavenAcp.start(env, editor)
         agents.append(agent)
         if initialize:
@@ -140,11 +155,13 @@ async def test_prompt_accepts_images_links_and_embedded_resources(
 
 
 async def test_permission_allow_and_reject(start: Any, tmp_path: Path) -> None:
-    agent = await start([
-        {"toolCalls": [call("write_file", path="yes.txt", content="Y")]},
-        {"toolCalls": [call("write_file", path="no.txt", content="N")]},
-        {"text": "done"},
-    ])
+    agent = await start(
+        [
+            {"toolCalls": [call("write_file", path="yes.txt", content="Y")]},
+            {"toolCalls": [call("write_file", path="no.txt", content="N")]},
+            {"text": "done"},
+        ]
+    )
     agent.editor.permission_answers = ["allow_once", "reject_once"]
     sid = await agent.new_session(tmp_path)
     assert (await agent.conn.prompt(session_id=sid, prompt=text("write"))).stop_reason == "end_turn"
@@ -152,7 +169,11 @@ async def test_permission_allow_and_reject(start: Any, tmp_path: Path) -> None:
     assert not (tmp_path / "no.txt").exists()
     first = agent.editor.permissions[0]
     assert [o.kind for o in first.options] == [
-        "allow_once", "allow_always", "reject_once", "reject_always"]
+        "allow_once",
+        "allow_always",
+        "reject_once",
+        "reject_always",
+    ]
     assert first.tool_call.title == "Write yes.txt" and first.tool_call.kind == "edit"
     calls = agent.editor.of("tool_call")
     assert first.tool_call.tool_call_id == calls[0].tool_call_id
@@ -160,27 +181,36 @@ async def test_permission_allow_and_reject(start: Any, tmp_path: Path) -> None:
     diffs = [c for u in updates for c in (u.content or []) if c.type == "diff"]
     assert diffs and diffs[0].new_text == "Y" and diffs[0].old_text is None
     assert [u.status for u in updates if u.status in ("completed", "failed")] == [
-        "completed", "failed"]
+        "completed",
+        "failed",
+    ]
 
 
 async def test_allow_always_is_remembered_for_the_session(start: Any, tmp_path: Path) -> None:
-    agent = await start([
-        {"toolCalls": [call("run_command", command="echo one")]},
-        {"toolCalls": [call("run_command", command="echo two")]},
-        {"text": "ok"},
-    ])
+    agent = await start(
+        [
+            {"toolCalls": [call("run_command", command="echo one")]},
+            {"toolCalls": [call("run_command", command="echo two")]},
+            {"text": "ok"},
+        ]
+    )
     agent.editor.permission_answers = ["allow_always"]
     sid = await agent.new_session(tmp_path)
     await agent.conn.prompt(session_id=sid, prompt=text("run"))
     assert len(agent.editor.permissions) == 1
-    outputs = [c.content.text for u in agent.editor.of("tool_call_update")
-               for c in (u.content or []) if c.type == "content"]
+    outputs = [
+        c.content.text
+        for u in agent.editor.of("tool_call_update")
+        for c in (u.content or [])
+        if c.type == "content"
+    ]
     assert any("two" in o for o in outputs)
 
 
 async def test_cancelled_permission_outcome_means_rejected(start: Any, tmp_path: Path) -> None:
-    agent = await start([{"toolCalls": [call("write_file", path="x.txt", content="x")]},
-                         {"text": "ok"}])
+    agent = await start(
+        [{"toolCalls": [call("write_file", path="x.txt", content="x")]}, {"text": "ok"}]
+    )
     agent.editor.permission_answers = ["cancelled"]
     sid = await agent.new_session(tmp_path)
     await agent.conn.prompt(session_id=sid, prompt=text("go"))
@@ -188,45 +218,62 @@ async def test_cancelled_permission_outcome_means_rejected(start: Any, tmp_path:
 
 
 async def test_elicitation_form_answers_ask_user(start: Any, tmp_path: Path) -> None:
-    agent = await start([
-        {"toolCalls": [call("ask_user", question="Which branch?", choices=["main", "dev"])]},
-        {"text": "ok"},
-    ], elicitation=True)
-    agent.editor.elicitation_answers = [schema.AcceptElicitationResponse(
-        action="accept", content={"answer": "dev"})]
+    agent = await start(
+        [
+            {"toolCalls": [call("ask_user", question="Which branch?", choices=["main", "dev"])]},
+            {"text": "ok"},
+        ],
+        elicitation=True,
+    )
+    agent.editor.elicitation_answers = [
+        schema.AcceptElicitationResponse(action="accept", content={"answer": "dev"})
+    ]
     sid = await agent.new_session(tmp_path)
     await agent.conn.prompt(session_id=sid, prompt=text("ask me"))
     asked = agent.editor.elicitations[0]
     assert asked["message"] == "Which branch?"
-    results = [c.content.text for u in agent.editor.of("tool_call_update")
-               for c in (u.content or []) if c.type == "content"]
+    results = [
+        c.content.text
+        for u in agent.editor.of("tool_call_update")
+        for c in (u.content or [])
+        if c.type == "content"
+    ]
     assert "dev" in results
 
 
 async def test_without_elicitation_choices_fall_back_to_a_permission_request(
     start: Any, tmp_path: Path
 ) -> None:
-    agent = await start([
-        {"toolCalls": [call("ask_user", question="Deploy now?", choices=["yes", "later"])]},
-        {"toolCalls": [call("ask_user", question="What name?")]},
-        {"text": "ok"},
-    ])
+    agent = await start(
+        [
+            {"toolCalls": [call("ask_user", question="Deploy now?", choices=["yes", "later"])]},
+            {"toolCalls": [call("ask_user", question="What name?")]},
+            {"text": "ok"},
+        ]
+    )
     agent.editor.permission_answers = ["choice_1"]
     sid = await agent.new_session(tmp_path)
     await agent.conn.prompt(session_id=sid, prompt=text("ask"))
     (asked,) = agent.editor.permissions
     assert asked.tool_call.title == "Deploy now?"
     assert [o.name for o in asked.options] == ["yes", "later", "Skip"]
-    results = [c.content.text for u in agent.editor.of("tool_call_update")
-               for c in (u.content or []) if c.type == "content"]
+    results = [
+        c.content.text
+        for u in agent.editor.of("tool_call_update")
+        for c in (u.content or [])
+        if c.type == "content"
+    ]
     assert results == ["later", "no answer available"]
 
 
 async def test_cancel_kills_a_running_command(start: Any, tmp_path: Path) -> None:
     pidfile = tmp_path / "pid"
-    agent = await start([
-        {"toolCalls": [call("run_command", command=f"sleep 60 & echo $! > {pidfile}; wait")]},
-    ], defaultMode="auto")
+    agent = await start(
+        [
+            {"toolCalls": [call("run_command", command=f"sleep 60 & echo $! > {pidfile}; wait")]},
+        ],
+        defaultMode="auto",
+    )
     sid = await agent.new_session(tmp_path)
     prompt = asyncio.create_task(agent.conn.prompt(session_id=sid, prompt=text("sleep")))
     async with asyncio.timeout(10):
@@ -264,12 +311,19 @@ async def test_a_second_prompt_while_busy_is_refused(start: Any, tmp_path: Path)
     assert (await first).stop_reason == "end_turn"
 
 
-async def test_failed_turn_explains_itself_and_ends_end_turn(
-    start: Any, tmp_path: Path
-) -> None:
-    agent = await start(models=[{"id": "down", "provider": "openai",
-                                 "baseUrl": "http://127.0.0.1:9/v1", "apiKey": "sk-x"}],
-                        defaultModel="down", modes=False)
+async def test_failed_turn_explains_itself_and_ends_end_turn(start: Any, tmp_path: Path) -> None:
+    agent = await start(
+        models=[
+            {
+                "id": "down",
+                "provider": "openai",
+                "baseUrl": "http://127.0.0.1:9/v1",
+                "apiKey": "sk-x",
+            }
+        ],
+        defaultModel="down",
+        modes=False,
+    )
     sid = await agent.new_session(tmp_path)
     result = await agent.conn.prompt(session_id=sid, prompt=text("hi"))
     assert result.stop_reason == "end_turn"
@@ -286,8 +340,7 @@ async def test_load_replays_the_newest_500_messages_bounded_in_size(
     for i in range(599):
         store.append(record.id, user_text(f"u{i}") if i % 2 else AssistantMessage(text=f"a{i}"))
     store.close()
-    result = await agent.conn.load_session(cwd=str(tmp_path), session_id=record.id,
-                                           mcp_servers=[])
+    result = await agent.conn.load_session(cwd=str(tmp_path), session_id=record.id, mcp_servers=[])
     assert result is not None
     replayed = [u for s, u in agent.editor.updates if s == record.id]
     assert len(replayed) == 500
@@ -377,8 +430,9 @@ async def test_delete_is_idempotent_and_removes_from_list(start: Any, tmp_path: 
 
 
 async def test_set_mode_switches_policy_and_announces_it(start: Any, tmp_path: Path) -> None:
-    agent = await start([{"toolCalls": [call("write_file", path="auto.txt", content="a")]},
-                         {"text": "ok"}])
+    agent = await start(
+        [{"toolCalls": [call("write_file", path="auto.txt", content="a")]}, {"text": "ok"}]
+    )
     sid = await agent.new_session(tmp_path)
     await agent.conn.set_session_mode(session_id=sid, mode_id="auto")
     (update,) = agent.editor.of("config_option_update")
@@ -389,9 +443,7 @@ async def test_set_mode_switches_policy_and_announces_it(start: Any, tmp_path: P
         await agent.conn.set_session_mode(session_id=sid, mode_id="turbo")
 
 
-async def test_mode_as_config_option_sends_current_mode_update(
-    start: Any, tmp_path: Path
-) -> None:
+async def test_mode_as_config_option_sends_current_mode_update(start: Any, tmp_path: Path) -> None:
     agent = await start()
     sid = await agent.new_session(tmp_path)
     result = await agent.conn.set_config_option(config_id="mode", session_id=sid, value="auto")
@@ -412,17 +464,20 @@ async def test_model_switch_mid_session(start: Any, tmp_path: Path) -> None:
 
 
 async def test_steer_joins_a_running_turn(start: Any, tmp_path: Path) -> None:
-    agent = await start([
-        {"text": "working", "delayMs": 400, "toolCalls": [call("list_dir")]},
-        {"text": "steered"},
-    ])
+    agent = await start(
+        [
+            {"text": "working", "delayMs": 400, "toolCalls": [call("list_dir")]},
+            {"text": "steered"},
+        ]
+    )
     sid = await agent.new_session(tmp_path)
     idle = await agent.conn.ext_method("raven/session/steer", {"sessionId": sid, "text": "x"})
     assert idle == {"status": "no_turn"}
     prompt = asyncio.create_task(agent.conn.prompt(session_id=sid, prompt=text("go")))
     await asyncio.sleep(0.15)
-    steered = await agent.conn.ext_method("raven/session/steer",
-                                          {"sessionId": sid, "text": "check the tests too"})
+    steered = await agent.conn.ext_method(
+        "raven/session/steer", {"sessionId": sid, "text": "check the tests too"}
+    )
     assert steered == {"status": "injected"}
     await prompt
     agent2 = await start()
@@ -450,8 +505,11 @@ async def test_large_frames_pass_and_oversized_frames_are_refused(
     assert result.stop_reason == "end_turn"
     assert agent.editor.text(sid) == big
     assert agent.proc.stdin is not None
-    agent.proc.stdin.write(b'{"jsonrpc":"2.0","id":"huge","method":"x","params":{"p":"'
-                           + b"z" * (17 * 1024 * 1024) + b'"}}\n')
+    agent.proc.stdin.write(
+        b'{"jsonrpc":"2.0","id":"huge","method":"x","params":{"p":"'
+        + b"z" * (17 * 1024 * 1024)
+        + b'"}}\n'
+    )
     await agent.proc.stdin.drain()
     listed = await agent.conn.list_sessions()
     assert listed.sessions

@@ -11,8 +11,12 @@ from typing import Any
 from tests.conftest import RAVEN, write_config
 from tests.e2e.acp_harness import alive
 
-INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": 1, "clientCapabilities": {}}}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": 1, "clientCapabilities": {}},
+}
 
 
 class Wire:
@@ -22,8 +26,13 @@ class Wire:
     @classmethod
     async def start(cls, env: dict[str, str]) -> Wire:
         proc = await asyncio.create_subprocess_exec(
-            *RAVEN, "acp", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL, env=env, limit=32 * 1024 * 1024,
+            *RAVEN,
+            "acp",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+            env=env,
+            limit=32 * 1024 * 1024,
         )
         return cls(proc)
 
@@ -67,8 +76,9 @@ async def test_bad_frames_get_errors_and_the_server_keeps_serving(env: dict[str,
     assert (await wire.recv())["error"]["code"] == -32601
     await wire.send({"jsonrpc": "2.0", "method": "some/notification", "params": {}})
     await wire.send({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 1}})
-    await wire.send({"jsonrpc": "2.0", "id": 5, "method": "session/prompt",
-                     "params": {"sessionId": "ses_x"}})
+    await wire.send(
+        {"jsonrpc": "2.0", "id": 5, "method": "session/prompt", "params": {"sessionId": "ses_x"}}
+    )
     invalid = await wire.recv()
     assert invalid["id"] == 5 and invalid["error"]["code"] == -32602
     assert "prompt" in invalid["error"]["message"]
@@ -80,8 +90,13 @@ async def test_bad_frames_get_errors_and_the_server_keeps_serving(env: dict[str,
 async def test_initialize_answers_version_1_whatever_was_asked(env: dict[str, str]) -> None:
     wire = await Wire.start(env)
     for request_id, version in enumerate(["2024-11-05", 7, None]):
-        await wire.send({**INIT, "id": request_id,
-                         "params": {"protocolVersion": version, "clientCapabilities": {}}})
+        await wire.send(
+            {
+                **INIT,
+                "id": request_id,
+                "params": {"protocolVersion": version, "clientCapabilities": {}},
+            }
+        )
         assert (await wire.recv())["result"]["protocolVersion"] == 1
     assert await wire.close() == 0
 
@@ -93,8 +108,14 @@ async def test_invalid_config_is_reported_on_session_new_not_at_start(
     wire = await Wire.start(env)
     await wire.send(INIT)
     await wire.recv()
-    await wire.send({"jsonrpc": "2.0", "id": 2, "method": "session/new",
-                     "params": {"cwd": str(tmp_path), "mcpServers": []}})
+    await wire.send(
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "session/new",
+            "params": {"cwd": str(tmp_path), "mcpServers": []},
+        }
+    )
     error = (await wire.recv())["error"]
     assert "configuration is invalid" in error["message"] and "models" in error["message"]
     assert await wire.close() == 0
@@ -113,19 +134,44 @@ async def test_eof_mid_turn_cancels_it_and_exits_within_5s(
     env: dict[str, str], home: Path, tmp_path: Path
 ) -> None:
     pidfile = tmp_path / "pid"
-    script = [{"toolCalls": [{"name": "run_command", "arguments": {
-        "command": f"sleep 60 & echo $! > {pidfile}; wait"}}]}]
+    script = [
+        {
+            "toolCalls": [
+                {
+                    "name": "run_command",
+                    "arguments": {"command": f"sleep 60 & echo $! > {pidfile}; wait"},
+                }
+            ]
+        }
+    ]
     (home / "script.json").write_text(json.dumps(script))
-    write_config(home, {"models": [{"id": "s", "provider": "scripted", "script": "script.json"}],
-                        "modes": [{"id": "auto", "name": "Auto", "approvals": "auto"}]})
+    write_config(
+        home,
+        {
+            "models": [{"id": "s", "provider": "scripted", "script": "script.json"}],
+            "modes": [{"id": "auto", "name": "Auto", "approvals": "auto"}],
+        },
+    )
     wire = await Wire.start(env)
     await wire.send(INIT)
     await wire.recv()
-    await wire.send({"jsonrpc": "2.0", "id": 2, "method": "session/new",
-                     "params": {"cwd": str(tmp_path), "mcpServers": []}})
+    await wire.send(
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "session/new",
+            "params": {"cwd": str(tmp_path), "mcpServers": []},
+        }
+    )
     sid = (await wire.reply_to(2))["result"]["sessionId"]
-    await wire.send({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
-                     "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}})
+    await wire.send(
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "session/prompt",
+            "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]},
+        }
+    )
     async with asyncio.timeout(10):
         while not (pidfile.exists() and pidfile.read_text().strip()):
             await asyncio.sleep(0.02)
@@ -150,10 +196,11 @@ def test_stray_prints_and_fd_1_writes_go_to_stderr_not_the_frame_stream() -> Non
         "print('stray print')\n"
         "os.write(1, b'raw fd write\\n')\n"
         "os.system('echo child output')\n"
-        "os.write(fd, b'{\"jsonrpc\":\"2.0\"}\\n')\n"
+        'os.write(fd, b\'{"jsonrpc":"2.0"}\\n\')\n'
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=30)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=30
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout == '{"jsonrpc":"2.0"}\n'
     for noise in ("stray print", "raw fd write", "child output"):

@@ -85,13 +85,16 @@ async def test_a_slow_request_does_not_block_others(wired: Any) -> None:
     assert (await pipe.wait_for(2))[1]["id"] == 1
 
 
-@pytest.mark.parametrize("frame, code", [
-    (b"[]", -32600),
-    (b"{oops", -32700),
-    (b'{"jsonrpc":"2.0","id":true,"method":"x"}', -32600),
-    (b'{"jsonrpc":"1.0","id":1,"method":"x"}', -32600),
-    (b'{"jsonrpc":"2.0","id":1,"method":"x","params":"str"}', -32602),
-])
+@pytest.mark.parametrize(
+    "frame, code",
+    [
+        (b"[]", -32600),
+        (b"{oops", -32700),
+        (b'{"jsonrpc":"2.0","id":true,"method":"x"}', -32600),
+        (b'{"jsonrpc":"1.0","id":1,"method":"x"}', -32600),
+        (b'{"jsonrpc":"2.0","id":1,"method":"x","params":"str"}', -32602),
+    ],
+)
 async def test_malformed_frames_get_the_right_error(wired: Any, frame: bytes, code: int) -> None:
     pipe, _, _ = wired
     pipe.feed(frame)

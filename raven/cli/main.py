@@ -7,7 +7,7 @@ import sys
 import click
 import typer
 
-from raven.cli import acp, chat, config_cmd, mcp_cmd, run, sessions_cmd
+from raven.cli import a2a_cmd, acp, chat, config_cmd, mcp_cmd, run, sessions_cmd
 
 app = typer.Typer(
     name="raven",
@@ -22,6 +22,7 @@ app.command("acp")(acp.acp_command)
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(sessions_cmd.app, name="sessions")
 app.add_typer(mcp_cmd.app, name="mcp")
+app.add_typer(a2a_cmd.app, name="a2a")
 
 
 def main() -> None:

@@ -7,6 +7,10 @@ package's state and never writes a file except through `save_config`.
 from raven.config.paths import Paths, resolve_paths
 from raven.config.schema import (
     ECHO_MODEL_ID,
+    A2AClientConfig,
+    A2AConfig,
+    A2APeer,
+    A2AServerConfig,
     Limits,
     McpHttpServer,
     McpServerSpec,
@@ -20,6 +24,10 @@ from raven.config.store import ConfigError, load_config, masked, save_config, st
 
 __all__ = [
     "ECHO_MODEL_ID",
+    "A2AClientConfig",
+    "A2AConfig",
+    "A2APeer",
+    "A2AServerConfig",
     "ConfigError",
     "Limits",
     "McpHttpServer",

@@ -7,8 +7,18 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
+
+from raven.origins import BadOrigin, parse_origin
 
 ECHO_MODEL_ID = "echo"
 
@@ -96,6 +106,53 @@ McpServerSpec = Annotated[
 ]
 
 
+class A2AServerConfig(_Model):
+    enabled: bool = False
+    """Mount the A2A routes on the gateway (`raven a2a serve` needs only the token)."""
+    token: str = ""
+    path: str = Field(default="/a2a", pattern=r"^/[A-Za-z0-9/_.-]*$")
+    host: str = "127.0.0.1"
+    port: int = Field(default=8710, ge=0, le=65535)
+    task_store: str = "memory"
+    """`memory`, `sqlite` (in the data directory), or an SQLAlchemy async URL."""
+    max_concurrent_tasks: int = Field(default=4, ge=1)
+    max_queued_tasks: int = Field(default=32, ge=0)
+    approvals: ApprovalPolicy = "ask"
+    cwd: str | None = None
+    """Working directory of inbound sessions; default `<data dir>/a2a-work`."""
+    input_timeout_s: float = Field(default=300.0, gt=0)
+    """How long a task waits in input-required before its question gets "no answer"."""
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+
+
+class A2APeer(_Model):
+    """A credential for one remote A2A origin, sent only to that origin."""
+
+    origin: str
+    auth_scheme: Literal["bearer"] = "bearer"
+    credential: str = Field(min_length=1)
+
+    @field_validator("origin")
+    @classmethod
+    def _valid_origin(cls, value: str) -> str:
+        try:
+            parse_origin(value)
+        except BadOrigin as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+
+class A2AClientConfig(_Model):
+    timeout_s: float = Field(default=300.0, gt=0)
+    max_response_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+
+
+class A2AConfig(_Model):
+    server: A2AServerConfig = Field(default_factory=A2AServerConfig)
+    peers: list[A2APeer] = Field(default_factory=list)
+    client: A2AClientConfig = Field(default_factory=A2AClientConfig)
+
+
 class Limits(_Model):
     max_turn_steps: int = Field(default=50, gt=0)
     """Model calls in one turn before it ends with `max_turn_requests`."""
@@ -114,9 +171,9 @@ class RavenConfig(_Model):
     default_mode: str | None = None
     limits: Limits = Field(default_factory=Limits)
     mcp_servers: list[McpServerSpec] = Field(default_factory=list)
-    # Reserved for the sub-agent, A2A and gateway faces; their schemas arrive with them.
+    # Reserved for the sub-agent and gateway faces; their schemas arrive with them.
     agents: list[dict[str, Any]] = Field(default_factory=list)
-    a2a: dict[str, Any] = Field(default_factory=dict, alias="a2a")
+    a2a: A2AConfig = Field(default_factory=A2AConfig, alias="a2a")
     gateway: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")

@@ -13,6 +13,7 @@ from typing import Protocol
 
 from raven.config import ConfigError, ModelSpec, ModeSpec, Paths, RavenConfig
 from raven.engine.session import LiveSession
+from raven.messages import AssistantMessage, Message, ToolResultMessage
 from raven.providers import Provider, create_provider, pick_model
 from raven.sessions import SessionStore
 from raven.tools import ToolSource, builtin_tools
@@ -76,13 +77,17 @@ class Runtime:
         return self._live.get(session_id)
 
     async def new_session(
-        self, cwd: Path, model_id: str | None = None, mode_id: str | None = None
+        self,
+        cwd: Path,
+        model_id: str | None = None,
+        mode_id: str | None = None,
+        session_id: str | None = None,
     ) -> LiveSession:
         model = self.model(model_id)
         mode = self.mode(mode_id)
         provider = self.provider(model)
         record = await asyncio.to_thread(
-            self.store.create, str(cwd), self.face, mode.id if mode else None, model.id
+            self.store.create, str(cwd), self.face, mode.id if mode else None, model.id, session_id
         )
         return self._keep(
             LiveSession(
@@ -104,6 +109,9 @@ class Runtime:
             return self._live[session_id]
         record = await asyncio.to_thread(self.store.get, session_id)
         history = await asyncio.to_thread(self.store.messages, session_id)
+        for result in interrupted_results(history):
+            await asyncio.to_thread(self.store.append, session_id, result)
+            history.append(result)
         model = self._stored_model(record.model)
         mode = self.config.find_mode(record.mode) if record.mode else None
         mode = mode or self.mode(None)
@@ -156,3 +164,18 @@ class Runtime:
                 return spec
             log.warning("session model %r is no longer configured; using the default", model_id)
         return self.model(None)
+
+
+INTERRUPTED_RESULT = "Interrupted: Raven stopped before this tool call finished."
+
+
+def interrupted_results(history: Sequence[Message]) -> list[ToolResultMessage]:
+    """Results for tool calls a killed process left unanswered, so providers accept the history."""
+    answered = {m.call_id for m in history if isinstance(m, ToolResultMessage)}
+    return [
+        ToolResultMessage(call_id=c.id, name=c.name, content=INTERRUPTED_RESULT, is_error=True)
+        for m in history
+        if isinstance(m, AssistantMessage)
+        for c in m.tool_calls
+        if c.id not in answered
+    ]

@@ -86,11 +86,17 @@ class SessionStore:
             self._db.execute("COMMIT")
 
     def create(
-        self, cwd: str, face: str, mode: str | None = None, model: str | None = None
+        self,
+        cwd: str,
+        face: str,
+        mode: str | None = None,
+        model: str | None = None,
+        session_id: str | None = None,
     ) -> SessionRecord:
+        """A new session; `session_id` lets a face derive ids (it must be unused)."""
         stamp = now_iso()
         record = SessionRecord(
-            id=f"ses_{uuid.uuid4().hex}",
+            id=session_id or f"ses_{uuid.uuid4().hex}",
             cwd=cwd,
             title="",
             mode=mode,

@@ -323,3 +323,19 @@ def _alive(pid: int) -> bool:
     except (ProcessLookupError, FileNotFoundError):
         return False
     return state not in ("Z", "X")
+
+
+async def test_opening_a_session_answers_tool_calls_a_killed_process_left_open(
+    make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    from raven.messages import ToolCall, user_text
+
+    runtime = make_runtime()
+    record = runtime.store.create(str(tmp_path), face="test", model="test")
+    runtime.store.append(record.id, user_text("go"))
+    calls = [ToolCall(id="k1", name="run_command", arguments={"command": "sleep 9"})]
+    runtime.store.append(record.id, AssistantMessage(tool_calls=calls))
+    session = await runtime.open_session(record.id)
+    result = session.history[-1]
+    assert isinstance(result, ToolResultMessage) and result.call_id == "k1" and result.is_error
+    assert runtime.store.count_messages(record.id) == 3

@@ -1,0 +1,12 @@
+"""The A2A server face: Raven as an A2A v1.0 agent over HTTP JSON-RPC.
+
+Owns the agent card, the executor (one inbound task = one Raven turn), bearer
+authentication and the aiohttp binding. Protocol handling goes through
+`a2a-sdk`; only the HTTP binding is Raven's. `add_a2a_routes` mounts it on any
+aiohttp application (standalone or the gateway). Imports `a2a` and `aiohttp`.
+"""
+
+from raven.a2a.mount import A2AMount, SubagentRefused, build_mount
+from raven.a2a.routes import add_a2a_routes
+
+__all__ = ["A2AMount", "SubagentRefused", "add_a2a_routes", "build_mount"]

@@ -1,0 +1,78 @@
+"""Raven's A2A agent card (v1.0), public and extended. Pure construction; no I/O."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentExtension,
+    AgentInterface,
+    AgentSkill,
+    HTTPAuthSecurityScheme,
+    SecurityRequirement,
+    SecurityScheme,
+    StringList,
+)
+from google.protobuf import struct_pb2
+
+from raven import __version__
+
+SUBAGENTS_EXTENSION_URI = "urn:raven:a2a:subagents:v1"
+BEARER = "bearer"
+
+
+def agent_card(rpc_url: str, roster: list[dict[str, Any]] | None = None) -> AgentCard:
+    """The public card for an RPC endpoint at `rpc_url`; `roster` switches on the extended card."""
+    return AgentCard(
+        name="Raven",
+        description=(
+            "A personal software agent: reads, searches and edits files and runs commands "
+            "in its working directory, with the operator's approval policy."
+        ),
+        version=__version__,
+        supported_interfaces=[
+            AgentInterface(url=rpc_url, protocol_binding="JSONRPC", protocol_version="1.0")
+        ],
+        capabilities=AgentCapabilities(
+            streaming=True, push_notifications=False, extended_agent_card=bool(roster)
+        ),
+        security_schemes={
+            BEARER: SecurityScheme(
+                http_auth_security_scheme=HTTPAuthSecurityScheme(scheme="bearer")
+            )
+        },
+        security_requirements=[SecurityRequirement(schemes={BEARER: StringList()})],
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
+        skills=[
+            AgentSkill(
+                id="general",
+                name="General software work",
+                description="Answer questions about a code base, change files, run commands.",
+                tags=["coding", "files", "shell"],
+                examples=[
+                    "Summarise what this repository does.",
+                    "Run the tests and fix failures.",
+                ],
+            )
+        ],
+    )
+
+
+def extended_card(public: AgentCard, roster: list[dict[str, Any]]) -> AgentCard:
+    """The public card plus the local sub-agent roster, as reference data only."""
+    card = AgentCard()
+    card.CopyFrom(public)
+    params = struct_pb2.Struct()
+    params.update({"agents": roster, "callable": False})
+    card.capabilities.extensions.append(
+        AgentExtension(
+            uri=SUBAGENTS_EXTENSION_URI,
+            description="Local sub-agents this Raven drives (reference only; not callable here).",
+            required=False,
+            params=params,
+        )
+    )
+    return card

@@ -1,0 +1,272 @@
+"""One inbound A2A task = one Raven turn.
+
+The turn runs in a job of its own, so that a question can park the task in
+input-required (`execute` returns, as the SDK requires) while the turn waits; a
+follow-up message with the same task id answers it and `execute` resumes
+publishing. Failures reach the peer as a fixed safe message; details go to the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from a2a.helpers import new_text_part
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.context import ServerCallContext
+from a2a.server.events import EventQueue
+from a2a.server.tasks import TaskUpdater
+from a2a.types import Task, TaskState, TaskStatus
+
+from raven.config import A2AServerConfig
+from raven.engine import (
+    AgentText,
+    ApprovalRequest,
+    Decision,
+    LiveSession,
+    Question,
+    Runtime,
+    TurnEnded,
+    TurnEvent,
+    run_turn,
+)
+from raven.messages import TextPart
+from raven.sessions import SessionNotFound
+
+log = logging.getLogger(__name__)
+
+FAILED_MESSAGE = "Raven could not complete this task. The operator can find the details in its log."
+NO_ANSWER = "(no answer: the question timed out)"
+_YES = {"y", "yes", "allow", "ok", "approve", "approved"}
+_ALWAYS = {"a", "always", "allow always"}
+
+TimeoutAnswer = Callable[[str, str, ServerCallContext], Awaitable[None]]
+
+
+@dataclass
+class _Question:
+    text: str
+    answer: asyncio.Future[str | None]
+
+
+@dataclass
+class _Done:
+    stop: str
+    text: str
+    error: str | None
+
+
+@dataclass
+class _Job:
+    task_id: str
+    context_id: str
+    session: LiveSession
+    cancel: asyncio.Event = field(default_factory=asyncio.Event)
+    events: asyncio.Queue[_Question | _Done] = field(default_factory=asyncio.Queue)
+    pending: _Question | None = None
+    turn: asyncio.Task[None] | None = None
+    call_context: ServerCallContext | None = None
+    timer: asyncio.Task[None] | None = None
+    resuming: bool = False
+    """The question timed out and was answered with "no answer"; the next execute resumes."""
+
+
+class _JobAsker:
+    """Asks the peer through the task: each question parks it in input-required."""
+
+    def __init__(self, job: _Job, policy: str) -> None:
+        self._job = job
+        self._policy = policy
+
+    async def approve(self, request: ApprovalRequest) -> Decision:
+        if self._policy == "auto":
+            return "allow_once"
+        if self._policy == "deny":
+            return "reject_once"
+        answer = await self._ask(f"Allow {request.title}? Answer yes, always, or no.")
+        word = (answer or "").strip().lower().rstrip(".!")
+        if word in _ALWAYS:
+            return "allow_always"
+        return "allow_once" if word in _YES else "reject_once"
+
+    async def ask(self, question: Question) -> str | None:
+        text = question.text
+        if question.choices:
+            text += "\nChoices: " + "; ".join(question.choices)
+        return await self._ask(text)
+
+    async def _ask(self, text: str) -> str | None:
+        future: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+        self._job.pending = _Question(text, future)
+        self._job.events.put_nowait(self._job.pending)
+        try:
+            return await future
+        finally:
+            self._job.pending = None
+
+
+class RavenExecutor(AgentExecutor):
+    def __init__(self, runtime: Runtime, settings: A2AServerConfig, workdir: Path) -> None:
+        self._runtime = runtime
+        self._settings = settings
+        self._workdir = workdir
+        self._jobs: dict[str, _Job] = {}
+        self._slots = asyncio.Semaphore(settings.max_concurrent_tasks)
+        self._waiting = 0
+        self.on_question_timeout: TimeoutAnswer | None = None
+        """Answers a parked task with "no answer" through the request handler (set by the mount)."""
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        assert context.task_id and context.context_id and context.message
+        updater = TaskUpdater(event_queue, context.task_id, context.context_id)
+        job = self._jobs.get(context.task_id)
+        if context.current_task is None:
+            await event_queue.enqueue_event(
+                Task(
+                    id=context.task_id,
+                    context_id=context.context_id,
+                    status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED),
+                    history=[context.message],
+                )
+            )
+        if job is not None and job.pending is not None:
+            self._cancel_timer(job)
+            job.pending.answer.set_result(context.get_user_input())
+        elif job is not None and job.resuming:
+            job.resuming = False
+        else:
+            if self._waiting >= self._settings.max_queued_tasks and self._slots.locked():
+                await updater.reject(
+                    updater.new_agent_message(
+                        [
+                            new_text_part(
+                                "Raven is busy: too many tasks are waiting. Try again later."
+                            )
+                        ]
+                    )
+                )
+                return
+            job = await self._start(context)
+            if job is None:
+                await updater.reject(
+                    updater.new_agent_message(
+                        [
+                            new_text_part(
+                                "This conversation already has a task running or waiting "
+                                "for input; finish that task first."
+                            )
+                        ]
+                    )
+                )
+                return
+        job.call_context = context.call_context
+        await updater.start_work()
+        await self._publish(job, updater)
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        job = self._jobs.get(context.task_id or "")
+        if job is not None:
+            job.cancel.set()
+            self._cancel_timer(job)
+            if job.turn is not None:
+                await asyncio.wait([job.turn], timeout=5)
+        assert context.task_id and context.context_id
+        await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
+
+    async def aclose(self) -> None:
+        for job in list(self._jobs.values()):
+            job.cancel.set()
+            self._cancel_timer(job)
+        turns = [j.turn for j in self._jobs.values() if j.turn is not None]
+        if turns:
+            await asyncio.wait(turns, timeout=5)
+
+    async def _start(self, context: RequestContext) -> _Job | None:
+        assert context.task_id and context.context_id
+        session = await self._session(context)
+        if session.is_busy:
+            return None
+        job = _Job(context.task_id, context.context_id, session)
+        self._jobs[job.task_id] = job
+        prompt = context.get_user_input()
+        self._waiting += 1
+        try:
+            await self._slots.acquire()
+        finally:
+            self._waiting -= 1
+        job.turn = asyncio.create_task(self._run(job, prompt), name=f"a2a:{job.task_id}")
+        return job
+
+    async def _run(self, job: _Job, prompt: str) -> None:
+        text: list[str] = []
+        ended: list[TurnEnded] = []
+
+        def emit(event: TurnEvent) -> None:
+            if isinstance(event, AgentText):
+                text.append(event.text)
+            elif isinstance(event, TurnEnded):
+                ended.append(event)
+
+        try:
+            stop = await run_turn(
+                job.session,
+                [TextPart(text=prompt)],
+                _JobAsker(job, self._settings.approvals),
+                emit,
+                job.cancel,
+            )
+            error = ended[-1].error if ended else None
+            job.events.put_nowait(_Done(stop, "".join(text), error))
+        except Exception:
+            log.exception("A2A task %s: the turn failed", job.task_id)
+            job.events.put_nowait(_Done("end_turn", "", "internal error"))
+        finally:
+            self._slots.release()
+
+    async def _publish(self, job: _Job, updater: TaskUpdater) -> None:
+        """Publish the job's next stop: a question (task parks) or the end of the turn."""
+        event = await job.events.get()
+        if isinstance(event, _Question):
+            await updater.requires_input(updater.new_agent_message([new_text_part(event.text)]))
+            job.timer = asyncio.create_task(self._time_out(job))
+            return
+        self._jobs.pop(job.task_id, None)
+        if event.stop == "cancelled":
+            return
+        if event.error:
+            log.warning("A2A task %s failed: %s", job.task_id, event.error)
+            await updater.failed(updater.new_agent_message([new_text_part(FAILED_MESSAGE)]))
+            return
+        reply = event.text or "(no answer)"
+        await updater.add_artifact([new_text_part(reply)], name="response", last_chunk=True)
+        await updater.complete(updater.new_agent_message([new_text_part(reply)]))
+
+    async def _time_out(self, job: _Job) -> None:
+        await asyncio.sleep(self._settings.input_timeout_s)
+        if job.pending is None or self.on_question_timeout is None or job.call_context is None:
+            return
+        log.info("A2A task %s: the question timed out unanswered", job.task_id)
+        job.timer = None
+        job.resuming = True
+        job.pending.answer.set_result(None)
+        await self.on_question_timeout(job.task_id, job.context_id, job.call_context)
+
+    def _cancel_timer(self, job: _Job) -> None:
+        if job.timer is not None and job.timer is not asyncio.current_task():
+            job.timer.cancel()
+        job.timer = None
+
+    async def _session(self, context: RequestContext) -> LiveSession:
+        assert context.context_id
+        owner = context.call_context.user.user_name if context.call_context else ""
+        digest = hashlib.sha256(f"{owner}\0{context.context_id}".encode()).hexdigest()[:32]
+        session_id = f"a2a_{digest}"
+        try:
+            return await self._runtime.open_session(session_id)
+        except SessionNotFound:
+            self._workdir.mkdir(parents=True, exist_ok=True)
+            return await self._runtime.new_session(self._workdir, session_id=session_id)

@@ -1,0 +1,124 @@
+"""Assembling the A2A face: task store, executor and the SDK's request handler.
+
+One `A2AMount` serves both hostings (standalone and the gateway). Refuses to
+exist inside a sub-agent process.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from a2a.server.context import ServerCallContext
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.tasks import InMemoryTaskStore, TaskStore
+from a2a.types import AgentCard, Message, Part, Role, SendMessageRequest
+
+from raven.a2a.card import agent_card, extended_card
+from raven.a2a.executor import NO_ANSWER, RavenExecutor
+from raven.config import A2AServerConfig, ConfigError
+from raven.engine import Runtime
+from raven.errors import RavenError
+
+log = logging.getLogger(__name__)
+
+SUBAGENT_ENV = "RAVEN_SUBAGENT"
+RELEASE_MARGIN_S = 60.0
+
+
+class SubagentRefused(RavenError):
+    """A2A hosting inside a sub-agent process, which must never listen for peers."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "refusing to serve A2A inside a sub-agent process (RAVEN_SUBAGENT=1): "
+            "a sub-agent must not accept work from remote peers"
+        )
+
+
+@dataclass
+class A2AMount:
+    settings: A2AServerConfig
+    handler: DefaultRequestHandler
+    executor: RavenExecutor
+    task_store: TaskStore
+    roster: list[dict[str, Any]]
+
+    def card(self, rpc_url: str) -> AgentCard:
+        return agent_card(rpc_url, self.roster)
+
+    async def aclose(self) -> None:
+        await self.executor.aclose()
+        await self.handler.aclose()
+        engine = getattr(self.task_store, "engine", None)
+        if engine is not None:
+            await engine.dispose()
+
+
+def build_mount(
+    runtime: Runtime, settings: A2AServerConfig, env: Mapping[str, str] = os.environ
+) -> A2AMount:
+    """The A2A face over `runtime`; raises `SubagentRefused` or `ConfigError`."""
+    if env.get(SUBAGENT_ENV) == "1":
+        raise SubagentRefused()
+    if not settings.token:
+        raise ConfigError("a2a.server.token is empty; run `raven a2a enable` to mint one")
+    workdir = runtime.paths.data_dir / "a2a-work"
+    if settings.cwd:
+        workdir = runtime.paths.config_dir / settings.cwd
+    roster = [
+        {k: v for k, v in agent.items() if k in ("name", "description")}
+        for agent in runtime.config.agents
+        if isinstance(agent.get("name"), str)
+    ]
+    store = task_store(settings.task_store, runtime)
+    executor = RavenExecutor(runtime, settings, workdir)
+    public = agent_card("http://localhost" + settings.path, roster)
+    handler = DefaultRequestHandler(
+        agent_executor=executor,
+        task_store=store,
+        agent_card=public,
+        extended_agent_card=extended_card(public, roster) if roster else None,
+        interrupted_task_timeout=settings.input_timeout_s + RELEASE_MARGIN_S,
+    )
+
+    async def answer_timed_out(task_id: str, context_id: str, ctx: ServerCallContext) -> None:
+        message = Message(
+            message_id=uuid.uuid4().hex,
+            role=Role.ROLE_USER,
+            task_id=task_id,
+            context_id=context_id,
+            parts=[Part(text=NO_ANSWER)],
+        )
+        try:
+            await handler.on_message_send(SendMessageRequest(message=message), ctx)
+        except Exception:
+            log.exception("A2A task %s: could not resume after the question timed out", task_id)
+
+    executor.on_question_timeout = answer_timed_out
+    return A2AMount(settings, handler, executor, store, roster)
+
+
+def task_store(kind: str, runtime: Runtime) -> TaskStore:
+    """`memory`, `sqlite` (a file in the data directory) or an SQLAlchemy async URL."""
+    if kind == "memory":
+        return InMemoryTaskStore()
+    try:
+        from a2a.server.tasks import DatabaseTaskStore
+        from sqlalchemy.ext.asyncio import create_async_engine
+    except ImportError as exc:
+        raise ConfigError(f"a2a.server.taskStore {kind!r} needs SQLAlchemy: {exc}") from exc
+    if kind == "sqlite":
+        runtime.paths.data_dir.mkdir(parents=True, exist_ok=True)
+        url = f"sqlite+aiosqlite:///{runtime.paths.data_dir / 'a2a-tasks.db'}"
+    else:
+        url = kind
+    try:
+        engine = create_async_engine(url)
+    except Exception as exc:
+        raise ConfigError(f"a2a.server.taskStore: cannot use {kind!r}: {exc}") from exc
+    return DatabaseTaskStore(engine, create_table=True)

@@ -1,0 +1,347 @@
+"""A2A's JSON-RPC binding on aiohttp: the card route and the RPC route.
+
+Checks, in order: body size, JSON, bearer token, A2A-Version, envelope and
+method, params; then hands the typed request to the SDK's handler. Errors use
+the SDK's types and codes; exception text and the token never reach a caller
+or a log line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from a2a import types as a2a_types
+from a2a.extensions.common import get_requested_extensions
+from a2a.server import jsonrpc_models
+from a2a.server.context import ServerCallContext
+from a2a.server.request_handlers import build_error_response
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+from a2a.utils import constants
+from a2a.utils.errors import (
+    A2AError,
+    InternalError,
+    InvalidParamsError,
+    InvalidRequestError,
+    MethodNotFoundError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
+from a2a.utils.proto_utils import to_stream_response
+from a2a.utils.version_validator import validate_version
+from aiohttp import web
+from google.protobuf.json_format import MessageToDict, ParseDict
+
+from raven.a2a.auth import Caller, authenticate
+from raven.a2a.mount import A2AMount
+
+log = logging.getLogger(__name__)
+
+KEEPALIVE_S = 15.0
+_READ_CHUNK = 65536
+_TERMINAL = {
+    a2a_types.TaskState.TASK_STATE_COMPLETED,
+    a2a_types.TaskState.TASK_STATE_FAILED,
+    a2a_types.TaskState.TASK_STATE_CANCELED,
+    a2a_types.TaskState.TASK_STATE_REJECTED,
+}
+_REQUESTS: dict[str, type[Any]] = {
+    "SendMessage": a2a_types.SendMessageRequest,
+    "SendStreamingMessage": a2a_types.SendMessageRequest,
+    "GetTask": a2a_types.GetTaskRequest,
+    "ListTasks": a2a_types.ListTasksRequest,
+    "CancelTask": a2a_types.CancelTaskRequest,
+    "SubscribeToTask": a2a_types.SubscribeToTaskRequest,
+    "GetExtendedAgentCard": a2a_types.GetExtendedAgentCardRequest,
+    "CreateTaskPushNotificationConfig": a2a_types.TaskPushNotificationConfig,
+    "GetTaskPushNotificationConfig": a2a_types.GetTaskPushNotificationConfigRequest,
+    "ListTaskPushNotificationConfigs": a2a_types.ListTaskPushNotificationConfigsRequest,
+    "DeleteTaskPushNotificationConfig": a2a_types.DeleteTaskPushNotificationConfigRequest,
+}
+_STREAMING = {"SendStreamingMessage", "SubscribeToTask"}
+
+
+@validate_version(constants.PROTOCOL_VERSION_1_0)
+async def _check_version(context: ServerCallContext) -> None:
+    """Raises the SDK's VersionNotSupportedError unless the request speaks A2A 1.x."""
+
+
+def add_a2a_routes(app: web.Application, mount: A2AMount) -> None:
+    """Serve the card at the well-known path and JSON-RPC at `mount.settings.path`."""
+    binding = _Binding(mount)
+    app.router.add_get(constants.AGENT_CARD_WELL_KNOWN_PATH, binding.card)
+    app.router.add_post(mount.settings.path, binding.rpc)
+
+
+class _Binding:
+    def __init__(self, mount: A2AMount) -> None:
+        self._mount = mount
+        handler = mount.handler
+        self._unary: dict[str, Callable[[Any, ServerCallContext], Awaitable[Any]]] = {
+            "SendMessage": handler.on_message_send,
+            "GetTask": handler.on_get_task,
+            "ListTasks": handler.on_list_tasks,
+            "CancelTask": handler.on_cancel_task,
+            "GetExtendedAgentCard": handler.on_get_extended_agent_card,
+            "CreateTaskPushNotificationConfig": handler.on_create_task_push_notification_config,
+            "GetTaskPushNotificationConfig": handler.on_get_task_push_notification_config,
+            "ListTaskPushNotificationConfigs": handler.on_list_task_push_notification_configs,
+            "DeleteTaskPushNotificationConfig": handler.on_delete_task_push_notification_config,
+        }
+
+    async def card(self, request: web.Request) -> web.StreamResponse:
+        body = agent_card_to_dict(self._mount.card(_rpc_url(request, self._mount.settings.path)))
+        text = json.dumps(body, ensure_ascii=False)
+        etag = 'W/"' + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest() + '"'
+        if request.headers.get("If-None-Match") == etag:
+            return web.Response(status=304, headers={"ETag": etag})
+        return web.Response(text=text, content_type="application/json", headers={"ETag": etag})
+
+    async def rpc(self, request: web.Request) -> web.StreamResponse:
+        body = await _read_limited(request, self._mount.settings.max_body_bytes)
+        if body is None:
+            limit = self._mount.settings.max_body_bytes
+            return _json(
+                build_error_response(
+                    None,
+                    InvalidRequestError(message=f"Payload too large: the limit is {limit} bytes"),
+                ),
+                status=413,
+            )
+        try:
+            message = json.loads(body)
+        except (ValueError, UnicodeDecodeError):
+            return _json(build_error_response(None, jsonrpc_models.JSONParseError()))
+        caller = authenticate(request.headers.get("Authorization"), self._mount.settings.token)
+        if caller is None:
+            error = {"code": -32000, "message": "Unauthorized: a valid bearer token is required"}
+            return _json(
+                {"jsonrpc": "2.0", "id": None, "error": error},
+                status=401,
+                headers={"WWW-Authenticate": 'Bearer realm="a2a"'},
+            )
+        request_id = message.get("id") if isinstance(message, dict) else None
+        try:
+            method, params = _envelope(message)
+            context = _call_context(request, caller, method, request_id)
+            await _check_version(context)
+            if method not in _REQUESTS:
+                raise MethodNotFoundError(message=f"Method not found: {method}")
+            typed = _params(method, params)
+            if isinstance(typed, a2a_types.SendMessageRequest):
+                await self._prepare_follow_up(typed, context)
+            if method in _STREAMING:
+                return await self._stream(request, request_id, method, typed, context)
+            result = await self._unary[method](typed, context)
+            return _json(
+                {"jsonrpc": "2.0", "id": request_id, "result": _result(method, typed, result)}
+            )
+        except A2AError as exc:
+            return _json(build_error_response(_safe_id(request_id), exc))
+        except Exception:
+            log.exception("A2A request failed")
+            return _json(
+                build_error_response(_safe_id(request_id), InternalError(message="Internal error"))
+            )
+
+    async def _prepare_follow_up(
+        self, request: a2a_types.SendMessageRequest, context: ServerCallContext
+    ) -> None:
+        """SDK workarounds for a message continuing a task (reference §4 step 6)."""
+        task_id = request.message.task_id
+        if not task_id:
+            return
+        task = await self._mount.task_store.get(task_id, context)
+        if task is None:
+            raise TaskNotFoundError(message=f"Task {task_id} not found")
+        if task.status.state in _TERMINAL:
+            state = a2a_types.TaskState.Name(task.status.state)
+            raise UnsupportedOperationError(message=f"Task {task_id} is in terminal state: {state}")
+        if not request.message.context_id:
+            request.message.context_id = task.context_id
+
+    async def _stream(
+        self,
+        request: web.Request,
+        request_id: Any,
+        method: str,
+        typed: Any,
+        context: ServerCallContext,
+    ) -> web.StreamResponse:
+        handler = self._mount.handler
+        events: AsyncIterator[Any] = (
+            handler.on_message_send_stream(typed, context)
+            if method == "SendStreamingMessage"
+            else handler.on_subscribe_to_task(typed, context)
+        )
+        first = await anext(events)
+        response = web.StreamResponse(
+            headers={
+                "Content-Type": "text/event-stream",
+                "Cache-Control": "no-store",
+                "X-Accel-Buffering": "no",
+            }
+        )
+        await response.prepare(request)
+        lock = asyncio.Lock()
+
+        async def send(chunk: bytes) -> None:
+            async with lock:
+                await response.write(chunk)
+
+        async def keepalive() -> None:
+            while True:
+                await asyncio.sleep(KEEPALIVE_S)
+                await send(b": ping\n\n")
+
+        pinger = asyncio.create_task(keepalive())
+        try:
+            event = first
+            while True:
+                envelope = {
+                    "jsonrpc": "2.0",
+                    "id": request_id,
+                    "result": MessageToDict(to_stream_response(event)),
+                }
+                await send(b"data: " + json.dumps(envelope, ensure_ascii=False).encode() + b"\n\n")
+                try:
+                    event = await anext(events)
+                except StopAsyncIteration:
+                    break
+        except (ConnectionResetError, asyncio.CancelledError):
+            log.info("A2A stream: the client went away")
+        except A2AError as exc:
+            await _send_error(send, build_error_response(_safe_id(request_id), exc))
+        except Exception:
+            log.exception("A2A stream failed")
+            await _send_error(
+                send,
+                build_error_response(_safe_id(request_id), InternalError(message="Internal error")),
+            )
+        finally:
+            pinger.cancel()
+            with contextlib.suppress(Exception):
+                await events.aclose()  # type: ignore[attr-defined]
+            with contextlib.suppress(ConnectionResetError):
+                await response.write_eof()
+        return response
+
+
+async def _send_error(send: Callable[[bytes], Awaitable[None]], error: dict[str, Any]) -> None:
+    with contextlib.suppress(ConnectionResetError):
+        await send(b"event: error\ndata: " + json.dumps(error).encode() + b"\n\n")
+
+
+async def _read_limited(request: web.Request, limit: int) -> bytes | None:
+    """The body, or None when it is longer than `limit`."""
+    declared = request.content_length
+    if declared is not None and declared > limit:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := await request.content.read(_READ_CHUNK):
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _envelope(message: Any) -> tuple[str, dict[str, Any]]:
+    if isinstance(message, list):
+        raise InvalidRequestError(message="Batch requests are not supported")
+    if not isinstance(message, dict):
+        raise InvalidRequestError(message="The request must be a JSON object")
+    request_id = message.get("id")
+    if isinstance(request_id, bool) or not isinstance(request_id, str | int | type(None)):
+        raise InvalidRequestError(message="Invalid request id")
+    if message.get("jsonrpc") != "2.0":
+        raise InvalidRequestError(message='jsonrpc must be "2.0"')
+    method = message.get("method")
+    if not isinstance(method, str):
+        raise InvalidRequestError(message="method is missing")
+    params = message.get("params")
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise InvalidParamsError(message="params must be an object")
+    return method, params
+
+
+def _params(method: str, params: dict[str, Any]) -> Any:
+    try:
+        typed = ParseDict(params, _REQUESTS[method](), ignore_unknown_fields=True)
+    except Exception as exc:
+        raise InvalidParamsError(message=f"Invalid params for {method}: {exc}") from None
+    if method == "ListTasks" and "status" in params:
+        status = params["status"]
+        if isinstance(status, str) and status not in a2a_types.TaskState.keys():
+            raise InvalidParamsError(message=f"Unknown task state {status!r}")
+    return typed
+
+
+def _call_context(
+    request: web.Request, caller: Caller, method: str, request_id: Any
+) -> ServerCallContext:
+    headers = {k.lower(): v for k, v in request.headers.items() if k.lower() != "authorization"}
+    return ServerCallContext(
+        user=caller,
+        state={"headers": headers, "method": method, "request_id": request_id},
+        requested_extensions=get_requested_extensions(request.headers.getall("A2A-Extensions", [])),
+    )
+
+
+def _result(method: str, typed: Any, result: Any) -> Any:
+    if result is None:
+        if method in ("GetTask", "CancelTask"):
+            raise TaskNotFoundError()
+        return None
+    if method == "SendMessage":
+        wrapped = (
+            a2a_types.SendMessageResponse(message=result)
+            if isinstance(result, a2a_types.Message)
+            else a2a_types.SendMessageResponse(task=result)
+        )
+        return MessageToDict(wrapped)
+    if method == "ListTasks":
+        body = MessageToDict(result, always_print_fields_with_no_presence=True)
+        if not typed.include_artifacts:
+            for task in body.get("tasks", []):
+                task.pop("artifacts", None)
+        return body
+    return MessageToDict(result)
+
+
+def _rpc_url(request: web.Request, path: str) -> str:
+    """The RPC URL as the caller reached it; forwarded schemes count only if http or https."""
+    scheme = request.scheme
+    forwarded = request.headers.get("X-Forwarded-Proto", "").split(",")[0].strip().lower()
+    for part in request.headers.get("Forwarded", "").split(";"):
+        key, _, value = part.strip().partition("=")
+        if key.lower() == "proto":
+            forwarded = value.strip().strip('"').lower()
+    if forwarded in ("http", "https"):
+        scheme = forwarded
+    return f"{scheme}://{request.host}{path}"
+
+
+def _safe_id(request_id: Any) -> str | int | None:
+    return (
+        request_id
+        if isinstance(request_id, str | int) and not isinstance(request_id, bool)
+        else None
+    )
+
+
+def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(
+        text=json.dumps(body, ensure_ascii=False),
+        status=status,
+        content_type="application/json",
+        headers=headers,
+    )

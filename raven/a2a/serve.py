@@ -1,0 +1,60 @@
+"""Standalone hosting: the A2A routes on an aiohttp server of their own."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import signal
+from collections.abc import Callable
+
+from aiohttp import web
+
+from raven.a2a.mount import A2AMount
+from raven.a2a.routes import add_a2a_routes
+from raven.config import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, allow_remote: bool) -> None:
+    if not is_loopback(host) and not allow_remote:
+        raise ConfigError(
+            f"refusing to listen on {host}, which is not a loopback address; "
+            "pass --allow-remote if you mean it"
+        )
+
+
+async def serve(
+    mount: A2AMount, host: str, port: int, announce: Callable[[str, str], None]
+) -> None:
+    """Serve until SIGINT or SIGTERM; `announce(card_url, rpc_url)` once listening."""
+    app = web.Application()
+    add_a2a_routes(app, mount)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    try:
+        await site.start()
+        bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        shown = f"[{host}]" if ":" in host else host
+        base = f"http://{shown}:{bound}"
+        announce(f"{base}/.well-known/agent-card.json", f"{base}{mount.settings.path}")
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        log.info("stopping the A2A server")
+    finally:
+        await mount.aclose()
+        await runner.cleanup()

@@ -1,0 +1,144 @@
+"""`raven a2a enable | disable | status | card | serve`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from raven.cli.options import ConfigOption
+
+app = typer.Typer(help="Serve Raven to remote agents over A2A.", no_args_is_help=True)
+
+
+@app.command("enable")
+def enable_command(config: ConfigOption = None) -> None:
+    """Enable the A2A routes on the gateway; mints a token when none is set."""
+    import secrets
+
+    from raven.cli.options import load
+    from raven.config import save_config
+
+    cfg, paths = load(config, "cli")
+    server = cfg.a2a.server
+    minted = "" if server.token else secrets.token_urlsafe(32)
+    server = server.model_copy(update={"enabled": True, "token": server.token or minted})
+    save_config(
+        cfg.model_copy(update={"a2a": cfg.a2a.model_copy(update={"server": server})}),
+        paths.config_file,
+    )
+    typer.echo(f"A2A enabled in {paths.config_file}")
+    if minted:
+        typer.echo(f"bearer token (shown once; give it to the peers you trust): {minted}")
+    typer.echo("A running gateway must be restarted for this to take effect.")
+
+
+@app.command("disable")
+def disable_command(config: ConfigOption = None) -> None:
+    """Disable the A2A routes on the gateway; the token is kept."""
+    from raven.cli.options import load
+    from raven.config import save_config
+
+    cfg, paths = load(config, "cli")
+    server = cfg.a2a.server.model_copy(update={"enabled": False})
+    save_config(
+        cfg.model_copy(update={"a2a": cfg.a2a.model_copy(update={"server": server})}),
+        paths.config_file,
+    )
+    typer.echo("A2A disabled (token kept). A running gateway must be restarted.")
+
+
+@app.command("status")
+def status_command(
+    show_token: Annotated[bool, typer.Option("--show-token", help="Print the token.")] = False,
+    config: ConfigOption = None,
+) -> None:
+    """Show whether A2A is enabled and how it is served (never the token, unless asked)."""
+    from raven.cli.options import load
+
+    cfg, _ = load(config, "cli")
+    s = cfg.a2a.server
+    token = (s.token or "(not set)") if show_token else ("set" if s.token else "not set")
+    typer.echo(f"enabled:    {'yes' if s.enabled else 'no'}")
+    typer.echo(f"token:      {token}")
+    typer.echo(f"path:       {s.path}")
+    typer.echo(f"listen:     {s.host}:{s.port} (raven a2a serve)")
+    typer.echo(f"task store: {s.task_store}")
+    typer.echo(f"approvals:  {s.approvals}")
+
+
+@app.command("card")
+def card_command(
+    extended: Annotated[bool, typer.Option("--extended", help="The authenticated card.")] = False,
+    config: ConfigOption = None,
+) -> None:
+    """Print the agent card that would be served."""
+    import json
+
+    from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+
+    from raven.a2a.card import agent_card, extended_card
+    from raven.cli.options import load
+
+    cfg, _ = load(config, "cli")
+    s = cfg.a2a.server
+    roster = [
+        {k: v for k, v in a.items() if k in ("name", "description")}
+        for a in cfg.agents
+        if isinstance(a.get("name"), str)
+    ]
+    card = agent_card(f"http://{s.host}:{s.port}{s.path}", roster)
+    if extended:
+        card = extended_card(card, roster)
+    typer.echo(json.dumps(agent_card_to_dict(card), indent=2))
+
+
+@app.command("serve")
+def serve_command(
+    host: Annotated[str | None, typer.Option("--host", help="Address to listen on.")] = None,
+    port: Annotated[int | None, typer.Option("--port", help="Port (0 picks a free one).")] = None,
+    allow_remote: Annotated[
+        bool, typer.Option("--allow-remote", help="Allow a non-loopback address.")
+    ] = False,
+    config: ConfigOption = None,
+) -> None:
+    """Serve A2A on a listener of its own (needs a token; not `enabled`)."""
+    import asyncio
+    import sys
+
+    from raven.a2a.mount import SUBAGENT_ENV, SubagentRefused
+    from raven.cli.options import load
+
+    if __import__("os").environ.get(SUBAGENT_ENV) == "1":
+        raise SubagentRefused()
+    cfg, paths = load(config, "a2a")
+    s = cfg.a2a.server
+    bind_host = host or s.host
+    from raven.a2a.serve import check_bind
+
+    check_bind(bind_host, allow_remote)
+    if allow_remote:
+        print(
+            "raven: warning: the bearer token is shared operator access to this machine; "
+            "serve it only behind TLS to peers you trust",
+            file=sys.stderr,
+        )
+
+    async def main() -> None:
+        from raven.a2a import build_mount
+        from raven.a2a.serve import serve
+        from raven.cli.runtime import build_runtime
+
+        runtime = build_runtime(cfg, paths, face="a2a")
+        try:
+            mount = build_mount(runtime, s)
+
+            def announce(card_url: str, rpc_url: str) -> None:
+                print(f"card: {card_url}", flush=True)
+                print(f"rpc:  {rpc_url}", flush=True)
+
+            await serve(mount, bind_host, s.port if port is None else port, announce)
+        finally:
+            await runtime.aclose()
+
+    asyncio.run(main())

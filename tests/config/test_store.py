@@ -8,8 +8,14 @@ import pytest
 from pydantic import BaseModel
 
 from raven.config import (
+    A2AClientConfig,
+    A2AConfig,
+    A2APeer,
+    A2AServerConfig,
     ConfigError,
     Limits,
+    McpHttpServer,
+    McpStdioServer,
     ModelSpec,
     ModeSpec,
     RavenConfig,
@@ -98,3 +104,27 @@ def test_example_config_is_valid_and_shows_every_key() -> None:
     assert aliases(ModelSpec) <= {k for m in data["models"] for k in m}
     assert aliases(ModeSpec) <= {k for m in data["modes"] for k in m}
     assert aliases(Limits) <= set(data["limits"])
+    assert aliases(McpStdioServer) <= set(data["mcpServers"][0])
+    assert aliases(McpHttpServer) <= set(data["mcpServers"][1])
+    assert aliases(A2AConfig) <= set(data["a2a"])
+    assert aliases(A2AServerConfig) <= set(data["a2a"]["server"])
+    assert aliases(A2APeer) <= set(data["a2a"]["peers"][0])
+    assert aliases(A2AClientConfig) <= set(data["a2a"]["client"])
+
+
+def test_peer_origins_are_checked_and_named(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(
+        json.dumps(
+            {
+                "a2a": {
+                    "peers": [
+                        {"origin": "https://ok.example", "credential": "c"},
+                        {"origin": "https://peer.example/path", "credential": "c"},
+                    ]
+                }
+            }
+        )
+    )
+    with pytest.raises(ConfigError, match=r"a2a\.peers\[1\]\.origin: .*not an origin"):
+        load_config(path)

@@ -1,0 +1,457 @@
+"""`raven a2a serve` driven with the a2a-sdk's own client and with raw HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.helpers import get_message_text
+from a2a.types import (
+    GetExtendedAgentCardRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    SubscribeToTaskRequest,
+    TaskState,
+)
+
+from raven.sessions import SessionStore
+from tests.conftest import raven
+from tests.e2e.a2a_server import TOKEN, A2AServer, configure, message, start
+from tests.e2e.acp_harness import alive
+
+
+@pytest.fixture
+def serve(env: dict[str, str], home: Path) -> Iterator[Any]:
+    servers: list[A2AServer] = []
+
+    def launch(steps: list[dict[str, Any]] | None = None, **server: Any) -> A2AServer:
+        configure(home, steps, **server)
+        servers.append(start(env))
+        return servers[-1]
+
+    yield launch
+    for server in servers:
+        assert server.stop() == 0
+
+
+async def sdk_client(server: A2AServer, streaming: bool = False) -> Any:
+    http = httpx.AsyncClient(headers={"Authorization": f"Bearer {server.token}"}, timeout=30)
+    card = await A2ACardResolver(http, server.base).get_agent_card()
+    return ClientFactory(ClientConfig(streaming=streaming, httpx_client=http)).create(card), http
+
+
+def user(text: str, **ids: str) -> Message:
+    return Message(
+        message_id=os.urandom(8).hex(), role=Role.ROLE_USER, parts=[Part(text=text)], **ids
+    )
+
+
+async def last(stream: Any) -> Any:
+    items = [item async for item in stream]
+    return items
+
+
+def test_card_is_public_and_describes_the_endpoint(serve: Any) -> None:
+    server = serve()
+    card = httpx.get(server.base + "/.well-known/agent-card.json").json()
+    (interface,) = card["supportedInterfaces"]
+    assert interface == {"url": server.rpc, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+    assert card["capabilities"]["streaming"] is True
+    assert card["capabilities"].get("extendedAgentCard", False) is False
+    assert card["securitySchemes"] == {"bearer": {"httpAuthSecurityScheme": {"scheme": "bearer"}}}
+    assert card["securityRequirements"] == [{"schemes": {"bearer": {}}}]
+    assert card["defaultInputModes"] == ["text/plain"] and card["skills"][0]["id"] == "general"
+    forwarded = httpx.get(
+        server.base + "/.well-known/agent-card.json", headers={"X-Forwarded-Proto": "https"}
+    ).json()
+    assert forwarded["supportedInterfaces"][0]["url"].startswith("https://")
+    bogus = httpx.get(
+        server.base + "/.well-known/agent-card.json", headers={"X-Forwarded-Proto": "gopher"}
+    ).json()
+    assert bogus["supportedInterfaces"][0]["url"].startswith("http://")
+
+
+@pytest.mark.parametrize("authorization", [None, "Bearer wrong-token", f"Basic {TOKEN}", "Bearer"])
+def test_requests_without_the_right_bearer_token_get_401(serve: Any, authorization: Any) -> None:
+    server = serve()
+    headers = {"A2A-Version": "1.0"}
+    if authorization:
+        headers["Authorization"] = authorization
+    body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}
+    response = httpx.post(server.rpc, json=body, headers=headers)
+    assert response.status_code == 401
+    assert response.headers["WWW-Authenticate"].startswith("Bearer")
+    assert response.json()["error"]["code"] == -32000
+
+
+def test_empty_token_refuses_to_serve(env: dict[str, str], home: Path) -> None:
+    configure(home, token="")
+    result = raven("a2a", "serve", "--port", "0", env=env)
+    assert result.returncode == 2 and "token is empty" in result.stderr
+
+
+def test_subagents_refuse_to_serve(env: dict[str, str], home: Path) -> None:
+    configure(home)
+    result = raven("a2a", "serve", "--port", "0", env={**env, "RAVEN_SUBAGENT": "1"})
+    assert result.returncode == 1 and "sub-agent" in result.stderr
+
+
+def test_non_loopback_needs_allow_remote(env: dict[str, str], home: Path) -> None:
+    configure(home)
+    result = raven("a2a", "serve", "--host", "0.0.0.0", "--port", "0", env=env)
+    assert result.returncode == 2 and "--allow-remote" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "version, ok", [(None, False), ("0.3", False), ("2.0", False), ("1.0", True), ("1", True)]
+)
+def test_a2a_version_header_is_checked(serve: Any, version: Any, ok: bool) -> None:
+    server = serve()
+    response = server.post(
+        {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}, version=version
+    )
+    body = response.json()
+    if ok:
+        assert "result" in body
+    else:
+        assert body["error"]["code"] == -32009
+
+
+def test_bad_requests_get_the_sdk_errors(serve: Any) -> None:
+    server = serve()
+    assert server.post(None, raw=b"{nope").json()["error"]["code"] == -32700
+    batch = server.post([{"jsonrpc": "2.0", "id": 1, "method": "ListTasks"}]).json()
+    assert batch["error"]["code"] == -32600 and "Batch" in batch["error"]["message"]
+    unknown = server.call("message/send", {})
+    assert unknown["error"]["code"] == -32601
+    invalid = server.call("GetTask", {"id": 5, "historyLength": "many"})
+    assert invalid["error"]["code"] == -32602
+    missing = server.call("SendMessage", {"message": {"messageId": "m", "parts": []}})
+    assert missing["error"]["code"] == -32602
+    bad_state = server.call("ListTasks", {"status": "TASK_STATE_NOPE"})
+    assert bad_state["error"]["code"] == -32602
+    not_found = server.call("GetTask", {"id": "no-such-task"})
+    assert not_found["error"]["code"] == -32001
+    big = server.post(
+        message("x" * (1024 * 1024 + 10)) | {"jsonrpc": "2.0", "id": 1, "method": "SendMessage"}
+    )
+    assert big.status_code == 413 and big.json()["error"]["code"] == -32600
+    assert "too large" in big.json()["error"]["message"]
+    push = server.call("CreateTaskPushNotificationConfig", {"taskId": "t", "url": "http://x"})
+    assert push["error"]["code"] == -32003
+    extended = server.call("GetExtendedAgentCard", {})
+    assert extended["error"]["code"] in (-32004, -32007)
+
+
+async def test_send_get_list_with_the_sdk_client(serve: Any) -> None:
+    server = serve([{"text": "Hello, peer."}])
+    client, http = await sdk_client(server)
+    try:
+        (event,) = await last(client.send_message(SendMessageRequest(message=user("hi"))))
+        task = event.task
+        assert task.status.state == TaskState.TASK_STATE_COMPLETED
+        assert get_message_text(task.status.message) == "Hello, peer."
+        assert task.artifacts[0].parts[0].text == "Hello, peer."
+        fetched = await client.get_task(GetTaskRequest(id=task.id, history_length=1))
+        assert fetched.id == task.id and len(fetched.history) == 1
+        listed = await client.list_tasks(ListTasksRequest(context_id=task.context_id))
+        assert [t.id for t in listed.tasks] == [task.id]
+        assert not listed.tasks[0].artifacts
+    finally:
+        await client.close()
+        await http.aclose()
+
+
+async def test_streaming_frames_follow_the_task_lifecycle(serve: Any) -> None:
+    server = serve([{"text": "streamed answer"}])
+    body = {
+        "jsonrpc": "2.0",
+        "id": "s1",
+        "method": "SendStreamingMessage",
+        "params": message("stream please"),
+    }
+    headers = {"Authorization": f"Bearer {server.token}", "A2A-Version": "1.0"}
+    events = []
+    async with (
+        httpx.AsyncClient(timeout=30) as http,
+        http.stream("POST", server.rpc, json=body, headers=headers) as response,
+    ):
+        assert response.headers["content-type"].startswith("text/event-stream")
+        async for line in response.aiter_lines():
+            if line.startswith("data: "):
+                envelope = json.loads(line[6:])
+                assert envelope["jsonrpc"] == "2.0" and envelope["id"] == "s1"
+                events.append(envelope["result"])
+    kinds = [next(iter(e)) for e in events]
+    assert kinds[0] == "task" and events[0]["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+    states = [e["statusUpdate"]["status"]["state"] for e in events if "statusUpdate" in e]
+    assert states[0] == "TASK_STATE_WORKING" and states[-1] == "TASK_STATE_COMPLETED"
+    artifacts = [e["artifactUpdate"]["artifact"] for e in events if "artifactUpdate" in e]
+    assert artifacts[0]["parts"][0]["text"] == "streamed answer"
+
+
+async def test_subscribe_follows_a_running_task_with_the_sdk_client(serve: Any) -> None:
+    server = serve([{"text": "slow", "delayMs": 800}])
+    params = message("go") | {"configuration": {"returnImmediately": True}}
+    task_id = server.call("SendMessage", params)["result"]["task"]["id"]
+    client, http = await sdk_client(server, streaming=True)
+    try:
+        updates = await last(client.subscribe(SubscribeToTaskRequest(id=task_id)))
+        assert updates[0].HasField("task")
+        final = [u for u in updates if u.HasField("status_update")][-1]
+        assert final.status_update.status.state == TaskState.TASK_STATE_COMPLETED
+    finally:
+        await client.close()
+        await http.aclose()
+
+
+async def test_streaming_with_the_sdk_client(serve: Any) -> None:
+    server = serve([{"text": "streamed by sdk"}])
+    client, http = await sdk_client(server, streaming=True)
+    try:
+        events = await last(client.send_message(SendMessageRequest(message=user("go"))))
+        assert events[0].HasField("task")
+        final = [e for e in events if e.HasField("status_update")][-1]
+        assert final.status_update.status.state == TaskState.TASK_STATE_COMPLETED
+        assert get_message_text(final.status_update.status.message) == "streamed by sdk"
+    finally:
+        await client.close()
+        await http.aclose()
+
+
+async def test_input_required_round_trip_by_task_id(serve: Any) -> None:
+    server = serve(
+        [
+            {
+                "toolCalls": [
+                    {
+                        "name": "ask_user",
+                        "arguments": {"question": "Which file?", "choices": ["a", "b"]},
+                    }
+                ]
+            },
+            {"text": "Thanks, done."},
+        ]
+    )
+    client, http = await sdk_client(server)
+    try:
+        (event,) = await last(client.send_message(SendMessageRequest(message=user("edit"))))
+        task = event.task
+        assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        assert "Which file?" in get_message_text(task.status.message)
+        assert "a; b" in get_message_text(task.status.message)
+        (answer,) = await last(
+            client.send_message(SendMessageRequest(message=user("b", task_id=task.id)))
+        )
+        assert answer.task.status.state == TaskState.TASK_STATE_COMPLETED
+        assert get_message_text(answer.task.status.message) == "Thanks, done."
+        done = server.call("SendMessage", message("again", taskId=task.id))
+        assert done["error"]["code"] == -32004
+    finally:
+        await client.close()
+        await http.aclose()
+
+
+async def test_approvals_ask_through_input_required(serve: Any, home: Path) -> None:
+    target = home / "data" / "a2a-work" / "approved.txt"
+    server = serve(
+        [
+            {
+                "toolCalls": [
+                    {"name": "write_file", "arguments": {"path": "approved.txt", "content": "ok"}}
+                ]
+            },
+            {"text": "written"},
+        ],
+        approvals="ask",
+    )
+    first = server.call("SendMessage", message("write"))["result"]["task"]
+    assert first["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    assert "Allow Write approved.txt?" in first["status"]["message"]["parts"][0]["text"]
+    second = server.call("SendMessage", message("yes", taskId=first["id"]))["result"]["task"]
+    assert second["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert target.read_text() == "ok"
+
+
+async def test_cancel_task_kills_a_running_command(serve: Any, tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    server = serve(
+        [
+            {
+                "toolCalls": [
+                    {
+                        "name": "run_command",
+                        "arguments": {"command": f"sleep 60 & echo $! > {pidfile}; wait"},
+                    }
+                ]
+            }
+        ],
+        approvals="auto",
+    )
+    params = message("sleep") | {"configuration": {"returnImmediately": True}}
+    task = server.call("SendMessage", params)["result"]["task"]
+    deadline = time.monotonic() + 15
+    while not (pidfile.exists() and pidfile.read_text().strip()):
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
+    pid = int(pidfile.read_text())
+    cancelled = server.call("CancelTask", {"id": task["id"]})["result"]
+    assert cancelled["status"]["state"] == "TASK_STATE_CANCELED"
+    assert not alive(pid)
+    again = server.call("CancelTask", {"id": task["id"]})
+    assert again["error"]["code"] == -32002
+
+
+async def test_context_id_continues_one_session(serve: Any, home: Path) -> None:
+    server = serve()
+    first = server.call("SendMessage", message("first words"))["result"]["task"]
+    second = server.call("SendMessage", message("second words", contextId=first["contextId"]))[
+        "result"
+    ]["task"]
+    assert second["contextId"] == first["contextId"] and second["id"] != first["id"]
+    other = server.call("SendMessage", message("elsewhere"))["result"]["task"]
+    store = SessionStore(home / "data" / "raven.db")
+    sessions = store.list().sessions
+    texts = {s.id: [getattr(m, "text", "") for m in store.messages(s.id)] for s in sessions}
+    store.close()
+    assert len(sessions) == 2
+    assert ["first words", "first words", "second words", "second words"] in texts.values()
+    assert other["contextId"] != first["contextId"]
+
+
+async def test_extended_card_carries_the_roster_as_reference(serve: Any) -> None:
+    server = serve(agents=[{"name": "codex", "description": "Codex via ACP"}])
+    card = httpx.get(server.base + "/.well-known/agent-card.json").json()
+    assert card["capabilities"]["extendedAgentCard"] is True
+    assert "codex" not in json.dumps(card)
+    client, http = await sdk_client(server)
+    try:
+        extended = await client.get_extended_agent_card(GetExtendedAgentCardRequest())
+        (extension,) = extended.capabilities.extensions
+        assert extension.params["agents"][0]["name"] == "codex"
+        assert extension.params["callable"] is False
+    finally:
+        await client.close()
+        await http.aclose()
+
+
+async def test_twenty_concurrent_tasks(serve: Any) -> None:
+    server = serve(max_concurrent_tasks=4)
+    async with httpx.AsyncClient(timeout=60) as http:
+        headers = {"Authorization": f"Bearer {server.token}", "A2A-Version": "1.0"}
+
+        async def one(i: int) -> dict[str, Any]:
+            body = {
+                "jsonrpc": "2.0",
+                "id": i,
+                "method": "SendMessage",
+                "params": message(f"task number {i}"),
+            }
+            return (await http.post(server.rpc, json=body, headers=headers)).json()
+
+        results = await asyncio.gather(*(one(i) for i in range(20)))
+    for i, result in enumerate(results):
+        task = result["result"]["task"]
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert task["status"]["message"]["parts"][0]["text"] == f"task number {i}"
+
+
+async def test_sqlite_store_survives_a_restart_with_a_parked_task(
+    env: dict[str, str], home: Path
+) -> None:
+    configure(
+        home,
+        [
+            {"toolCalls": [{"name": "ask_user", "arguments": {"question": "Colour?"}}]},
+        ],
+        task_store="sqlite",
+    )
+    server = start(env)
+    try:
+        task = server.call("SendMessage", message("paint"))["result"]["task"]
+        assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    finally:
+        assert server.stop() == 0
+    (home / "script.json").write_text(json.dumps([{"text": "Blue it is."}]))
+    server = start(env)
+    try:
+        fetched = server.call("GetTask", {"id": task["id"]})["result"]
+        assert fetched["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        answered = server.call("SendMessage", message("blue", taskId=task["id"]))["result"]
+        assert answered["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert answered["task"]["status"]["message"]["parts"][0]["text"] == "Blue it is."
+        assert answered["task"]["contextId"] == task["contextId"]
+    finally:
+        assert server.stop() == 0
+
+
+def test_the_token_never_reaches_a_log(serve: Any, home: Path) -> None:
+    server = serve()
+    server.call("SendMessage", message("hello"))
+    server.post(
+        {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}},
+        token="wrong-" + TOKEN,
+    )
+    server.stop()
+    logs = "".join(p.read_text() for p in (home / "logs").glob("*.log*"))
+    assert logs and TOKEN not in logs
+
+
+def test_a2a_commands_manage_the_config(env: dict[str, str], home: Path) -> None:
+    enabled = raven("a2a", "enable", env=env)
+    assert enabled.returncode == 0 and "restarted" in enabled.stdout
+    token = json.loads((home / "config.json").read_text())["a2a"]["server"]["token"]
+    assert len(token) >= 43 and token in enabled.stdout
+    again = raven("a2a", "enable", env=env)
+    assert token not in again.stdout
+    status = raven("a2a", "status", env=env).stdout
+    assert "enabled:    yes" in status and token not in status and "token:      set" in status
+    assert token in raven("a2a", "status", "--show-token", env=env).stdout
+    raven("a2a", "disable", env=env)
+    config = json.loads((home / "config.json").read_text())["a2a"]["server"]
+    assert config["token"] == token and config.get("enabled", False) is False
+    card = json.loads(raven("a2a", "card", env=env).stdout)
+    assert card["name"] == "Raven"
+
+
+async def test_an_unanswered_question_times_out_and_the_turn_goes_on(serve: Any) -> None:
+    server = serve(
+        [
+            {"toolCalls": [{"name": "ask_user", "arguments": {"question": "Anyone there?"}}]},
+            {"text": "Carrying on without an answer."},
+        ],
+        input_timeout_s=0.5,
+    )
+    task = server.call("SendMessage", message("ask"))["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    deadline = time.monotonic() + 15
+    while True:
+        fetched = server.call("GetTask", {"id": task["id"]})["result"]
+        if fetched["status"]["state"] == "TASK_STATE_COMPLETED":
+            break
+        assert time.monotonic() < deadline, fetched["status"]["state"]
+        await asyncio.sleep(0.1)
+    assert fetched["status"]["message"]["parts"][0]["text"] == "Carrying on without an answer."
+    assert any("no answer" in p.get("text", "") for m in fetched["history"] for p in m["parts"])
+
+
+async def test_a_full_queue_rejects_new_tasks_clearly(serve: Any) -> None:
+    server = serve([{"text": "busy", "delayMs": 1500}], max_concurrent_tasks=1, max_queued_tasks=0)
+    params = message("first") | {"configuration": {"returnImmediately": True}}
+    server.call("SendMessage", params)
+    await asyncio.sleep(0.3)
+    second = server.call("SendMessage", message("second"))["result"]["task"]
+    assert second["status"]["state"] == "TASK_STATE_REJECTED"
+    assert "busy" in second["status"]["message"]["parts"][0]["text"]

@@ -35,7 +35,6 @@ from raven.engine import (
     run_turn,
 )
 from raven.messages import TextPart
-from raven.sessions import SessionNotFound
 
 log = logging.getLogger(__name__)
 
@@ -235,6 +234,7 @@ class RavenExecutor(AgentExecutor):
             job.timer = asyncio.create_task(self._time_out(job))
             return
         self._jobs.pop(job.task_id, None)
+        self._runtime.release(job.session.id)
         if event.stop == "cancelled":
             return
         if event.error:
@@ -264,9 +264,6 @@ class RavenExecutor(AgentExecutor):
         assert context.context_id
         owner = context.call_context.user.user_name if context.call_context else ""
         digest = hashlib.sha256(f"{owner}\0{context.context_id}".encode()).hexdigest()[:32]
-        session_id = f"a2a_{digest}"
-        try:
-            return await self._runtime.open_session(session_id)
-        except SessionNotFound:
+        if not self._workdir.is_dir():
             self._workdir.mkdir(parents=True, exist_ok=True)
-            return await self._runtime.new_session(self._workdir, session_id=session_id)
+        return await self._runtime.open_session(f"a2a_{digest}", create_in=self._workdir)

@@ -103,12 +103,27 @@ class Runtime:
             )
         )
 
-    async def open_session(self, session_id: str) -> LiveSession:
-        """The live session for a stored one, loading its transcript if not yet in memory."""
+    async def open_session(self, session_id: str, create_in: Path | None = None) -> LiveSession:
+        """The live session for a stored one, loading its transcript if not yet in memory.
+
+        With `create_in`, a missing session is created there under `session_id`
+        instead of raising `SessionNotFound`.
+        """
         if session_id in self._live:
             return self._live[session_id]
-        record = await asyncio.to_thread(self.store.get, session_id)
-        history = await asyncio.to_thread(self.store.messages, session_id)
+        if create_in is not None:
+            model, mode = self.model(None), self.mode(None)
+            record, history = await asyncio.to_thread(
+                self.store.get_or_create,
+                session_id,
+                str(create_in),
+                self.face,
+                mode.id if mode else None,
+                model.id,
+            )
+        else:
+            record = await asyncio.to_thread(self.store.get, session_id)
+            history = await asyncio.to_thread(self.store.messages, session_id)
         for result in interrupted_results(history):
             await asyncio.to_thread(self.store.append, session_id, result)
             history.append(result)
@@ -143,6 +158,12 @@ class Runtime:
         mode = self.mode(mode_id)
         session.mode = mode
         session.record = await asyncio.to_thread(self.store.update, session.id, mode=mode_id)
+
+    def release(self, session_id: str) -> None:
+        """Drop the session from memory (it stays stored and open); a no-op if it is busy."""
+        live = self._live.get(session_id)
+        if live is not None and not live.is_busy:
+            del self._live[session_id]
 
     async def close_session(self, session_id: str) -> None:
         """Forget the live session and mark it closed; its transcript stays."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import fnmatch
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -105,10 +106,12 @@ class LiveSession:
         taken, self._steering = self._steering, []
         return taken
 
-    async def commit(self, message: Message) -> None:
-        """Store the message (committed before this returns) and keep it in memory."""
-        await asyncio.to_thread(self.store.append, self.id, message)
+    async def commit(self, message: Message, title: str | None = None) -> None:
+        """Store the message (and a new title) before returning; keep it in memory."""
+        await asyncio.to_thread(self.store.append, self.id, message, title)
         self.history.append(message)
+        if title is not None:
+            self.record = dataclasses.replace(self.record, title=title)
 
     async def set_title(self, title: str) -> None:
         self.record = await asyncio.to_thread(self.store.update, self.id, title=title)

@@ -129,14 +129,12 @@ async def _turn(
 
 
 async def _loop(session: LiveSession, prompt: list[Part], asker: Asker, emit: Emit) -> StopReason:
-    await session.commit(UserMessage(parts=prompt))
+    title = None if session.record.title else (_title_from(prompt) or None)
+    await session.commit(UserMessage(parts=prompt), title)
+    if title:
+        emit(TitleChanged(title))
     for notice in await session.load_tools():
         emit(Notice(notice))
-    if not session.record.title:
-        title = _title_from(prompt)
-        if title:
-            await session.set_title(title)
-            emit(TitleChanged(title))
     for _ in range(session.limits.max_turn_steps):
         for text in session.take_steering():
             await session.commit(UserMessage(parts=[TextPart(text=text)]))

@@ -114,6 +114,15 @@ class SessionStore:
             )
         return record
 
+    def get_or_create(
+        self, session_id: str, cwd: str, face: str, mode: str | None, model: str | None
+    ) -> tuple[SessionRecord, list[Message]]:
+        """The session and its transcript, created empty first if it does not exist."""
+        try:
+            return self.get(session_id), self.messages(session_id)
+        except SessionNotFound:
+            return self.create(cwd, face, mode, model, session_id), []
+
     def get(self, session_id: str) -> SessionRecord:
         with self._lock:
             row = self._db.execute(_SELECT + " WHERE id = ?", (session_id,)).fetchone()
@@ -142,13 +151,15 @@ class SessionStore:
         next_cursor = _encode_cursor(records[-1]) if more and records else None
         return SessionPage(records, next_cursor)
 
-    def append(self, session_id: str, message: Message) -> int:
-        """Commit one message at the end of the transcript; returns its sequence number."""
+    def append(self, session_id: str, message: Message, title: str | None = None) -> int:
+        """Commit one message at the end of the transcript (and a new title, if given)."""
         body = MESSAGE_ADAPTER.dump_json(message).decode()
         stamp = now_iso()
         with self._write() as db:
             if db.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
                 raise SessionNotFound(session_id)
+            if title is not None:
+                db.execute("UPDATE sessions SET title = ? WHERE id = ?", (title, session_id))
             (seq,) = db.execute(
                 "SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE session_id = ?",
                 (session_id,),

@@ -1,0 +1,148 @@
+"""A2A SendMessage throughput and latency at 1, 8 and 32 concurrent clients.
+
+`raven a2a serve` (echo model, tasks stored in the session store as usual) next to
+the a2a-sdk's own Starlette application serving an equivalent echo executor, and
+a bare aiohttp handler showing what the load client itself can drive. One
+aiohttp session drives every run.
+
+    uv run python bench/a2a.py [--seconds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+
+HERE = Path(__file__).parent
+TOKEN = "bench-token-0123456789abcdefghijklmnopqrstuvwxyz"
+LEVELS = (1, 8, 32)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_listening(port: int, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit(f"nothing listens on {port}")
+
+
+async def load(url: str, clients: int, seconds: float) -> tuple[float, float, float, int]:
+    """(requests/s, p50 ms, p99 ms, errors) for `clients` workers over `seconds`."""
+    headers = {
+        "Authorization": f"Bearer {TOKEN}",
+        "A2A-Version": "1.0",
+        "Content-Type": "application/json",
+    }
+    latencies: list[float] = []
+    errors = 0
+    stop_at = time.perf_counter() + seconds
+    connector = aiohttp.TCPConnector(limit=clients)
+    async with aiohttp.ClientSession(connector=connector) as http:
+
+        async def worker(n: int) -> None:
+            nonlocal errors
+            i = 0
+            while time.perf_counter() < stop_at:
+                body = json.dumps(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": i,
+                        "method": "SendMessage",
+                        "params": {
+                            "message": {
+                                "messageId": f"{n}-{i}",
+                                "role": "ROLE_USER",
+                                "parts": [{"text": f"hello {n} {i}"}],
+                            }
+                        },
+                    }
+                )
+                started = time.perf_counter()
+                async with http.post(url, data=body, headers=headers) as response:
+                    reply = await response.read()
+                latencies.append(time.perf_counter() - started)
+                if response.status != 200 or b"TASK_STATE_COMPLETED" not in reply:
+                    errors += 1
+                i += 1
+
+        began = time.perf_counter()
+        await asyncio.gather(*(worker(n) for n in range(clients)))
+        elapsed = time.perf_counter() - began
+    latencies.sort()
+    p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+    return len(latencies) / elapsed, statistics.median(latencies) * 1000, p99 * 1000, errors
+
+
+def servers(home: str) -> dict[str, tuple[list[str], int]]:
+    raven_port, sdk_port, bare_port = free_port(), free_port(), free_port()
+    return {
+        "raven a2a serve": (
+            [sys.executable, "-m", "raven", "a2a", "serve", "--port", str(raven_port)],
+            raven_port,
+        ),
+        "a2a-sdk Starlette": (
+            [sys.executable, str(HERE / "floor" / "sdk_a2a_echo.py"), str(sdk_port)],
+            sdk_port,
+        ),
+        "bare aiohttp handler": (
+            [sys.executable, str(HERE / "floor" / "bare_aiohttp.py"), str(bare_port)],
+            bare_port,
+        ),
+    }
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=5.0)
+    seconds = parser.parse_args().seconds
+    with tempfile.TemporaryDirectory() as home:
+        Path(home, "config.json").write_text(
+            json.dumps(
+                {
+                    "defaultModel": "echo",
+                    "a2a": {"server": {"token": TOKEN, "maxConcurrentTasks": 64}},
+                }
+            )
+        )
+        env = {**os.environ, "RAVEN_HOME": home}
+        print(
+            f"{'server':22} {'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}"
+        )
+        for name, (argv, port) in servers(home).items():
+            proc = subprocess.Popen(
+                argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+            try:
+                wait_listening(port)
+                url = f"http://127.0.0.1:{port}/a2a"
+                await load(url, 4, 1.0)
+                for clients in LEVELS:
+                    rate, p50, p99, errors = await load(url, clients, seconds)
+                    print(f"{name:22} {clients:7} {rate:8.0f} {p50:8.1f} {p99:8.1f} {errors:7}")
+            finally:
+                proc.terminate()
+                proc.wait(15)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

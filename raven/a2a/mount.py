@@ -20,13 +20,12 @@ from a2a.types import AgentCard, Message, Part, Role, SendMessageRequest
 
 from raven.a2a.card import agent_card, extended_card
 from raven.a2a.executor import NO_ANSWER, RavenExecutor
-from raven.config import A2AServerConfig, ConfigError
+from raven.config import A2AServerConfig, ConfigError, is_subagent
 from raven.engine import Runtime
 from raven.errors import RavenError
 
 log = logging.getLogger(__name__)
 
-SUBAGENT_ENV = "RAVEN_SUBAGENT"
 RELEASE_MARGIN_S = 60.0
 
 
@@ -63,7 +62,7 @@ def build_mount(
     runtime: Runtime, settings: A2AServerConfig, env: Mapping[str, str] = os.environ
 ) -> A2AMount:
     """The A2A face over `runtime`; raises `SubagentRefused` or `ConfigError`."""
-    if env.get(SUBAGENT_ENV) == "1":
+    if is_subagent(env):
         raise SubagentRefused()
     if not settings.token:
         raise ConfigError("a2a.server.token is empty; run `raven a2a enable` to mint one")

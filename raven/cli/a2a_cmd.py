@@ -106,10 +106,11 @@ def serve_command(
     import asyncio
     import sys
 
-    from raven.a2a.mount import SUBAGENT_ENV, SubagentRefused
+    from raven.a2a.mount import SubagentRefused
     from raven.cli.options import load
+    from raven.config import is_subagent
 
-    if __import__("os").environ.get(SUBAGENT_ENV) == "1":
+    if is_subagent():
         raise SubagentRefused()
     cfg, paths = load(config, "a2a")
     s = cfg.a2a.server
@@ -142,3 +143,42 @@ def serve_command(
             await runtime.aclose()
 
     asyncio.run(main())
+
+
+EXIT_INPUT_REQUIRED = 4
+
+
+@app.command("send")
+def send_command(
+    card_url: Annotated[str, typer.Argument(help="The peer's agent card URL.")],
+    message: Annotated[str, typer.Argument(help="What to ask the peer.")],
+    task_id: Annotated[str | None, typer.Option("--task-id", help="Answer this task.")] = None,
+    context_id: Annotated[
+        str | None, typer.Option("--context-id", help="Continue this conversation.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the raw reply.")] = False,
+    config: ConfigOption = None,
+) -> None:
+    """Ask a remote A2A agent; its text on stdout (exit 4 when it needs input)."""
+    import asyncio
+    import json
+
+    from raven.a2a_client import PeerError, send_message
+    from raven.cli.options import load
+
+    cfg, _ = load(config, "cli")
+    try:
+        reply = asyncio.run(
+            send_message(card_url, message, cfg.a2a.peers, cfg.a2a.client, task_id, context_id)
+        )
+    except PeerError as exc:
+        typer.echo(f"raven: {exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(json.dumps(reply.raw, indent=2) if as_json else reply.text)
+    if reply.state in ("input-required", "auth-required"):
+        typer.echo(
+            f"(the peer needs input: answer with --task-id {reply.task_id} "
+            f"--context-id {reply.context_id})",
+            err=True,
+        )
+        raise typer.Exit(EXIT_INPUT_REQUIRED)

@@ -1,16 +1,29 @@
-"""Assembling the runtime a command works with: config, paths, and configured MCP servers."""
+"""Assembling the runtime a command works with: config, paths, MCP servers and A2A peers."""
 
 from __future__ import annotations
 
-from raven.config import Paths, RavenConfig
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from raven.config import Paths, RavenConfig, is_subagent
 from raven.engine import Runtime
 
 
-def build_runtime(config: RavenConfig, paths: Paths, face: str) -> Runtime:
-    """The runtime for `face`; `mcp` is imported only when servers are configured."""
-    sources = []
+def build_runtime(
+    config: RavenConfig, paths: Paths, face: str, env: Mapping[str, str] = os.environ
+) -> Runtime:
+    """The runtime for `face`; `mcp` and `a2a` load only when configured.
+
+    `a2a_send` is offered when peers are configured, never inside a sub-agent.
+    """
+    sources: list[Any] = []
     if any(s.enabled for s in config.mcp_servers):
         from raven.mcp import McpScope
 
         sources.append(McpScope(config.mcp_servers, paths.logs_dir))
+    if config.a2a.peers and not is_subagent(env):
+        from raven.a2a_client import A2ASendSource
+
+        sources.append(A2ASendSource(config.a2a))
     return Runtime(config, paths, face=face, tool_sources=sources)

@@ -4,7 +4,7 @@ Owns `config.json` and the data and log locations. Never reads another
 package's state and never writes a file except through `save_config`.
 """
 
-from raven.config.paths import Paths, resolve_paths
+from raven.config.paths import SUBAGENT_ENV, Paths, is_subagent, resolve_paths
 from raven.config.schema import (
     ECHO_MODEL_ID,
     A2AClientConfig,
@@ -24,6 +24,7 @@ from raven.config.store import ConfigError, load_config, masked, save_config, st
 
 __all__ = [
     "ECHO_MODEL_ID",
+    "SUBAGENT_ENV",
     "A2AClientConfig",
     "A2AConfig",
     "A2APeer",
@@ -38,6 +39,7 @@ __all__ = [
     "Paths",
     "RavenConfig",
     "ToolFilter",
+    "is_subagent",
     "load_config",
     "masked",
     "resolve_paths",

@@ -8,6 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 APP_NAME = "raven"
+SUBAGENT_ENV = "RAVEN_SUBAGENT"
+"""Set to 1 by Raven's ACP client in the sub-agents it launches."""
+
+
+def is_subagent(env: Mapping[str, str] = os.environ) -> bool:
+    """True inside a sub-agent process, which never serves or calls remote peers."""
+    return env.get(SUBAGENT_ENV) == "1"
 
 
 @dataclass(frozen=True)

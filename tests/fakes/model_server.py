@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +38,8 @@ class Recorded:
 
 class FakeModelServer:
     def __init__(self) -> None:
-        self.replies: list[Reply] = []
+        self.replies: list[Reply | Callable[[dict[str, Any]], Reply]] = []
+        """Replies in order; a callable builds its reply from the request body."""
         self.requests: list[Recorded] = []
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -60,7 +62,7 @@ class FakeModelServer:
         self._thread.join(10)
         self._loop.close()
 
-    def queue(self, *replies: Reply) -> None:
+    def queue(self, *replies: Reply | Callable[[dict[str, Any]], Reply]) -> None:
         self.replies.extend(replies)
 
     async def _start(self) -> None:
@@ -79,6 +81,8 @@ class FakeModelServer:
         if not self.replies:
             return web.Response(status=500, text='{"error":{"message":"no reply queued"}}')
         reply = self.replies.pop(0)
+        if callable(reply):
+            reply = reply(body)
         if reply.delay_s:
             await asyncio.sleep(reply.delay_s)
         if reply.body is not None:

@@ -1,0 +1,228 @@
+"""One `SendMessage` to a remote A2A peer: discover its card, pick the interface, send, read.
+
+Every step has a deadline; a redirect is an error naming where it pointed; a
+JSON-RPC interface on another origin than the card is refused before anything
+is sent; responses are read up to a size cap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from a2a.client.card_resolver import parse_agent_card
+from a2a.helpers import get_message_text
+from a2a.types import AgentCard, AgentInterface, Role, SendMessageResponse, Task, TaskState
+from google.protobuf.json_format import ParseDict
+
+from raven.a2a_client.credentials import OriginScopedBearer, credential_for
+from raven.config import A2AClientConfig, A2APeer
+from raven.errors import RavenError
+from raven.origins import BadOrigin, origin_of, show
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S = 10.0
+_CHUNK = 65536
+
+
+class PeerError(RavenError):
+    """The peer could not be asked, refused, failed the task, or answered badly."""
+
+
+@dataclass
+class PeerReply:
+    state: str
+    """`completed`, `input-required`, `auth-required`, `working`, or `message`."""
+    text: str
+    task_id: str = ""
+    context_id: str = ""
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+async def send_message(
+    card_url: str,
+    text: str,
+    peers: Sequence[A2APeer],
+    settings: A2AClientConfig,
+    task_id: str | None = None,
+    context_id: str | None = None,
+) -> PeerReply:
+    """Ask the peer behind `card_url`; raises `PeerError` with a clear reason."""
+    try:
+        card_origin = origin_of(card_url)
+    except BadOrigin as exc:
+        raise PeerError(f"card URL {exc}") from None
+    peer = credential_for(peers, card_origin)
+    auth = OriginScopedBearer(card_origin, peer.credential) if peer else None
+    secrets = [peer.credential] if peer else []
+    timeout = httpx.Timeout(settings.timeout_s, connect=CONNECT_TIMEOUT_S)
+    try:
+        async with (
+            asyncio.timeout(settings.timeout_s),
+            httpx.AsyncClient(timeout=timeout, follow_redirects=False, auth=auth) as http,
+        ):
+            card = parse_agent_card(await _get_json(http, card_url, settings, secrets))
+            rpc_url = _choose_interface(card, card_url).url
+            body = {
+                "jsonrpc": "2.0",
+                "id": uuid.uuid4().hex,
+                "method": "SendMessage",
+                "params": {"message": _message(text, task_id, context_id)},
+            }
+            reply = await _post_json(http, rpc_url, body, settings, secrets)
+    except TimeoutError:
+        raise PeerError(
+            f"the peer at {show(card_origin)} did not answer within {settings.timeout_s:g}s"
+        ) from None
+    except httpx.TimeoutException:
+        raise PeerError(f"the peer at {show(card_origin)} timed out") from None
+    except httpx.HTTPError as exc:
+        raise PeerError(
+            f"cannot reach the peer at {show(card_origin)}: {type(exc).__name__}"
+        ) from None
+    return _read_reply(reply, secrets)
+
+
+def _choose_interface(card: AgentCard, card_url: str) -> AgentInterface:
+    candidates = [
+        i
+        for i in card.supported_interfaces
+        if i.protocol_binding.upper() == "JSONRPC" and i.protocol_version.split(".")[0] == "1"
+    ]
+    if not candidates:
+        raise PeerError("the peer's card offers no JSON-RPC interface for A2A 1.x")
+    chosen = candidates[0]
+    try:
+        same = origin_of(chosen.url) == origin_of(card_url)
+    except BadOrigin:
+        same = False
+    if not same:
+        raise PeerError(
+            f"refused: the peer's JSON-RPC interface ({chosen.url}) is on another "
+            f"origin than its card ({card_url}); nothing was sent"
+        )
+    return chosen
+
+
+def _message(text: str, task_id: str | None, context_id: str | None) -> dict[str, Any]:
+    message: dict[str, Any] = {
+        "messageId": uuid.uuid4().hex,
+        "role": "ROLE_USER",
+        "parts": [{"text": text}],
+    }
+    if task_id:
+        message["taskId"] = task_id
+    if context_id:
+        message["contextId"] = context_id
+    return message
+
+
+async def _get_json(
+    http: httpx.AsyncClient, url: str, settings: A2AClientConfig, secrets: list[str]
+) -> dict[str, Any]:
+    async with http.stream("GET", url, headers={"Accept": "application/json"}) as response:
+        return await _read_json(response, settings, secrets, what="card")
+
+
+async def _post_json(
+    http: httpx.AsyncClient,
+    url: str,
+    body: dict[str, Any],
+    settings: A2AClientConfig,
+    secrets: list[str],
+) -> dict[str, Any]:
+    headers = {"A2A-Version": "1.0", "Content-Type": "application/json"}
+    async with http.stream("POST", url, json=body, headers=headers) as response:
+        return await _read_json(response, settings, secrets, what="reply")
+
+
+async def _read_json(
+    response: httpx.Response, settings: A2AClientConfig, secrets: list[str], what: str
+) -> dict[str, Any]:
+    if response.is_redirect:
+        where = response.headers.get("Location", "(no Location)")
+        raise PeerError(
+            f"refused: the peer's {what} URL redirects to {_scrub(where, secrets)}; "
+            "redirects are not followed"
+        )
+    data = bytearray()
+    async for chunk in response.aiter_bytes(_CHUNK):
+        data += chunk
+        if len(data) > settings.max_response_bytes:
+            raise PeerError(
+                f"the peer's {what} is larger than {settings.max_response_bytes} bytes; not read"
+            )
+    if response.status_code == 401:
+        raise PeerError(
+            f"the peer refused the request (HTTP 401): no valid credential for "
+            f"{show(origin_of(str(response.url)))} in a2a.peers"
+        )
+    try:
+        value = json.loads(data)
+    except ValueError:
+        raise PeerError(f"the peer's {what} is not JSON (HTTP {response.status_code})") from None
+    if response.status_code >= 400 and not (isinstance(value, dict) and "error" in value):
+        raise PeerError(f"the peer answered HTTP {response.status_code}")
+    if not isinstance(value, dict):
+        raise PeerError(f"the peer's {what} is not a JSON object")
+    return value
+
+
+def _read_reply(reply: dict[str, Any], secrets: list[str]) -> PeerReply:
+    if "error" in reply:
+        error = reply["error"] if isinstance(reply["error"], dict) else {}
+        raise PeerError(
+            _scrub(
+                f"the peer answered with JSON-RPC error {error.get('code')}: "
+                f"{error.get('message', '')}",
+                secrets,
+            )
+        )
+    try:
+        result = ParseDict(
+            reply.get("result") or {}, SendMessageResponse(), ignore_unknown_fields=True
+        )
+    except Exception:
+        raise PeerError("the peer's reply is not a SendMessage result") from None
+    if result.HasField("message"):
+        return PeerReply(
+            "message",
+            _scrub(get_message_text(result.message), secrets),
+            result.message.task_id,
+            result.message.context_id,
+            reply,
+        )
+    if not result.HasField("task"):
+        raise PeerError("the peer's reply holds neither a task nor a message")
+    return _task_reply(result.task, reply, secrets)
+
+
+def _task_reply(task: Task, raw: dict[str, Any], secrets: list[str]) -> PeerReply:
+    state = TaskState.Name(task.status.state).removeprefix("TASK_STATE_").lower().replace("_", "-")
+    status_text = get_message_text(task.status.message) if task.status.HasField("message") else ""
+    if task.status.state in (
+        TaskState.TASK_STATE_FAILED,
+        TaskState.TASK_STATE_REJECTED,
+        TaskState.TASK_STATE_CANCELED,
+    ):
+        detail = f": {status_text}" if status_text else ""
+        raise PeerError(_scrub(f"the peer's task {task.id} ended {state}{detail}", secrets))
+    texts = [get_message_text(m) for m in task.history if m.role == Role.ROLE_AGENT]
+    for artifact in task.artifacts:
+        texts += [p.text for p in artifact.parts if p.text]
+    texts.append(status_text)
+    unique = list(dict.fromkeys(t.strip() for t in texts if t and t.strip()))
+    return PeerReply(state, _scrub("\n\n".join(unique), secrets), task.id, task.context_id, raw)
+
+
+def _scrub(text: str, secrets: list[str]) -> str:
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text

@@ -1,0 +1,76 @@
+"""The `a2a_send` tool and the tool source that offers it when peers are configured."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+from pydantic import Field
+
+from raven.config import A2AConfig
+from raven.tools import Tool, ToolContext, ToolError, ToolKind, ToolOutput
+from raven.tools.base import Args, BuiltinTool
+
+
+class A2ASendArgs(Args):
+    card_url: str = Field(description="URL of the peer's agent card (.well-known/agent-card.json)")
+    message: str = Field(min_length=1, description="What to ask the peer")
+    task_id: str | None = Field(default=None, description="Continue (answer) this peer task")
+    context_id: str | None = Field(default=None, description="Continue this peer conversation")
+
+
+class A2ASendTool(BuiltinTool):
+    name: ClassVar[str] = "a2a_send"
+    description: ClassVar[str] = (
+        "Ask a remote A2A agent to do something and return its answer. When the peer asks "
+        "a question (input-required), answer it by calling a2a_send again with its task_id."
+    )
+    kind: ClassVar[ToolKind] = "fetch"
+    args_model = A2ASendArgs
+
+    def __init__(self, settings: A2AConfig) -> None:
+        self._settings = settings
+
+    def title(self, args: A2ASendArgs, ctx: ToolContext) -> str:
+        return f"Ask A2A peer {args.card_url}"
+
+    def locations(self, args: A2ASendArgs, ctx: ToolContext) -> list[Path]:
+        return []
+
+    async def run(self, args: A2ASendArgs, ctx: ToolContext) -> ToolOutput:
+        from raven.a2a_client.send import PeerError, send_message
+
+        try:
+            reply = await send_message(
+                args.card_url,
+                args.message,
+                self._settings.peers,
+                self._settings.client,
+                args.task_id,
+                args.context_id,
+            )
+        except PeerError as exc:
+            raise ToolError(str(exc)) from None
+        if reply.state in ("input-required", "auth-required"):
+            return ToolOutput(
+                f"The peer needs input ({reply.state}) and asks:\n{reply.text}\n\n"
+                f"To answer, call a2a_send again with task_id={reply.task_id!r} "
+                f"and context_id={reply.context_id!r}."
+            )
+        ids = (
+            f"\n\n[task_id={reply.task_id}, context_id={reply.context_id}]" if reply.task_id else ""
+        )
+        return ToolOutput(f"{reply.text or '(the peer returned no text)'}{ids}")
+
+
+class A2ASendSource:
+    """Offers `a2a_send` to every session; needs no connection."""
+
+    def __init__(self, settings: A2AConfig) -> None:
+        self._tools: list[Tool] = [A2ASendTool(settings)]
+
+    async def tools(self) -> tuple[list[Tool], list[str]]:
+        return self._tools, []
+
+    async def aclose(self) -> None:
+        return None

@@ -1,0 +1,152 @@
+"""`send_message` against a peer on a2a-sdk's own Starlette routes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from raven.a2a_client import PeerError, send_message
+from raven.config import A2AClientConfig, A2APeer
+from tests.a2a_client.peer import Peer, start_peer, stop_peer
+
+SECRET = "peer-credential-42"
+
+
+@pytest.fixture
+def peers() -> Iterator[tuple[Peer, Peer]]:
+    listed, unlisted = start_peer(), start_peer()
+    try:
+        yield listed, unlisted
+    finally:
+        stop_peer(listed)
+        stop_peer(unlisted)
+
+
+def config_for(peer: Peer) -> list[A2APeer]:
+    return [A2APeer(origin=peer.origin.replace("127.0.0.1", "127.0.0.1"), credential=SECRET)]
+
+
+SETTINGS = A2AClientConfig(timeout_s=10)
+
+
+async def test_a_listed_origin_gets_the_credential_and_an_unlisted_one_none(
+    peers: tuple[Peer, Peer],
+) -> None:
+    listed, unlisted = peers
+    reply = await send_message(listed.card_url, "hello", config_for(listed), SETTINGS)
+    assert reply.state == "completed" and reply.text == "peer says: hello"
+    assert reply.task_id and reply.context_id
+    assert listed.credentials_seen() and all(
+        a == f"Bearer {SECRET}" for a in listed.credentials_seen()
+    )
+    other = await send_message(unlisted.card_url, "hi", config_for(listed), SETTINGS)
+    assert other.text == "peer says: hi"
+    assert unlisted.credentials_seen() and all(a is None for a in unlisted.credentials_seen())
+
+
+async def test_origins_compare_scheme_host_and_default_port(peers: tuple[Peer, Peer]) -> None:
+    listed, _ = peers
+    spelled = [
+        A2APeer(origin=f"HTTP://LOCALHOST.invalid:1", credential="no"),
+        A2APeer(origin=f"http://127.0.0.1:{listed.port}/", credential=SECRET),
+    ]
+    await send_message(listed.card_url, "x", spelled, SETTINGS)
+    assert listed.credentials_seen()[-1] == f"Bearer {SECRET}"
+
+
+async def test_a_card_redirecting_elsewhere_is_refused_and_nothing_goes_there(
+    peers: tuple[Peer, Peer],
+) -> None:
+    listed, unlisted = peers
+    bouncer = start_peer(redirect_to=unlisted.card_url)
+    try:
+        with pytest.raises(PeerError, match=f"redirects to {unlisted.card_url}"):
+            await send_message(
+                f"{bouncer.origin}/redirect-card", "hi", config_for(bouncer), SETTINGS
+            )
+        assert unlisted.seen == []
+    finally:
+        stop_peer(bouncer)
+
+
+async def test_an_interface_on_another_origin_is_refused_before_sending(
+    peers: tuple[Peer, Peer],
+) -> None:
+    listed, unlisted = peers
+    tricky = start_peer(foreign_rpc=f"{unlisted.origin}/a2a")
+    try:
+        with pytest.raises(PeerError, match="another origin"):
+            await send_message(f"{tricky.origin}/foreign-card", "hi", config_for(tricky), SETTINGS)
+        assert unlisted.seen == []
+        assert [s.path for s in tricky.seen] == ["/foreign-card"]
+    finally:
+        stop_peer(tricky)
+
+
+async def test_input_required_then_answered_with_a_second_call(peers: tuple[Peer, Peer]) -> None:
+    listed, _ = peers
+    asked = await send_message(listed.card_url, "ask", config_for(listed), SETTINGS)
+    assert asked.state == "input-required" and asked.text == "What colour?"
+    answered = await send_message(
+        listed.card_url,
+        "green",
+        config_for(listed),
+        SETTINGS,
+        task_id=asked.task_id,
+        context_id=asked.context_id,
+    )
+    assert answered.state == "completed"
+    assert answered.text == "What colour?\n\nPainted it green."
+
+
+async def test_failed_tasks_and_json_rpc_errors_are_clear(peers: tuple[Peer, Peer]) -> None:
+    listed, _ = peers
+    with pytest.raises(PeerError, match="ended failed: disk full"):
+        await send_message(listed.card_url, "fail", config_for(listed), SETTINGS)
+    with pytest.raises(PeerError, match="JSON-RPC error -32001"):
+        await send_message(
+            listed.card_url, "x", config_for(listed), SETTINGS, task_id="no-such-task"
+        )
+
+
+async def test_a_slow_peer_times_out(peers: tuple[Peer, Peer]) -> None:
+    listed, _ = peers
+    with pytest.raises(PeerError, match="did not answer within 1s"):
+        await send_message(
+            listed.card_url, "slow", config_for(listed), A2AClientConfig(timeout_s=1)
+        )
+
+
+async def test_an_oversized_response_is_not_read(peers: tuple[Peer, Peer]) -> None:
+    listed, _ = peers
+    with pytest.raises(PeerError, match="larger than"):
+        await send_message(
+            listed.card_url,
+            "big",
+            config_for(listed),
+            A2AClientConfig(timeout_s=20, max_response_bytes=1024 * 1024),
+        )
+
+
+async def test_a_bare_message_reply(peers: tuple[Peer, Peer]) -> None:
+    listed, _ = peers
+    reply = await send_message(listed.card_url, "message", config_for(listed), SETTINGS)
+    assert reply.state == "message" and reply.text == "just a message"
+
+
+async def test_credentials_never_appear_in_errors(peers: tuple[Peer, Peer]) -> None:
+    listed, _ = peers
+    for text in ("fail", "slow"):
+        with pytest.raises(PeerError) as info:
+            await send_message(
+                listed.card_url, text, config_for(listed), A2AClientConfig(timeout_s=1)
+            )
+        assert SECRET not in str(info.value)
+
+
+async def test_unreachable_and_malformed_card_urls(peers: tuple[Peer, Peer]) -> None:
+    with pytest.raises(PeerError, match="cannot reach"):
+        await send_message("http://127.0.0.1:9/.well-known/agent-card.json", "x", [], SETTINGS)
+    with pytest.raises(PeerError, match="http:// or https://"):
+        await send_message("ftp://example.com/card", "x", [], SETTINGS)

@@ -1,0 +1,137 @@
+"""`a2a_send` and `raven a2a send` against `raven a2a serve`, two Ravens talking A2A."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import raven, write_config
+from tests.e2e.a2a_server import TOKEN, A2AServer, configure, start
+from tests.fakes.model_server import FakeModelServer, Reply, openai_stream
+
+
+@pytest.fixture
+def peer(env: dict[str, str], tmp_path: Path) -> Iterator[A2AServer]:
+    home = tmp_path / "peer-home"
+    home.mkdir()
+    configure(
+        home,
+        [
+            {"toolCalls": [{"name": "ask_user", "arguments": {"question": "Which city?"}}]},
+            {"text": "Sunny in Lisbon."},
+        ],
+    )
+    server = start({**env, "RAVEN_HOME": str(home)})
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def client_config(
+    home: Path, peer: A2AServer, steps: list[dict[str, Any]] | None = None, credential: str = TOKEN
+) -> None:
+    (home / "script.json").write_text(json.dumps(steps or []))
+    write_config(
+        home,
+        {
+            "models": [{"id": "s", "provider": "scripted", "script": "script.json"}],
+            "a2a": {"peers": [{"origin": peer.base, "credential": credential}]},
+        },
+    )
+
+
+def test_raven_a2a_send_exit_codes(env: dict[str, str], home: Path, peer: A2AServer) -> None:
+    client_config(home, peer)
+    card = peer.base + "/.well-known/agent-card.json"
+    asked = raven("a2a", "send", card, "weather?", env=env)
+    assert asked.returncode == 4, asked.stderr
+    assert asked.stdout.strip() == "Which city?" and "--task-id" in asked.stderr
+    task_id = asked.stderr.split("--task-id ")[1].split()[0]
+    answered = raven("a2a", "send", card, "Lisbon", "--task-id", task_id, env=env)
+    assert answered.returncode == 0, answered.stderr
+    assert answered.stdout.strip().endswith("Sunny in Lisbon.")
+    raw = json.loads(raven("a2a", "send", card, "again?", "--json", env=env).stdout)
+    assert raw["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+def test_a_wrong_credential_is_a_clear_failure(
+    env: dict[str, str], home: Path, peer: A2AServer
+) -> None:
+    client_config(home, peer, credential="not-the-token")
+    result = raven("a2a", "send", peer.base + "/.well-known/agent-card.json", "hi", env=env)
+    assert result.returncode == 1 and "HTTP 401" in result.stderr
+    assert "not-the-token" not in result.stderr
+
+
+def test_the_model_answers_a_peer_question_through_a2a_send(
+    env: dict[str, str], home: Path, peer: A2AServer, model_server: FakeModelServer
+) -> None:
+    card = peer.base + "/.well-known/agent-card.json"
+
+    def answer_with_the_task_id(body: dict[str, Any]) -> Reply:
+        result = body["messages"][-1]["content"]
+        task_id = re.search(r"task_id='([^']+)'", result).group(1)  # type: ignore[union-attr]
+        args = json.dumps({"card_url": card, "message": "Lisbon", "task_id": task_id})
+        return Reply(events=openai_stream(tool_calls=[("c2", "a2a_send", args)]))
+
+    args = json.dumps({"card_url": card, "message": "weather?"})
+    model_server.queue(
+        Reply(events=openai_stream(tool_calls=[("c1", "a2a_send", args)])),
+        answer_with_the_task_id,
+        Reply(events=openai_stream(text="It is sunny in Lisbon.")),
+    )
+    write_config(
+        home,
+        {
+            "models": [
+                {
+                    "id": "gpt",
+                    "provider": "openai",
+                    "baseUrl": model_server.url + "/v1",
+                    "apiKey": "sk-test",
+                }
+            ],
+            "a2a": {"peers": [{"origin": peer.base, "credential": TOKEN}]},
+        },
+    )
+    result = raven("run", "--yes", "what is the weather?", env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "It is sunny in Lisbon."
+    tools = [m for m in model_server.requests[1].body["messages"] if m["role"] == "tool"]
+    assert "Which city?" in tools[0]["content"]
+    final = [m for m in model_server.requests[2].body["messages"] if m["role"] == "tool"]
+    assert final[-1]["content"].startswith("Which city?\n\nSunny in Lisbon.")
+    assert TOKEN not in json.dumps([r.body for r in model_server.requests])
+    assert a2a_send_spec(model_server.requests[0].body)["function"]["parameters"]["required"] == [
+        "card_url",
+        "message",
+    ]
+
+
+def a2a_send_spec(body: dict[str, Any]) -> dict[str, Any]:
+    return next(t for t in body["tools"] if t["function"]["name"] == "a2a_send")
+
+
+def test_a2a_send_is_not_offered_inside_a_sub_agent(
+    env: dict[str, str], home: Path, peer: A2AServer
+) -> None:
+    client_config(
+        home,
+        peer,
+        [
+            {
+                "toolCalls": [
+                    {"name": "a2a_send", "arguments": {"card_url": peer.base, "message": "x"}}
+                ]
+            },
+            {"text": "ok"},
+        ],
+    )
+    result = raven("run", "--yes", "try", env={**env, "RAVEN_SUBAGENT": "1"})
+    assert "Unknown tool 'a2a_send'" in result.stderr

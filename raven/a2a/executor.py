@@ -266,4 +266,11 @@ class RavenExecutor(AgentExecutor):
         digest = hashlib.sha256(f"{owner}\0{context.context_id}".encode()).hexdigest()[:32]
         if not self._workdir.is_dir():
             self._workdir.mkdir(parents=True, exist_ok=True)
-        return await self._runtime.open_session(f"a2a_{digest}", create_in=self._workdir)
+        session_id = f"a2a_{digest}"
+        assert context.message is not None
+        if context.current_task is None and not context.message.context_id:
+            # The SDK minted this context just now: no session can exist for it yet.
+            return await self._runtime.new_session(
+                self._workdir, session_id=session_id, deferred=True
+            )
+        return await self._runtime.open_session(session_id, create_in=self._workdir)

@@ -5,7 +5,6 @@ Creates, opens and switches sessions; never runs a turn itself.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,7 +14,7 @@ from raven.config import ConfigError, ModelSpec, ModeSpec, Paths, RavenConfig
 from raven.engine.session import LiveSession
 from raven.messages import AssistantMessage, Message, ToolResultMessage
 from raven.providers import Provider, create_provider, pick_model
-from raven.sessions import SessionStore
+from raven.sessions import SessionStore, new_record
 from raven.tools import ToolSource, builtin_tools
 
 log = logging.getLogger(__name__)
@@ -82,16 +81,21 @@ class Runtime:
         model_id: str | None = None,
         mode_id: str | None = None,
         session_id: str | None = None,
+        deferred: bool = False,
     ) -> LiveSession:
+        """A new session; `deferred` stores it with its first message instead of now."""
         model = self.model(model_id)
         mode = self.mode(mode_id)
         provider = self.provider(model)
-        record = await asyncio.to_thread(
-            self.store.create, str(cwd), self.face, mode.id if mode else None, model.id, session_id
-        )
+        args = (str(cwd), self.face, mode.id if mode else None, model.id, session_id)
+        if deferred:
+            record = new_record(*args)
+        else:
+            record = await self.store.call(self.store.create, *args)
         return self._keep(
             LiveSession(
                 record=record,
+                deferred=deferred,
                 store=self.store,
                 history=[],
                 model=model,
@@ -113,7 +117,7 @@ class Runtime:
             return self._live[session_id]
         if create_in is not None:
             model, mode = self.model(None), self.mode(None)
-            record, history = await asyncio.to_thread(
+            record, history = await self.store.call(
                 self.store.get_or_create,
                 session_id,
                 str(create_in),
@@ -122,16 +126,16 @@ class Runtime:
                 model.id,
             )
         else:
-            record = await asyncio.to_thread(self.store.get, session_id)
-            history = await asyncio.to_thread(self.store.messages, session_id)
+            record = await self.store.call(self.store.get, session_id)
+            history = await self.store.call(self.store.messages, session_id)
         for result in interrupted_results(history):
-            await asyncio.to_thread(self.store.append, session_id, result)
+            await self.store.call(self.store.append, session_id, result)
             history.append(result)
         model = self._stored_model(record.model)
         mode = self.config.find_mode(record.mode) if record.mode else None
         mode = mode or self.mode(None)
         if record.closed:
-            record = await asyncio.to_thread(self.store.update, session_id, closed=False)
+            record = await self.store.call(self.store.update, session_id, closed=False)
         return self._keep(
             LiveSession(
                 record=record,
@@ -150,14 +154,14 @@ class Runtime:
         model = self.model(model_id)
         session.provider = self.provider(model)
         session.model = model
-        session.record = await asyncio.to_thread(self.store.update, session.id, model=model.id)
+        session.record = await self.store.call(self.store.update, session.id, model=model.id)
 
     async def set_mode(self, session: LiveSession, mode_id: str) -> None:
         if not self.config.modes:
             raise ConfigError("no modes are declared in the config; there is nothing to switch to")
         mode = self.mode(mode_id)
         session.mode = mode
-        session.record = await asyncio.to_thread(self.store.update, session.id, mode=mode_id)
+        session.record = await self.store.call(self.store.update, session.id, mode=mode_id)
 
     def release(self, session_id: str) -> None:
         """Drop the session from memory (it stays stored and open); a no-op if it is busy."""
@@ -168,11 +172,11 @@ class Runtime:
     async def close_session(self, session_id: str) -> None:
         """Forget the live session and mark it closed; its transcript stays."""
         self._live.pop(session_id, None)
-        await asyncio.to_thread(self.store.update, session_id, closed=True)
+        await self.store.call(self.store.update, session_id, closed=True)
 
     async def delete_session(self, session_id: str) -> bool:
         self._live.pop(session_id, None)
-        return await asyncio.to_thread(self.store.delete, session_id)
+        return await self.store.call(self.store.delete, session_id)
 
     def _keep(self, session: LiveSession) -> LiveSession:
         self._live[session.id] = session

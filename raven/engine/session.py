@@ -6,7 +6,6 @@ decisions and steering text. Writes go to the store as they happen.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import fnmatch
@@ -39,6 +38,8 @@ class LiveSession:
     """This session's own tool source (MCP servers an editor attached to it)."""
     remembered: Remembered = field(default_factory=dict)
     """Tool name → True for "allow always", False for "reject always"."""
+    deferred: bool = False
+    """Not stored yet: the first commit stores the session with its first message."""
     _steering: list[str] = field(default_factory=list)
     _busy: bool = False
     _source_tools: list[Tool] = field(default_factory=list)
@@ -107,14 +108,19 @@ class LiveSession:
         return taken
 
     async def commit(self, message: Message, title: str | None = None) -> None:
-        """Store the message (and a new title) before returning; keep it in memory."""
-        await asyncio.to_thread(self.store.append, self.id, message, title)
+        """Store the message (and a new title) before returning; keep it in memory.
+
+        A deferred session is stored together with its first message.
+        """
+        create = self.record if self.deferred else None
+        await self.store.call(self.store.append, self.id, message, title, create)
+        self.deferred = False
         self.history.append(message)
         if title is not None:
             self.record = dataclasses.replace(self.record, title=title)
 
     async def set_title(self, title: str) -> None:
-        self.record = await asyncio.to_thread(self.store.update, self.id, title=title)
+        self.record = await self.store.call(self.store.update, self.id, title=title)
 
 
 def _matches(name: str, patterns: Sequence[str]) -> bool:

@@ -48,6 +48,7 @@ class ScriptStep(_Wire):
     stop: Literal["end_turn", "max_tokens", "refusal"] | None = None
 
 
+_YIELD_EVERY_WORDS = 64
 _WORDS = re.compile(r"\S+\s*|\s+")
 _call_ids = itertools.count(1)
 
@@ -110,9 +111,10 @@ class ScriptedProvider:
         if step.thought:
             yield ThoughtDelta(step.thought)
         words = _WORDS.findall(step.text or "")
-        for word in words:
+        for index, word in enumerate(words, start=1):
             yield TextDelta(word)
-            await asyncio.sleep(0)
+            if index % _YIELD_EVERY_WORDS == 0:
+                await asyncio.sleep(0)  # let the loop breathe on very long answers
         yield Usage(input_tokens=_count_words(request), output_tokens=len(words))
         for call in step.tool_calls:
             yield ToolCallReady(

@@ -1,7 +1,8 @@
 """Persistent sessions: records and transcripts in SQLite (WAL).
 
 Owns `raven.db`. Methods are synchronous and thread-safe; async callers run them
-through `asyncio.to_thread`. Knows nothing of turns, tools or faces.
+through `SessionStore.call`, on the store's own thread. Knows nothing of turns,
+tools or faces.
 """
 
 from raven.sessions.store import (
@@ -10,6 +11,14 @@ from raven.sessions.store import (
     SessionPage,
     SessionRecord,
     SessionStore,
+    new_record,
 )
 
-__all__ = ["BadCursor", "SessionNotFound", "SessionPage", "SessionRecord", "SessionStore"]
+__all__ = [
+    "BadCursor",
+    "SessionNotFound",
+    "SessionPage",
+    "SessionRecord",
+    "SessionStore",
+    "new_record",
+]

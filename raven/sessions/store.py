@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, TypeVar
 
 from raven.errors import RavenError
 from raven.messages import MESSAGE_ADAPTER, Message
 from raven.sessions.migrations import migrate
+from raven.sessions.worker import StoreWorker
 
+T = TypeVar("T")
 BUSY_TIMEOUT_MS = 10_000
 DEFAULT_PAGE_SIZE = 50
 
@@ -57,7 +61,10 @@ def now_iso() -> str:
 
 
 class SessionStore:
-    """Thread-safe access to one raven.db; each write commits before returning."""
+    """Thread-safe access to one raven.db; each write commits before returning.
+
+    Async callers use `call`, which runs a method on the store's own thread.
+    """
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -69,8 +76,14 @@ class SessionStore:
         self._db.execute("PRAGMA synchronous = NORMAL")
         with self._lock:
             migrate(self._db)
+        self._worker = StoreWorker()
+
+    async def call(self, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run `method(*args, **kwargs)` (a method of this store) off the event loop."""
+        return await self._worker.call(functools.partial(method, *args, **kwargs))
 
     def close(self) -> None:
+        self._worker.stop()
         with self._lock:
             self._db.close()
 
@@ -94,24 +107,9 @@ class SessionStore:
         session_id: str | None = None,
     ) -> SessionRecord:
         """A new session; `session_id` lets a face derive ids (it must be unused)."""
-        stamp = now_iso()
-        record = SessionRecord(
-            id=session_id or f"ses_{uuid.uuid4().hex}",
-            cwd=cwd,
-            title="",
-            mode=mode,
-            model=model,
-            face=face,
-            created_at=stamp,
-            updated_at=stamp,
-            closed=False,
-        )
+        record = new_record(cwd, face, mode, model, session_id)
         with self._write() as db:
-            db.execute(
-                "INSERT INTO sessions (id, cwd, title, mode, model, face, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (record.id, cwd, "", mode, model, face, stamp, stamp),
-            )
+            _insert_session(db, record)
         return record
 
     def get_or_create(
@@ -151,25 +149,33 @@ class SessionStore:
         next_cursor = _encode_cursor(records[-1]) if more and records else None
         return SessionPage(records, next_cursor)
 
-    def append(self, session_id: str, message: Message, title: str | None = None) -> int:
-        """Commit one message at the end of the transcript (and a new title, if given)."""
+    def append(
+        self,
+        session_id: str,
+        message: Message,
+        title: str | None = None,
+        create: SessionRecord | None = None,
+    ) -> None:
+        """Commit one message at the end of the transcript (and a new title, if given).
+
+        With `create`, the session row is inserted in the same transaction first.
+        """
         body = MESSAGE_ADAPTER.dump_json(message).decode()
         stamp = now_iso()
         with self._write() as db:
-            if db.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
-                raise SessionNotFound(session_id)
-            if title is not None:
-                db.execute("UPDATE sessions SET title = ? WHERE id = ?", (title, session_id))
-            (seq,) = db.execute(
-                "SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE session_id = ?",
-                (session_id,),
-            ).fetchone()
-            db.execute(
-                "INSERT INTO messages (session_id, seq, body, created_at) VALUES (?, ?, ?, ?)",
-                (session_id, seq, body, stamp),
+            if create is not None:
+                _insert_session(db, create)
+            touched = db.execute(
+                "UPDATE sessions SET updated_at = ?, title = COALESCE(?, title) WHERE id = ?",
+                (stamp, title, session_id),
             )
-            db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (stamp, session_id))
-        return int(seq)
+            if touched.rowcount == 0:
+                raise SessionNotFound(session_id)
+            db.execute(
+                "INSERT INTO messages (session_id, seq, body, created_at) "
+                "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ? FROM messages WHERE session_id = ?",
+                (session_id, body, stamp, session_id),
+            )
 
     def messages(self, session_id: str, last: int | None = None) -> list[Message]:
         """The transcript in order; with `last`, only its newest `last` messages."""
@@ -218,6 +224,41 @@ class SessionStore:
             db.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
             cur = db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
         return cur.rowcount > 0
+
+
+def new_record(
+    cwd: str, face: str, mode: str | None, model: str | None, session_id: str | None = None
+) -> SessionRecord:
+    """A record for a session not stored yet."""
+    stamp = now_iso()
+    return SessionRecord(
+        id=session_id or f"ses_{uuid.uuid4().hex}",
+        cwd=cwd,
+        title="",
+        mode=mode,
+        model=model,
+        face=face,
+        created_at=stamp,
+        updated_at=stamp,
+        closed=False,
+    )
+
+
+def _insert_session(db: sqlite3.Connection, record: SessionRecord) -> None:
+    db.execute(
+        "INSERT INTO sessions (id, cwd, title, mode, model, face, created_at, updated_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            record.id,
+            record.cwd,
+            record.title,
+            record.mode,
+            record.model,
+            record.face,
+            record.created_at,
+            record.updated_at,
+        ),
+    )
 
 
 _SELECT = "SELECT id, cwd, title, mode, model, face, created_at, updated_at, closed FROM sessions"

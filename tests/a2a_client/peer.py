@@ -18,6 +18,7 @@ from a2a.helpers import new_text_message, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.routes.agent_card_routes import create_agent_card_routes
 from a2a.server.routes.jsonrpc_routes import create_jsonrpc_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
@@ -28,7 +29,6 @@ from starlette.responses import JSONResponse, RedirectResponse
 from starlette.routing import Route
 
 from raven.a2a.card import agent_card
-from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 
 
 @dataclass

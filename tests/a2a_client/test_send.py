@@ -24,7 +24,7 @@ def peers() -> Iterator[tuple[Peer, Peer]]:
 
 
 def config_for(peer: Peer) -> list[A2APeer]:
-    return [A2APeer(origin=peer.origin.replace("127.0.0.1", "127.0.0.1"), credential=SECRET)]
+    return [A2APeer(origin=peer.origin, credential=SECRET)]
 
 
 SETTINGS = A2AClientConfig(timeout_s=10)
@@ -48,7 +48,7 @@ async def test_a_listed_origin_gets_the_credential_and_an_unlisted_one_none(
 async def test_origins_compare_scheme_host_and_default_port(peers: tuple[Peer, Peer]) -> None:
     listed, _ = peers
     spelled = [
-        A2APeer(origin=f"HTTP://LOCALHOST.invalid:1", credential="no"),
+        A2APeer(origin="HTTP://LOCALHOST.invalid:1", credential="no"),
         A2APeer(origin=f"http://127.0.0.1:{listed.port}/", credential=SECRET),
     ]
     await send_message(listed.card_url, "x", spelled, SETTINGS)
@@ -58,7 +58,7 @@ async def test_origins_compare_scheme_host_and_default_port(peers: tuple[Peer, P
 async def test_a_card_redirecting_elsewhere_is_refused_and_nothing_goes_there(
     peers: tuple[Peer, Peer],
 ) -> None:
-    listed, unlisted = peers
+    _listed, unlisted = peers
     bouncer = start_peer(redirect_to=unlisted.card_url)
     try:
         with pytest.raises(PeerError, match=f"redirects to {unlisted.card_url}"):
@@ -73,7 +73,7 @@ async def test_a_card_redirecting_elsewhere_is_refused_and_nothing_goes_there(
 async def test_an_interface_on_another_origin_is_refused_before_sending(
     peers: tuple[Peer, Peer],
 ) -> None:
-    listed, unlisted = peers
+    _listed, unlisted = peers
     tricky = start_peer(foreign_rpc=f"{unlisted.origin}/a2a")
     try:
         with pytest.raises(PeerError, match="another origin"):

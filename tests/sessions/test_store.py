@@ -128,3 +128,14 @@ def test_sigkill_mid_write_keeps_committed_messages(tmp_path: Path) -> None:
     assert texts == [f"k-{i}" for i in range(len(texts))]
     assert store._db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     store.close()
+
+
+def test_a_deferred_session_is_stored_with_its_first_message(store: SessionStore) -> None:
+    from raven.sessions import new_record
+
+    record = new_record("/w", "a2a", None, "echo", "a2a_fixed")
+    with pytest.raises(SessionNotFound):
+        store.get("a2a_fixed")
+    store.append(record.id, user_text("first"), "First", record)
+    assert store.get("a2a_fixed").title == "First"
+    assert [m.text for m in store.messages("a2a_fixed")] == ["first"]  # type: ignore[union-attr]

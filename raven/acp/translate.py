@@ -13,6 +13,7 @@ from raven.engine import (
     AgentText,
     AgentThought,
     Notice,
+    PlanUpdated,
     TitleChanged,
     ToolCallStarted,
     ToolCallUpdated,
@@ -84,6 +85,14 @@ def event_update(event: TurnEvent, context_window: int | None = None) -> Update 
         if content:
             update["content"] = content
         return update
+    if isinstance(event, PlanUpdated):
+        return {
+            "sessionUpdate": "plan",
+            "entries": [
+                {"content": redact(s.content), "priority": s.priority, "status": s.status}
+                for s in event.steps
+            ],
+        }
     if isinstance(event, UsageUpdated):
         size = event.context_window or context_window
         if not size:

@@ -20,6 +20,7 @@ from raven.engine import (
     ApprovalRequest,
     Decision,
     Notice,
+    PlanUpdated,
     Question,
     ToolCallStarted,
     ToolCallUpdated,
@@ -91,6 +92,11 @@ class TerminalView:
             self._tool_done(event)
         elif isinstance(event, Notice):
             self._err.print(f"[bold red]![/] {escape(event.text)}")
+        elif isinstance(event, PlanUpdated):
+            marks = {"completed": "[green]✓[/]", "in_progress": "[yellow]▸[/]", "pending": "·"}
+            self._err.print("[bold]plan[/]")
+            for step in event.steps:
+                self._err.print(f"  {marks[step.status]} {escape(step.content)}")
         elif isinstance(event, TurnEnded) and event.stop_reason == "cancelled":
             self._err.print("[yellow]cancelled[/]")
 

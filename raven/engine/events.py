@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from raven.providers import StopReason
-from raven.tools import FileDiff, ToolKind
+from raven.tools import FileDiff, PlanStep, ToolKind
 
 ToolStatus = Literal["in_progress", "completed", "failed"]
 
@@ -44,6 +44,13 @@ class ToolCallUpdated:
 
 
 @dataclass(frozen=True)
+class PlanUpdated:
+    """The model's whole plan, replacing the previous one."""
+
+    steps: tuple[PlanStep, ...]
+
+
+@dataclass(frozen=True)
 class UsageUpdated:
     used_tokens: int
     """Tokens in the context after the latest model call."""
@@ -74,6 +81,7 @@ TurnEvent = (
     | AgentThought
     | ToolCallStarted
     | ToolCallUpdated
+    | PlanUpdated
     | UsageUpdated
     | TitleChanged
     | Notice

@@ -20,6 +20,7 @@ from raven.engine.events import (
     AgentThought,
     Emit,
     Notice,
+    PlanUpdated,
     TitleChanged,
     ToolCallStarted,
     ToolCallUpdated,
@@ -257,6 +258,8 @@ async def _finish(session: LiveSession, call: ToolCall, output: ToolOutput, emit
     await session.commit(_result(call, dataclasses.replace(output, text=text)))
     status = "failed" if output.is_error else "completed"
     emit(ToolCallUpdated(call.id, status, text, output.diff))
+    if output.plan is not None:
+        emit(PlanUpdated(output.plan))
 
 
 def _answered_ids(session: LiveSession) -> set[str]:

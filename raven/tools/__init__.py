@@ -7,6 +7,7 @@ through the `ask` callable in their context.
 
 from raven.tools.base import (
     FileDiff,
+    PlanStep,
     Question,
     Tool,
     ToolContext,
@@ -20,6 +21,7 @@ from raven.tools.registry import builtin_tools
 
 __all__ = [
     "FileDiff",
+    "PlanStep",
     "Question",
     "Tool",
     "ToolContext",

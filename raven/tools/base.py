@@ -39,12 +39,21 @@ class FileDiff:
 
 
 @dataclass(frozen=True)
+class PlanStep:
+    content: str
+    status: Literal["pending", "in_progress", "completed"]
+    priority: Literal["high", "medium", "low"] = "medium"
+
+
+@dataclass(frozen=True)
 class ToolOutput:
     text: str
     is_error: bool = False
     diff: FileDiff | None = None
     images: tuple[ImagePart, ...] = ()
     """Images for models that accept them in tool results."""
+    plan: tuple[PlanStep, ...] | None = None
+    """A new plan for the faces to show (update_plan)."""
 
 
 @dataclass

@@ -12,6 +12,7 @@ from raven.engine import (
     AgentText,
     AgentThought,
     Notice,
+    PlanUpdated,
     TitleChanged,
     ToolCallStarted,
     ToolCallUpdated,
@@ -19,7 +20,7 @@ from raven.engine import (
     UsageUpdated,
 )
 from raven.messages import AssistantMessage, ToolCall, ToolResultMessage, user_text
-from raven.tools import FileDiff
+from raven.tools import FileDiff, PlanStep
 
 EVENTS = [
     AgentText("hi"),
@@ -36,6 +37,9 @@ EVENTS = [
     ToolCallUpdated("c1", "completed", "done", FileDiff(Path("/w/a.txt"), None, "new")),
     ToolCallUpdated("c1", "failed", "token=supersecretvalue"),
     UsageUpdated(120, 8000),
+    PlanUpdated(
+        (PlanStep("read the code", "completed"), PlanStep("fix it", "in_progress", "high"))
+    ),
     TitleChanged("A title"),
     Notice("the model is down"),
 ]

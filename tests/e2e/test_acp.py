@@ -515,3 +515,15 @@ async def test_large_frames_pass_and_oversized_frames_are_refused(
     assert listed.sessions
     errors = [json.loads(line) for line in agent.lines if b"Frame too large" in line]
     assert errors and errors[0]["error"]["code"] == -32600
+
+
+async def test_the_plan_reaches_the_editor(start: Any, tmp_path: Path) -> None:
+    entries = [{"content": "look", "status": "in_progress", "priority": "high"}]
+    agent = await start([{"toolCalls": [call("update_plan", entries=entries)]}, {"text": "ok"}])
+    sid = await agent.new_session(tmp_path)
+    await agent.conn.prompt(session_id=sid, prompt=text("plan it"))
+    (plan,) = agent.editor.of("plan")
+    assert [(e.content, e.status, e.priority) for e in plan.entries] == [
+        ("look", "in_progress", "high")
+    ]
+    assert agent.editor.permissions == []

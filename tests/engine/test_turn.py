@@ -339,3 +339,20 @@ async def test_opening_a_session_answers_tool_calls_a_killed_process_left_open(
     result = session.history[-1]
     assert isinstance(result, ToolResultMessage) and result.call_id == "k1" and result.is_error
     assert runtime.store.count_messages(record.id) == 3
+
+
+async def test_update_plan_emits_the_whole_plan(make_runtime: MakeRuntime, tmp_path: Path) -> None:
+    from raven.engine import PlanUpdated
+
+    entries = [{"content": "read", "status": "completed"}, {"content": "write"}]
+    runtime = make_runtime([{"toolCalls": [call("update_plan", entries=entries)]}, {"text": "ok"}])
+    session = await runtime.new_session(tmp_path)
+    events = Events()
+    await run_turn(session, prompt("plan"), RecordingAsker(), events.append)
+    (plan,) = events.of(PlanUpdated)
+    assert [(s.content, s.status) for s in plan.steps] == [
+        ("read", "completed"),
+        ("write", "pending"),
+    ]
+    result = next(m for m in session.history if isinstance(m, ToolResultMessage))
+    assert result.content == "Plan updated: 1/2 steps completed."

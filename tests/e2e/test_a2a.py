@@ -30,6 +30,7 @@ from raven.sessions import SessionStore
 from tests.conftest import raven
 from tests.e2e.a2a_server import TOKEN, A2AServer, configure, message, start
 from tests.e2e.acp_harness import alive
+from tests.e2e.postgres import postgres_server, server_binaries
 
 
 @pytest.fixture
@@ -455,3 +456,38 @@ async def test_a_full_queue_rejects_new_tasks_clearly(serve: Any) -> None:
     second = server.call("SendMessage", message("second"))["result"]["task"]
     assert second["status"]["state"] == "TASK_STATE_REJECTED"
     assert "busy" in second["status"]["message"]["parts"][0]["text"]
+
+
+@pytest.mark.skipif(server_binaries() is None, reason="no PostgreSQL server on this machine")
+async def test_two_replicas_share_tasks_through_postgresql(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    homes = [tmp_path / "replica-a", tmp_path / "replica-b"]
+    with postgres_server() as url:
+        for home, steps in zip(
+            homes,
+            [
+                [{"toolCalls": [{"name": "ask_user", "arguments": {"question": "Which branch?"}}]}],
+                [{"text": "Deployed main."}],
+            ],
+            strict=True,
+        ):
+            home.mkdir()
+            configure(home, steps, task_store=url)
+        replicas = [start({**env, "RAVEN_HOME": str(home)}) for home in homes]
+        try:
+            a, b = replicas
+            task = a.call("SendMessage", message("deploy"))["result"]["task"]
+            assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+            seen = b.call("GetTask", {"id": task["id"]})["result"]
+            assert seen["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+            listed = b.call("ListTasks", {})["result"]["tasks"]
+            assert [t["id"] for t in listed] == [task["id"]]
+            done = b.call("SendMessage", message("main", taskId=task["id"]))["result"]["task"]
+            assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+            assert done["status"]["message"]["parts"][0]["text"] == "Deployed main."
+            final = a.call("GetTask", {"id": task["id"]})["result"]
+            assert final["status"]["state"] == "TASK_STATE_COMPLETED"
+        finally:
+            for replica in replicas:
+                assert replica.stop() == 0

@@ -69,14 +69,16 @@ class SessionStore:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self._grouped = False
+        """True while `group` holds a transaction that writes join as savepoints."""
         self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         self._db.execute("PRAGMA journal_mode = WAL")
         self._db.execute("PRAGMA foreign_keys = ON")
         self._db.execute("PRAGMA synchronous = NORMAL")
         with self._lock:
             migrate(self._db)
-        self._worker = StoreWorker()
+        self._worker = StoreWorker(group=self.group)
 
     async def call(self, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run `method(*args, **kwargs)` (a method of this store) off the event loop."""
@@ -88,15 +90,38 @@ class SessionStore:
             self._db.close()
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def group(self) -> Iterator[None]:
+        """One transaction for several writes (group commit); each stays all-or-nothing."""
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
+            self._grouped = True
             try:
-                yield self._db
+                yield
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
-            self._db.execute("COMMIT")
+            else:
+                self._db.execute("COMMIT")
+            finally:
+                self._grouped = False
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            begin, undo, done = (
+                ("SAVEPOINT w", "ROLLBACK TO w", "RELEASE w")
+                if self._grouped
+                else ("BEGIN IMMEDIATE", "ROLLBACK", "COMMIT")
+            )
+            self._db.execute(begin)
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute(undo)
+                if self._grouped:
+                    self._db.execute(done)
+                raise
+            self._db.execute(done)
 
     def create(
         self,

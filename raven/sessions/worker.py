@@ -1,13 +1,15 @@
 """The store's own thread: runs store calls off the event loop, several per wake-up.
 
-Under load many sessions commit at once; draining the queue in one wake-up and
-answering each event loop once per batch keeps thread hand-offs from dominating
-the cost of a turn. Never runs anything but the callables it is given, in order.
+Under load many sessions commit at once. The worker drains its queue in one
+wake-up, runs the batch inside `group` (one transaction: group commit), and
+answers each event loop once per batch. No caller hears of success before the
+batch is committed. Never runs anything but the callables it is given, in order.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import threading
 from collections.abc import Callable
@@ -20,7 +22,12 @@ _Job = tuple[Callable[[], Any], asyncio.Future[Any], asyncio.AbstractEventLoop]
 
 
 class StoreWorker:
-    def __init__(self, name: str = "raven-store") -> None:
+    def __init__(
+        self,
+        group: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext,
+        name: str = "raven-store",
+    ) -> None:
+        self._group = group
         self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._name = name
         self._thread: threading.Thread | None = None
@@ -62,12 +69,18 @@ class StoreWorker:
                 batch.append(nxt)
             outcomes: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], bool, Any]]]
             outcomes = {}
-            for fn, future, loop in batch:
-                try:
-                    outcome = (future, True, fn())
-                except BaseException as exc:  # handed to the awaiting task, never lost
-                    outcome = (future, False, exc)
-                outcomes.setdefault(loop, []).append(outcome)
+            try:
+                with self._group():
+                    for fn, future, loop in batch:
+                        try:
+                            outcome = (future, True, fn())
+                        except Exception as exc:  # handed to the awaiting task, never lost
+                            outcome = (future, False, exc)
+                        outcomes.setdefault(loop, []).append(outcome)
+            except Exception as exc:  # the batch did not commit: nothing in it happened
+                outcomes = {}
+                for _, future, loop in batch:
+                    outcomes.setdefault(loop, []).append((future, False, exc))
             for loop, results in outcomes.items():
                 try:
                     loop.call_soon_threadsafe(_settle, results)

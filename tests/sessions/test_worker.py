@@ -33,3 +33,17 @@ async def test_exceptions_reach_the_caller() -> None:
         await worker.call(fail)
     assert await worker.call(lambda: "still working") == "still working"
     worker.stop()
+
+
+async def test_grouped_writes_fail_alone_and_land_together(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from raven.messages import user_text
+    from raven.sessions import SessionNotFound, SessionStore
+
+    store = SessionStore(tmp_path / "raven.db")
+    record = store.create("/w", face="test")
+    calls = [store.call(store.append, record.id, user_text(f"m{i}")) for i in range(20)]
+    calls.insert(10, store.call(store.append, "ses_missing", user_text("lost")))
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    assert [type(r) for r in results].count(SessionNotFound) == 1
+    assert [m.text for m in store.messages(record.id)] == [f"m{i}" for i in range(20)]  # type: ignore[union-attr]
+    store.close()

@@ -5,11 +5,9 @@ Maps neutral messages to the Messages wire and back; nothing else.
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from raven.config import ModelSpec
 from raven.messages import (
     AssistantMessage,
     ImagePart,
@@ -31,7 +29,7 @@ from raven.providers.base import (
     ToolCallReady,
     Usage,
 )
-from raven.providers.http import Endpoint, decode_json, make_client, post_sse
+from raven.providers.http import HttpProvider, decode_json, post_sse
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
@@ -46,21 +44,12 @@ _FINISH: dict[str, FinishReason] = {
 }
 
 
-class AnthropicProvider:
-    def __init__(self, spec: ModelSpec, read_timeout_s: float) -> None:
-        key = spec.api_key or os.environ.get(spec.api_key_env or "ANTHROPIC_API_KEY") or ""
-        base_url = spec.base_url or DEFAULT_BASE_URL
-        headers = {"anthropic-version": API_VERSION}
-        if key:
-            headers["x-api-key"] = key
-        self.model_id = spec.id
-        self.context_window = spec.context_window
-        self._spec = spec
-        self._endpoint = Endpoint(model=spec.vendor_model, base_url=base_url, secret=key or None)
-        self._client = make_client(base_url, headers, read_timeout_s)
+class AnthropicProvider(HttpProvider):
+    default_base_url = DEFAULT_BASE_URL
+    default_key_env = "ANTHROPIC_API_KEY"
 
-    async def aclose(self) -> None:
-        await self._client.aclose()
+    def headers(self, key: str) -> dict[str, str]:
+        return {"anthropic-version": API_VERSION, **({"x-api-key": key} if key else {})}
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         body: dict[str, Any] = {

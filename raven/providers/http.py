@@ -10,13 +10,15 @@ import asyncio
 import email.utils
 import json
 import logging
+import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 
+from raven.config import ModelSpec
 from raven.providers.base import (
     ProviderAuthError,
     ProviderError,
@@ -47,6 +49,29 @@ class Endpoint:
 
     def scrub(self, text: str) -> str:
         return text.replace(self.secret, "***") if self.secret else text
+
+
+class HttpProvider:
+    """What the HTTP model adapters share: the key, the endpoint and the client."""
+
+    default_base_url: ClassVar[str]
+    default_key_env: ClassVar[str]
+
+    def __init__(self, spec: ModelSpec, read_timeout_s: float) -> None:
+        key = spec.api_key or os.environ.get(spec.api_key_env or self.default_key_env) or ""
+        base_url = spec.base_url or self.default_base_url
+        self.model_id = spec.id
+        self.context_window = spec.context_window
+        self._spec = spec
+        self._endpoint = Endpoint(model=spec.vendor_model, base_url=base_url, secret=key or None)
+        self._client = make_client(base_url, self.headers(key), read_timeout_s)
+
+    def headers(self, key: str) -> dict[str, str]:
+        """The vendor's authentication (and version) headers for `key`."""
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
 
 
 def make_client(base_url: str, headers: dict[str, str], read_timeout_s: float) -> httpx.AsyncClient:

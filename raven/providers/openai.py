@@ -7,11 +7,9 @@ LM Studio, OpenRouter). Maps neutral messages to that wire and back; nothing els
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from raven.config import ModelSpec
 from raven.messages import (
     AssistantMessage,
     ImagePart,
@@ -34,7 +32,7 @@ from raven.providers.base import (
     ToolSpec,
     Usage,
 )
-from raven.providers.http import Endpoint, decode_json, make_client, post_sse
+from raven.providers.http import HttpProvider, decode_json, post_sse
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _FINISH: dict[str, FinishReason] = {
@@ -46,19 +44,12 @@ _FINISH: dict[str, FinishReason] = {
 }
 
 
-class OpenAIProvider:
-    def __init__(self, spec: ModelSpec, read_timeout_s: float) -> None:
-        key = spec.api_key or os.environ.get(spec.api_key_env or "OPENAI_API_KEY") or ""
-        base_url = spec.base_url or DEFAULT_BASE_URL
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        self.model_id = spec.id
-        self.context_window = spec.context_window
-        self._spec = spec
-        self._endpoint = Endpoint(model=spec.vendor_model, base_url=base_url, secret=key or None)
-        self._client = make_client(base_url, headers, read_timeout_s)
+class OpenAIProvider(HttpProvider):
+    default_base_url = DEFAULT_BASE_URL
+    default_key_env = "OPENAI_API_KEY"
 
-    async def aclose(self) -> None:
-        await self._client.aclose()
+    def headers(self, key: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {key}"} if key else {}
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         body: dict[str, Any] = {

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -194,13 +193,3 @@ class RavenAcp:
                 model = RESPONSE_MODELS.get(method or "")
                 if model is not None:
                     model.model_validate(msg["result"])
-
-
-def alive(pid: int) -> bool:
-    """True while the process runs; a zombie awaiting its reaper counts as dead."""
-    try:
-        os.kill(pid, 0)
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (ProcessLookupError, FileNotFoundError):
-        return False
-    return state not in ("Z", "X")

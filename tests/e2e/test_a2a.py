@@ -29,8 +29,8 @@ from a2a.types import (
 from raven.sessions import SessionStore
 from tests.conftest import raven
 from tests.e2e.a2a_server import TOKEN, A2AServer, configure, message, start
-from tests.e2e.acp_harness import alive
 from tests.e2e.postgres import postgres_server, server_binaries
+from tests.processes import alive, pid_from
 
 
 @pytest.fixture
@@ -303,11 +303,7 @@ async def test_cancel_task_kills_a_running_command(serve: Any, tmp_path: Path) -
     )
     params = message("sleep") | {"configuration": {"returnImmediately": True}}
     task = server.call("SendMessage", params)["result"]["task"]
-    deadline = time.monotonic() + 15
-    while not (pidfile.exists() and pidfile.read_text().strip()):
-        assert time.monotonic() < deadline
-        await asyncio.sleep(0.05)
-    pid = int(pidfile.read_text())
+    pid = await pid_from(pidfile)
     cancelled = server.call("CancelTask", {"id": task["id"]})["result"]
     assert cancelled["status"]["state"] == "TASK_STATE_CANCELED"
     assert not alive(pid)

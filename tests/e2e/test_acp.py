@@ -16,7 +16,8 @@ from acp import schema
 from raven.messages import AssistantMessage, user_text
 from raven.sessions import SessionStore
 from tests.conftest import write_config
-from tests.e2e.acp_harness import Editor, RavenAcp, alive
+from tests.e2e.acp_harness import Editor, RavenAcp
+from tests.processes import alive, pid_from
 
 MODES = [
     {"id": "ask", "name": "Ask", "description": "Ask before edits", "approvals": "ask"},
@@ -276,10 +277,7 @@ async def test_cancel_kills_a_running_command(start: Any, tmp_path: Path) -> Non
     )
     sid = await agent.new_session(tmp_path)
     prompt = asyncio.create_task(agent.conn.prompt(session_id=sid, prompt=text("sleep")))
-    async with asyncio.timeout(10):
-        while not (pidfile.exists() and pidfile.read_text().strip()):
-            await asyncio.sleep(0.02)
-    pid = int(pidfile.read_text())
+    pid = await pid_from(pidfile)
     started = time.monotonic()
     await agent.conn.cancel(session_id=sid)
     assert (await asyncio.wait_for(prompt, 5)).stop_reason == "cancelled"

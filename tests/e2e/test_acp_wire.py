@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import RAVEN, write_config
-from tests.e2e.acp_harness import alive
+from tests.processes import alive, pid_from
 
 INIT = {
     "jsonrpc": "2.0",
@@ -172,9 +172,7 @@ async def test_eof_mid_turn_cancels_it_and_exits_within_5s(
             "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]},
         }
     )
-    async with asyncio.timeout(10):
-        while not (pidfile.exists() and pidfile.read_text().strip()):
-            await asyncio.sleep(0.02)
+    await pid_from(pidfile)
     started = time.monotonic()
     assert wire.proc.stdin is not None
     wire.proc.stdin.close()

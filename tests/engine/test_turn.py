@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 
 from raven.engine import (
@@ -17,6 +16,7 @@ from raven.engine import (
 )
 from raven.messages import AssistantMessage, TextPart, ToolResultMessage, UserMessage
 from tests.engine.conftest import Events, MakeRuntime, RecordingAsker
+from tests.processes import alive, pid_from
 
 
 def prompt(text: str) -> list[TextPart]:
@@ -230,17 +230,14 @@ async def test_cancel_kills_a_running_command_and_its_group(
     turn = asyncio.create_task(
         run_turn(session, prompt("sleep"), RecordingAsker(), events.append, cancel)
     )
-    async with asyncio.timeout(10):
-        while not (pidfile.exists() and pidfile.read_text().strip()):
-            await asyncio.sleep(0.02)
-    pid = int(pidfile.read_text())
+    pid = await pid_from(pidfile)
     loop = asyncio.get_running_loop()
     started = loop.time()
     cancel.set()
     assert await asyncio.wait_for(turn, 5) == "cancelled"
     assert loop.time() - started < 2.0
     assert events[-1] == TurnEnded("cancelled")
-    assert not _alive(pid)
+    assert not alive(pid)
     results = [m for m in session.history if isinstance(m, ToolResultMessage)]
     assert results and "Cancelled" in results[-1].content
     assert not session.is_busy
@@ -313,46 +310,3 @@ async def test_a_second_turn_on_a_busy_session_is_refused(
     assert await run_turn(session, prompt("b"), RecordingAsker(), events.append) == "end_turn"
     assert "already running" in events.of(Notice)[0].text
     assert await first == "end_turn"
-
-
-def _alive(pid: int) -> bool:
-    """True while the process runs; a zombie awaiting its reaper counts as dead."""
-    try:
-        os.kill(pid, 0)
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (ProcessLookupError, FileNotFoundError):
-        return False
-    return state not in ("Z", "X")
-
-
-async def test_opening_a_session_answers_tool_calls_a_killed_process_left_open(
-    make_runtime: MakeRuntime, tmp_path: Path
-) -> None:
-    from raven.messages import ToolCall, user_text
-
-    runtime = make_runtime()
-    record = runtime.store.create(str(tmp_path), face="test", model="test")
-    runtime.store.append(record.id, user_text("go"))
-    calls = [ToolCall(id="k1", name="run_command", arguments={"command": "sleep 9"})]
-    runtime.store.append(record.id, AssistantMessage(tool_calls=calls))
-    session = await runtime.open_session(record.id)
-    result = session.history[-1]
-    assert isinstance(result, ToolResultMessage) and result.call_id == "k1" and result.is_error
-    assert runtime.store.count_messages(record.id) == 3
-
-
-async def test_update_plan_emits_the_whole_plan(make_runtime: MakeRuntime, tmp_path: Path) -> None:
-    from raven.engine import PlanUpdated
-
-    entries = [{"content": "read", "status": "completed"}, {"content": "write"}]
-    runtime = make_runtime([{"toolCalls": [call("update_plan", entries=entries)]}, {"text": "ok"}])
-    session = await runtime.new_session(tmp_path)
-    events = Events()
-    await run_turn(session, prompt("plan"), RecordingAsker(), events.append)
-    (plan,) = events.of(PlanUpdated)
-    assert [(s.content, s.status) for s in plan.steps] == [
-        ("read", "completed"),
-        ("write", "pending"),
-    ]
-    result = next(m for m in session.history if isinstance(m, ToolResultMessage))
-    assert result.content == "Plan updated: 1/2 steps completed."

@@ -12,8 +12,8 @@ from raven.config import Limits, ToolFilter
 from raven.mcp import McpScope
 from raven.mcp.tools import PassThroughArgs, ReadResourceArgs
 from raven.tools import Question, ToolContext, ToolError
-from tests.e2e.acp_harness import alive
 from tests.mcp.conftest import stdio_spec
+from tests.processes import alive
 
 
 async def _no(question: Question) -> str | None:

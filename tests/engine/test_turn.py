@@ -310,3 +310,36 @@ async def test_a_second_turn_on_a_busy_session_is_refused(
     assert await run_turn(session, prompt("b"), RecordingAsker(), events.append) == "end_turn"
     assert "already running" in events.of(Notice)[0].text
     assert await first == "end_turn"
+
+
+async def test_opening_a_session_answers_tool_calls_a_killed_process_left_open(
+    make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    from raven.messages import ToolCall, user_text
+
+    runtime = make_runtime()
+    record = runtime.store.create(str(tmp_path), face="test", model="test")
+    runtime.store.append(record.id, user_text("go"))
+    calls = [ToolCall(id="k1", name="run_command", arguments={"command": "sleep 9"})]
+    runtime.store.append(record.id, AssistantMessage(tool_calls=calls))
+    session = await runtime.open_session(record.id)
+    result = session.history[-1]
+    assert isinstance(result, ToolResultMessage) and result.call_id == "k1" and result.is_error
+    assert runtime.store.count_messages(record.id) == 3
+
+
+async def test_update_plan_emits_the_whole_plan(make_runtime: MakeRuntime, tmp_path: Path) -> None:
+    from raven.engine import PlanUpdated
+
+    entries = [{"content": "read", "status": "completed"}, {"content": "write"}]
+    runtime = make_runtime([{"toolCalls": [call("update_plan", entries=entries)]}, {"text": "ok"}])
+    session = await runtime.new_session(tmp_path)
+    events = Events()
+    await run_turn(session, prompt("plan"), RecordingAsker(), events.append)
+    (plan,) = events.of(PlanUpdated)
+    assert [(s.content, s.status) for s in plan.steps] == [
+        ("read", "completed"),
+        ("write", "pending"),
+    ]
+    result = next(m for m in session.history if isinstance(m, ToolResultMessage))
+    assert result.content == "Plan updated: 1/2 steps completed."

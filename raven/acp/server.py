@@ -9,21 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
 from raven import __version__
 from raven.acp import protocol as p
 from raven.acp.asker import AcpAsker
+from raven.acp.content import prompt_parts, stdio_specs, title_command
 from raven.acp.options import MODE_OPTION, MODEL_OPTION, config_options, selectable_models
 from raven.acp.options import session_setup as setup
 from raven.acp.translate import event_update, replay_updates
-from raven.config import ConfigError, McpStdioServer
+from raven.config import ConfigError
 from raven.engine import LiveSession, Runtime, TitleChanged, TurnEvent, run_turn
 from raven.errors import RavenError
 from raven.jsonrpc import (
@@ -34,7 +32,6 @@ from raven.jsonrpc import (
     Connection,
     RpcError,
 )
-from raven.messages import ImagePart, Part, TextPart
 from raven.sessions import BadCursor, SessionNotFound
 
 if TYPE_CHECKING:
@@ -249,9 +246,9 @@ class AcpServer:
             raise RpcError(INVALID_REQUEST, "This session is closed; load or resume it first")
         if state.cancel is not None:
             raise RpcError(INVALID_REQUEST, "A turn is already running in this session")
-        parts = _to_parts(parsed.prompt)
+        parts = prompt_parts(parsed.prompt)
         live = state.live
-        if (title := _title_command(parts)) is not None:
+        if (title := title_command(parts)) is not None:
             await live.set_title(title)
             self._emit(live, TitleChanged(title))
             return {"stopReason": "end_turn"}
@@ -304,7 +301,7 @@ class AcpServer:
     async def _attach_mcp(self, state: _Session, servers: list[dict[str, Any]]) -> None:
         """Connect the session's own MCP servers (lazily, at its next turn), replacing any."""
         await self._release_mcp(state)
-        specs = _stdio_specs(servers)
+        specs = stdio_specs(servers)
         if not specs:
             return
         from raven.mcp import McpScope
@@ -358,67 +355,6 @@ def _absolute_dir(cwd: str) -> Path:
     if not path.is_dir():
         raise RpcError(INVALID_PARAMS, f"cwd {cwd!r} is not a directory")
     return path
-
-
-def _to_parts(blocks: list[p.ContentBlock]) -> list[Part]:
-    parts: list[Part] = []
-    for block in blocks:
-        if isinstance(block, p.TextContent):
-            parts.append(TextPart(text=block.text))
-        elif isinstance(block, p.ImageContent):
-            parts.append(ImagePart(data=block.data, mime_type=block.mime_type))
-        elif isinstance(block, p.ResourceLink):
-            label = block.title or block.name
-            note = f" ({block.description})" if block.description else ""
-            parts.append(TextPart(text=f"[{label}]({block.uri}){note}"))
-        elif isinstance(block, p.EmbeddedResource):
-            res = block.resource
-            if res.text is not None:
-                parts.append(TextPart(text=f'<resource uri="{res.uri}">\n{res.text}\n</resource>'))
-            else:
-                parts.append(
-                    TextPart(text=f"[binary resource {res.uri} ({res.mime_type}) not shown]")
-                )
-        else:
-            raise RpcError(INVALID_PARAMS, "Audio prompts are not supported")
-    if not parts:
-        raise RpcError(INVALID_PARAMS, "The prompt is empty")
-    return parts
-
-
-def _stdio_specs(servers: list[dict[str, Any]]) -> list[McpStdioServer]:
-    """The usable entries of an ACP `mcpServers` list; others are dropped with a warning."""
-    specs: list[McpStdioServer] = []
-    for entry in servers:
-        if entry.get("type") in ("http", "sse"):
-            log.warning(
-                "MCP server %r: %s transport is not offered; dropped",
-                entry.get("name"),
-                entry.get("type"),
-            )
-            continue
-        try:
-            server = p.McpServerStdio.model_validate(entry)
-            specs.append(
-                McpStdioServer(
-                    name=re.sub(r"[^A-Za-z0-9_.-]", "_", server.name) or "mcp",
-                    command=server.command,
-                    args=server.args,
-                    env={e.name: e.value for e in server.env},
-                )
-            )
-        except ValidationError as exc:
-            log.warning("MCP server entry %r is unusable and dropped: %s", entry.get("name"), exc)
-    return specs
-
-
-def _title_command(parts: list[Part]) -> str | None:
-    if len(parts) != 1 or not isinstance(parts[0], TextPart):
-        return None
-    text = parts[0].text.strip()
-    if not text.startswith("/title "):
-        return None
-    return text.removeprefix("/title ").strip() or None
 
 
 def _rpc_error(exc: RavenError) -> RpcError:

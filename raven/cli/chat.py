@@ -14,6 +14,8 @@ import typer
 from raven.cli.options import ConfigOption
 
 if TYPE_CHECKING:
+    import asyncio
+
     from rich.console import Console
 
     from raven.cli.terminal import LineReader, TerminalView
@@ -122,14 +124,12 @@ class Chat:
         finally:
             loop.remove_signal_handler(signal.SIGINT)
 
-    async def _turn(self, text: str, cancel: object) -> None:
-        import asyncio
-
+    async def _turn(self, text: str, cancel: asyncio.Event) -> None:
         from raven.cli.terminal import TerminalAsker
         from raven.engine import run_turn
         from raven.messages import TextPart
 
-        assert self.session is not None and isinstance(cancel, asyncio.Event)
+        assert self.session is not None
         asker = TerminalAsker(self.err, self.reader, self.view, interactive=True)
         await run_turn(self.session, [TextPart(text=text)], asker, self.view, cancel)
         self.view.pause()

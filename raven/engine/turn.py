@@ -39,6 +39,7 @@ from raven.messages import (
 )
 from raven.providers import (
     Finish,
+    FinishReason,
     ModelRequest,
     ProviderError,
     StopReason,
@@ -163,7 +164,7 @@ async def _loop(session: LiveSession, prompt: list[Part], asker: Asker, emit: Em
     return "max_turn_requests"
 
 
-async def _call_model(session: LiveSession, emit: Emit) -> tuple[AssistantMessage, str]:
+async def _call_model(session: LiveSession, emit: Emit) -> tuple[AssistantMessage, FinishReason]:
     tools = session.offered_tools()
     request = ModelRequest(
         system=system_prompt(session.cwd, tools, date.today()),
@@ -173,7 +174,7 @@ async def _call_model(session: LiveSession, emit: Emit) -> tuple[AssistantMessag
     text: list[str] = []
     thought: list[str] = []
     calls: list[ToolCall] = []
-    finish = "end_turn"
+    finish: FinishReason = "end_turn"
     stream = session.provider.stream(request)
     try:
         async for event in stream:

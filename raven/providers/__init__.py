@@ -7,6 +7,7 @@ when a model of theirs is used.
 
 from raven.providers.base import (
     Finish,
+    FinishReason,
     ModelEvent,
     ModelRequest,
     Provider,
@@ -22,6 +23,7 @@ from raven.providers.resolve import NoModelConfigured, create_provider, pick_mod
 
 __all__ = [
     "Finish",
+    "FinishReason",
     "ModelEvent",
     "ModelRequest",
     "NoModelConfigured",

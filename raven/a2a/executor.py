@@ -139,27 +139,14 @@ class RavenExecutor(AgentExecutor):
             job.resuming = False
         else:
             if self._waiting >= self._settings.max_queued_tasks and self._slots.locked():
-                await updater.reject(
-                    updater.new_agent_message(
-                        [
-                            new_text_part(
-                                "Raven is busy: too many tasks are waiting. Try again later."
-                            )
-                        ]
-                    )
-                )
+                await _reject(updater, "Raven is busy: too many tasks are waiting. Try later.")
                 return
             job = await self._start(context)
             if job is None:
-                await updater.reject(
-                    updater.new_agent_message(
-                        [
-                            new_text_part(
-                                "This conversation already has a task running or waiting "
-                                "for input; finish that task first."
-                            )
-                        ]
-                    )
+                await _reject(
+                    updater,
+                    "This conversation already has a task running or "
+                    "waiting for input; finish that task first.",
                 )
                 return
         job.call_context = context.call_context
@@ -167,12 +154,13 @@ class RavenExecutor(AgentExecutor):
         await self._publish(job, updater)
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
-        job = self._jobs.get(context.task_id or "")
+        job = self._jobs.pop(context.task_id or "", None)
         if job is not None:
             job.cancel.set()
             self._cancel_timer(job)
             if job.turn is not None:
                 await asyncio.wait([job.turn], timeout=5)
+            self._runtime.release(job.session.id)
         assert context.task_id and context.context_id
         await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
 
@@ -185,19 +173,24 @@ class RavenExecutor(AgentExecutor):
             await asyncio.wait(turns, timeout=5)
 
     async def _start(self, context: RequestContext) -> _Job | None:
+        """A job for a new turn once a slot is free; None if its session is taken."""
         assert context.task_id and context.context_id
         session = await self._session(context)
-        if session.is_busy:
+        if any(j.session is session for j in self._jobs.values()):
             return None
         job = _Job(context.task_id, context.context_id, session)
         self._jobs[job.task_id] = job
-        prompt = context.get_user_input()
         self._waiting += 1
         try:
             await self._slots.acquire()
+        except BaseException:
+            self._jobs.pop(job.task_id, None)
+            raise
         finally:
             self._waiting -= 1
-        job.turn = asyncio.create_task(self._run(job, prompt), name=f"a2a:{job.task_id}")
+        job.turn = asyncio.create_task(
+            self._run(job, context.get_user_input()), name=f"a2a:{job.task_id}"
+        )
         return job
 
     async def _run(self, job: _Job, prompt: str) -> None:
@@ -274,3 +267,7 @@ class RavenExecutor(AgentExecutor):
                 self._workdir, session_id=session_id, deferred=True
             )
         return await self._runtime.open_session(session_id, create_in=self._workdir)
+
+
+async def _reject(updater: TaskUpdater, text: str) -> None:
+    await updater.reject(updater.new_agent_message([new_text_part(text)]))

@@ -58,10 +58,6 @@ CANCELLED_RESULT = "Cancelled by the user before it finished."
 REJECTED_RESULT = "The user rejected this tool call. Do not retry it; ask or explain instead."
 
 
-class _TurnFailed(Exception):
-    """Ends the turn with an explanation; raised inside the loop only."""
-
-
 async def run_turn(
     session: LiveSession,
     prompt: Sequence[Part],
@@ -116,9 +112,6 @@ async def _turn(
 ) -> tuple[StopReason, str | None]:
     try:
         return await _loop(session, prompt, asker, emit), None
-    except _TurnFailed as exc:
-        emit(Notice(str(exc)))
-        return "end_turn", str(exc)
     except ProviderError as exc:
         log.warning("model call failed: %s", exc)
         emit(Notice(str(exc)))

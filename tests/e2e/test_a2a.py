@@ -487,3 +487,14 @@ async def test_two_replicas_share_tasks_through_postgresql(
         finally:
             for replica in replicas:
                 assert replica.stop() == 0
+
+
+async def test_a_second_task_in_a_busy_conversation_is_rejected(serve: Any) -> None:
+    server = serve([{"text": "slow", "delayMs": 1500}])
+    params = message("first") | {"configuration": {"returnImmediately": True}}
+    first = server.call("SendMessage", params)["result"]["task"]
+    await asyncio.sleep(0.3)
+    second = server.call("SendMessage", message("second", contextId=first["contextId"]))
+    task = second["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_REJECTED"
+    assert "already has a task" in task["status"]["message"]["parts"][0]["text"]

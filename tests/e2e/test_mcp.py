@@ -114,3 +114,57 @@ async def test_acp_per_session_servers_are_isolated_and_released(
         agent.check_frames()
         agent.kill()
     assert b"transport is not offered" in agent.stderr
+
+
+async def test_acp_resume_replaces_the_session_servers(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    import re
+
+    from tests.processes import alive
+
+    (home / "script.json").write_text(
+        json.dumps(
+            [
+                {"toolCalls": [{"name": "first__whoami", "arguments": {}}]},
+                {"text": "one"},
+                {"toolCalls": [{"name": "second__whoami", "arguments": {}}]},
+                {"text": "two"},
+            ]
+        )
+    )
+    write_config(
+        home,
+        {
+            "models": [{"id": "s", "provider": "scripted", "script": "script.json"}],
+            "modes": [{"id": "auto", "name": "Auto", "approvals": "auto"}],
+        },
+    )
+
+    def server(name: str) -> acp.schema.McpServerStdio:
+        return acp.schema.McpServerStdio(
+            name=name, command=sys.executable, args=[str(SERVER)], env=[]
+        )
+
+    agent = await RavenAcp.start(env)
+    try:
+        await agent.initialize()
+        sid = await agent.conn.new_session(cwd=str(tmp_path), mcp_servers=[server("first")])
+        sid = sid.session_id
+        await agent.conn.prompt(session_id=sid, prompt=[acp.text_block("one")])
+        await agent.conn.resume_session(
+            cwd=str(tmp_path), session_id=sid, mcp_servers=[server("second")]
+        )
+        await agent.conn.prompt(session_id=sid, prompt=[acp.text_block("two")])
+        outputs = [
+            c.content.text
+            for u in agent.editor.of("tool_call_update", sid)
+            for c in (u.content or [])
+            if c.type == "content"
+        ]
+        first_pid = int(re.search(r"pid=(\d+)", outputs[0]).group(1))  # type: ignore[union-attr]
+        assert "pid=" in outputs[1] and not alive(first_pid)
+    finally:
+        assert await agent.close() == 0
+        agent.check_frames()
+        agent.kill()

@@ -46,17 +46,16 @@ def chat_command(
     """Chat with Raven in the terminal."""
     import asyncio
 
-    from raven.cli.options import load
-    from raven.cli.run import _workdir
+    from raven.cli.options import load, workdir
     from raven.cli.runtime import build_runtime
 
     cfg, paths = load(config, "cli")
-    workdir = _workdir(cwd)
+    cwd_path = workdir(cwd)
 
     async def main() -> None:
         runtime = build_runtime(cfg, paths, face="chat")
         try:
-            await Chat(runtime, workdir).run(session, model, mode)
+            await Chat(runtime, cwd_path).run(session, model, mode)
         finally:
             await runtime.aclose()
 

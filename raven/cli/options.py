@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -25,3 +26,13 @@ def load(config_option: str | None, face: str) -> tuple[RavenConfig, Paths]:
     paths = resolve_paths(config_option)
     setup_logging(paths.logs_dir, face)
     return load_config(paths.config_file), paths
+
+
+def workdir(cwd: Path | None) -> Path:
+    """The session directory: `--cwd` or the current one, which must exist."""
+    from raven.config import ConfigError
+
+    path = (cwd or Path.cwd()).expanduser().resolve()
+    if not path.is_dir():
+        raise ConfigError(f"--cwd {path}: not a directory")
+    return path

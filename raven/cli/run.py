@@ -59,6 +59,7 @@ async def _run(
 
     from rich.console import Console
 
+    from raven.cli.options import workdir
     from raven.cli.runtime import build_runtime
     from raven.cli.terminal import LineReader, TerminalAsker, TerminalView, stdin_is_terminal
     from raven.engine import TurnEnded, TurnEvent, run_turn
@@ -73,7 +74,7 @@ async def _run(
             if mode:
                 await runtime.set_mode(live, mode)
         else:
-            live = await runtime.new_session(_workdir(cwd), model, mode)
+            live = await runtime.new_session(workdir(cwd), model, mode)
         out = Console(file=sys.stdout, highlight=False, soft_wrap=True)
         err = Console(file=sys.stderr, highlight=False)
         view = TerminalView(out, err, markdown=False)
@@ -97,15 +98,6 @@ async def _run(
         return _exit_code(stop, ended[-1].error if ended else None, err)
     finally:
         await runtime.aclose()
-
-
-def _workdir(cwd: Path | None) -> Path:
-    from raven.config import ConfigError
-
-    path = (cwd or Path.cwd()).expanduser().resolve()
-    if not path.is_dir():
-        raise ConfigError(f"--cwd {path}: not a directory")
-    return path
 
 
 def _exit_code(stop: str, error: str | None, err: Console) -> int:

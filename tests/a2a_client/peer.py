@@ -112,12 +112,24 @@ def start_peer(redirect_to: str | None = None, foreign_rpc: str | None = None) -
     async def foreign(request: Request) -> JSONResponse:
         return JSONResponse(agent_card_to_dict(agent_card(foreign_rpc or "http://x/a2a")))
 
+    async def grpc_only(request: Request) -> JSONResponse:
+        body = agent_card_to_dict(card)
+        body["supportedInterfaces"] = [
+            {
+                "url": f"http://127.0.0.1:{port}/grpc",
+                "protocolBinding": "GRPC",
+                "protocolVersion": "1.0",
+            }
+        ]
+        return JSONResponse(body)
+
     app = Starlette(
         routes=[
             *create_agent_card_routes(card),
             *create_jsonrpc_routes(handler, "/a2a"),
             Route("/redirect-card", redirect),
             Route("/foreign-card", foreign),
+            Route("/grpc-card", grpc_only),
         ]
     )
 

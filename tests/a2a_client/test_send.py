@@ -150,3 +150,10 @@ async def test_unreachable_and_malformed_card_urls(peers: tuple[Peer, Peer]) -> 
         await send_message("http://127.0.0.1:9/.well-known/agent-card.json", "x", [], SETTINGS)
     with pytest.raises(PeerError, match="http:// or https://"):
         await send_message("ftp://example.com/card", "x", [], SETTINGS)
+
+
+async def test_a_card_without_a_json_rpc_interface_is_refused(peers: tuple[Peer, Peer]) -> None:
+    listed, _ = peers
+    with pytest.raises(PeerError, match="no JSON-RPC interface"):
+        await send_message(f"{listed.origin}/grpc-card", "hi", config_for(listed), SETTINGS)
+    assert [s.path for s in listed.seen] == ["/grpc-card"]

@@ -525,3 +525,45 @@ async def test_the_plan_reaches_the_editor(start: Any, tmp_path: Path) -> None:
         ("look", "in_progress", "high")
     ]
     assert agent.editor.permissions == []
+
+
+async def test_bad_params_get_clear_errors(start: Any, tmp_path: Path) -> None:
+    agent = await start()
+    sid = await agent.new_session(tmp_path)
+    cases = [
+        (
+            "session/prompt",
+            {
+                "sessionId": sid,
+                "prompt": [{"type": "audio", "data": "AAAA", "mimeType": "audio/wav"}],
+            },
+            -32602,
+            "Audio",
+        ),
+        ("session/prompt", {"sessionId": sid, "prompt": []}, -32602, "empty"),
+        (
+            "session/prompt",
+            {"sessionId": "ses_unknown", "prompt": [{"type": "text", "text": "hi"}]},
+            -32002,
+            "not open",
+        ),
+        (
+            "session/set_config_option",
+            {"sessionId": sid, "configId": "model", "value": True},
+            -32602,
+            "value id",
+        ),
+        (
+            "session/set_config_option",
+            {"sessionId": sid, "configId": "colour", "value": "red"},
+            -32602,
+            "Unknown config option",
+        ),
+        ("_raven/session/steer", {"sessionId": "ses_unknown", "text": "x"}, -32002, "not open"),
+        ("session/load", {"sessionId": sid}, -32602, "cwd"),
+    ]
+    for method, params, code, words in cases:
+        with pytest.raises(acp.RequestError) as info:
+            await agent.request(method, params)
+        assert info.value.code == code, (method, info.value)
+        assert words in str(info.value), (method, info.value)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ from a2a.helpers import new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
+from a2a.server.id_generator import IDGenerator, IDGeneratorContext
 from a2a.server.tasks import TaskUpdater
 from a2a.types import Task, TaskState, TaskStatus
 
@@ -108,6 +110,29 @@ class _JobAsker:
             self._job.pending = None
 
 
+class MintedContexts(IDGenerator):
+    """Context ids this server minted for messages that came without one.
+
+    A minted context cannot have a session yet, so its first turn skips the lookup.
+    """
+
+    MAX_REMEMBERED = 4096
+
+    def __init__(self) -> None:
+        self._fresh: dict[str, None] = {}
+
+    def generate(self, context: IDGeneratorContext) -> str:
+        if len(self._fresh) >= self.MAX_REMEMBERED:
+            self._fresh.pop(next(iter(self._fresh)))
+        context_id = str(uuid.uuid4())
+        self._fresh[context_id] = None
+        return context_id
+
+    def take(self, context_id: str) -> bool:
+        """True once for a context id this generator minted."""
+        return self._fresh.pop(context_id, False) is None
+
+
 class RavenExecutor(AgentExecutor):
     def __init__(self, runtime: Runtime, settings: A2AServerConfig, workdir: Path) -> None:
         self._runtime = runtime
@@ -116,6 +141,8 @@ class RavenExecutor(AgentExecutor):
         self._jobs: dict[str, _Job] = {}
         self._slots = asyncio.Semaphore(settings.max_concurrent_tasks)
         self._waiting = 0
+        self.context_ids = MintedContexts()
+        """Hand this to the request handler's context builder."""
         self.on_question_timeout: TimeoutAnswer | None = None
         """Answers a parked task with "no answer" through the request handler (set by the mount)."""
 
@@ -260,9 +287,7 @@ class RavenExecutor(AgentExecutor):
         if not self._workdir.is_dir():
             self._workdir.mkdir(parents=True, exist_ok=True)
         session_id = f"a2a_{digest}"
-        assert context.message is not None
-        if context.current_task is None and not context.message.context_id:
-            # The SDK minted this context just now: no session can exist for it yet.
+        if context.current_task is None and self.context_ids.take(context.context_id):
             return await self._runtime.new_session(
                 self._workdir, session_id=session_id, deferred=True
             )

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from a2a.server.agent_execution import SimpleRequestContextBuilder
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.tasks import InMemoryTaskStore, TaskStore
@@ -81,6 +82,9 @@ def build_mount(
         agent_executor=executor,
         task_store=store,
         agent_card=public,
+        request_context_builder=SimpleRequestContextBuilder(
+            context_id_generator=executor.context_ids
+        ),
         extended_agent_card=extended_card(public, roster) if roster else None,
         interrupted_task_timeout=settings.input_timeout_s + RELEASE_MARGIN_S,
     )

@@ -6,6 +6,7 @@ decisions and steering text. Writes go to the store as they happen.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import fnmatch
@@ -108,16 +109,23 @@ class LiveSession:
         return taken
 
     async def commit(self, message: Message, title: str | None = None) -> None:
-        """Store the message (and a new title) before returning; keep it in memory.
+        """Store the message (and a new title) before returning; keep it in memory."""
+        await self.commit_soon(message, title)
 
-        A deferred session is stored together with its first message.
+    def commit_soon(self, message: Message, title: str | None = None) -> asyncio.Task[None]:
+        """Keep the message in memory now and start storing it; the task ends once committed.
+
+        The store commits in the order writes were started. A deferred session is
+        stored together with its first message.
         """
         create = self.record if self.deferred else None
-        await self.store.call(self.store.append, self.id, message, title, create)
         self.deferred = False
         self.history.append(message)
         if title is not None:
             self.record = dataclasses.replace(self.record, title=title)
+        return asyncio.create_task(
+            self.store.call(self.store.append, self.id, message, title, create)
+        )
 
     async def set_title(self, title: str) -> None:
         self.record = await self.store.call(self.store.update, self.id, title=title)

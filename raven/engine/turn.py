@@ -125,11 +125,19 @@ async def _turn(
 
 async def _loop(session: LiveSession, prompt: list[Part], asker: Asker, emit: Emit) -> StopReason:
     title = None if session.record.title else (_title_from(prompt) or None)
-    await session.commit(UserMessage(parts=prompt), title)
-    if title:
-        emit(TitleChanged(title))
-    for notice in await session.load_tools():
-        emit(Notice(notice))
+    # The prompt's commit overlaps the first model call; the store keeps write order.
+    stored = session.commit_soon(UserMessage(parts=prompt), title)
+    try:
+        if title:
+            emit(TitleChanged(title))
+        for notice in await session.load_tools():
+            emit(Notice(notice))
+        return await _steps(session, asker, emit)
+    finally:
+        await asyncio.shield(stored)
+
+
+async def _steps(session: LiveSession, asker: Asker, emit: Emit) -> StopReason:
     for _ in range(session.limits.max_turn_steps):
         for text in session.take_steering():
             await session.commit(UserMessage(parts=[TextPart(text=text)]))

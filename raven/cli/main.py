@@ -40,4 +40,13 @@ def main() -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
+    except Exception as exc:
+        import logging
+
+        logging.getLogger("raven").exception("unexpected error")
+        print(
+            f"raven: unexpected error: {type(exc).__name__}: {exc} (details in the log)",
+            file=sys.stderr,
+        )
+        sys.exit(1)
     sys.exit(code if isinstance(code, int) else 0)

@@ -11,6 +11,7 @@ from raven.sessions.store import (
     SessionPage,
     SessionRecord,
     SessionStore,
+    StoreUnavailable,
     new_record,
 )
 
@@ -20,5 +21,6 @@ __all__ = [
     "SessionPage",
     "SessionRecord",
     "SessionStore",
+    "StoreUnavailable",
     "new_record",
 ]

@@ -33,6 +33,10 @@ class SessionNotFound(RavenError):
         self.session_id = session_id
 
 
+class StoreUnavailable(RavenError):
+    """The database file cannot be opened or is not a Raven session store."""
+
+
 class BadCursor(RavenError):
     """A list cursor that this store did not hand out."""
 
@@ -67,17 +71,20 @@ class SessionStore:
     """
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._lock = threading.RLock()
         self._grouped = False
         """True while `group` holds a transaction that writes join as savepoints."""
-        self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        self._db.execute("PRAGMA journal_mode = WAL")
-        self._db.execute("PRAGMA foreign_keys = ON")
-        self._db.execute("PRAGMA synchronous = NORMAL")
-        with self._lock:
-            migrate(self._db)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self._db.execute("PRAGMA journal_mode = WAL")
+            self._db.execute("PRAGMA foreign_keys = ON")
+            self._db.execute("PRAGMA synchronous = NORMAL")
+            with self._lock:
+                migrate(self._db)
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreUnavailable(f"cannot open the session store {path}: {exc}") from exc
         self._worker = StoreWorker(group=self.group)
 
     async def call(self, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:

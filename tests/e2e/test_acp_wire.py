@@ -203,3 +203,26 @@ def test_stray_prints_and_fd_1_writes_go_to_stderr_not_the_frame_stream() -> Non
     assert result.stdout == '{"jsonrpc":"2.0"}\n'
     for noise in ("stray print", "raw fd write", "child output"):
         assert noise in result.stderr
+
+
+async def test_a_corrupt_session_store_is_reported_and_the_server_keeps_serving(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    write_config(home, {"defaultModel": "echo"})
+    (home / "data").mkdir()
+    (home / "data" / "raven.db").write_bytes(b"garbage" * 1000)
+    wire = await Wire.start(env)
+    await wire.send(INIT)
+    await wire.recv()
+    new = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "session/new",
+        "params": {"cwd": str(tmp_path), "mcpServers": []},
+    }
+    await wire.send(new)
+    error = (await wire.reply_to(2))["error"]
+    assert error["code"] == -32603 and "cannot open the session store" in error["message"]
+    await wire.send({**new, "id": 3, "method": "no/such"})
+    assert (await wire.reply_to(3))["error"]["code"] == -32601
+    assert await wire.close() == 0

@@ -162,3 +162,12 @@ def test_config_option_selects_another_file(env: dict[str, str], tmp_path: Path)
     assert result.returncode == 0 and result.stdout.strip() == "via option"
     via_env = raven("run", "via env", env={**env, "RAVEN_CONFIG": str(other)})
     assert via_env.returncode == 0 and via_env.stdout.strip() == "via env"
+
+
+def test_a_corrupt_session_store_is_a_clear_error(env: dict[str, str], home: Path) -> None:
+    (home / "data").mkdir()
+    (home / "data" / "raven.db").write_bytes(b"this is not a database at all" * 100)
+    result = raven("run", "--model", "echo", "hi", env=env)
+    assert result.returncode == 1
+    assert "cannot open the session store" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -11,12 +11,19 @@ from pydantic import Field
 from raven.tools.base import Args, BuiltinTool, FileDiff, ToolContext, ToolError, ToolOutput
 
 MAX_LIST_ENTRIES = 1000
+MAX_READ_BYTES = 20 * 1024 * 1024
 _BINARY_SNIFF_BYTES = 8192
 
 
 def read_text(path: Path) -> str:
-    """The file's text; ToolError for a missing, unreadable or binary file."""
+    """The file's text; ToolError for a missing, unreadable, huge or binary file."""
     try:
+        size = path.stat().st_size
+        if size > MAX_READ_BYTES:
+            raise ToolError(
+                f"{path}: {size} bytes is too large to read (limit "
+                f"{MAX_READ_BYTES}); search it or read a tool's output instead"
+            )
         data = path.read_bytes()
     except FileNotFoundError as exc:
         raise ToolError(f"{path}: no such file") from exc

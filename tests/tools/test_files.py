@@ -71,3 +71,12 @@ async def test_list_dir_marks_directories(ctx: ToolContext, tmp_path: Path) -> N
     assert (await ListDir().run(ListDirArgs(), ctx)).text == "file.txt\nsub/"
     with pytest.raises(ToolError, match="no such directory"):
         await ListDir().run(ListDirArgs(path="nope"), ctx)
+
+
+async def test_huge_files_are_refused_before_reading(
+    ctx: ToolContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("raven.tools.files.MAX_READ_BYTES", 1000)
+    (tmp_path / "big.log").write_text("x" * 2000)
+    with pytest.raises(ToolError, match="too large to read"):
+        await ReadFile().run(ReadFileArgs(path="big.log"), ctx)

@@ -22,7 +22,7 @@ def read_text(path: Path) -> str:
         if size > MAX_READ_BYTES:
             raise ToolError(
                 f"{path}: {size} bytes is too large to read (limit "
-                f"{MAX_READ_BYTES}); search it or read a tool's output instead"
+                f"{MAX_READ_BYTES}); use search, or run_command with head, tail or sed -n"
             )
         data = path.read_bytes()
     except FileNotFoundError as exc:

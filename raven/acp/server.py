@@ -166,7 +166,7 @@ class AcpServer:
     async def _list(self, params: dict[str, Any]) -> dict[str, Any]:
         parsed = p.parse(p.ListSessionsParams, params)
         store = self._require_runtime().store
-        page = await store.call(store.list, parsed.cwd, parsed.cursor, LIST_PAGE_SIZE)
+        page = await store.call(store.page, parsed.cwd, parsed.cursor, LIST_PAGE_SIZE)
         sessions = []
         for record in page.sessions:
             info: dict[str, Any] = {

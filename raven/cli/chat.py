@@ -178,7 +178,7 @@ class Chat:
         self._banner()
 
     def _list(self) -> None:
-        page = self.runtime.store.list(limit=15)
+        page = self.runtime.store.page(limit=15)
         for r in page.sessions:
             self.err.print(f"[dim]{r.id}[/]  {r.updated_at[:16].replace('T', ' ')}  {r.title}")
 

@@ -37,7 +37,7 @@ def list_command(
     import json
 
     store = _store(config)
-    page = store.list(cwd=cwd, limit=limit)
+    page = store.page(cwd=cwd, limit=limit)
     if as_json:
         typer.echo(json.dumps([_record_json(r) for r in page.sessions], indent=2))
         return

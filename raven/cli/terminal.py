@@ -55,8 +55,13 @@ class LineReader:
     async def _read_chunk(self) -> bytes:
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[None] = loop.create_future()
+
+        def readable() -> None:
+            if not ready.done():
+                ready.set_result(None)
+
         try:
-            loop.add_reader(self._fd, lambda: ready.done() or ready.set_result(None))
+            loop.add_reader(self._fd, readable)
         except (PermissionError, ValueError, OSError):
             return await asyncio.to_thread(os.read, self._fd, 65536)
         try:

@@ -24,6 +24,7 @@ from raven.engine.events import (
     TitleChanged,
     ToolCallStarted,
     ToolCallUpdated,
+    ToolStatus,
     TurnEnded,
     UsageUpdated,
 )
@@ -258,7 +259,7 @@ async def _run_tool(
 async def _finish(session: LiveSession, call: ToolCall, output: ToolOutput, emit: Emit) -> None:
     text = clip(output.text, session.limits.tool_output_chars)
     await session.commit(_result(call, dataclasses.replace(output, text=text)))
-    status = "failed" if output.is_error else "completed"
+    status: ToolStatus = "failed" if output.is_error else "completed"
     emit(ToolCallUpdated(call.id, status, text, output.diff))
     if output.plan is not None:
         emit(PlanUpdated(output.plan))

@@ -166,6 +166,7 @@ class Connection:
         if not isinstance(params, dict):
             self._error(request_id, RpcError(INVALID_PARAMS, "Invalid params: must be an object"))
             return
+        assert isinstance(request_id, int | str)
         self._spawn(self._request(request_id, method, params))
 
     def _spawn(self, work: Any) -> None:

@@ -67,8 +67,11 @@ ModelEvent = TextDelta | ThoughtDelta | ToolCallReady | Usage | Finish
 class Provider(Protocol):
     """One configured model. `stream` yields events and ends with exactly one `Finish`."""
 
-    model_id: str
-    context_window: int | None
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def context_window(self) -> int | None: ...
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]: ...
 

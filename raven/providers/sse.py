@@ -14,7 +14,8 @@ class SSEEvent:
 
 async def iter_sse(lines: AsyncIterable[str]) -> AsyncIterator[SSEEvent]:
     """Yield one event per blank-line-terminated block; comments are skipped."""
-    event, data = "", []
+    event = ""
+    data: list[str] = []
     async for raw in lines:
         line = raw.rstrip("\r")
         if not line:

@@ -160,7 +160,7 @@ class SessionStore:
             raise SessionNotFound(session_id)
         return _record(row)
 
-    def list(
+    def page(
         self, cwd: str | None = None, cursor: str | None = None, limit: int = DEFAULT_PAGE_SIZE
     ) -> SessionPage:
         """Newest first; `cursor` continues a previous page."""
@@ -296,14 +296,14 @@ def _insert_session(db: sqlite3.Connection, record: SessionRecord) -> None:
 _SELECT = "SELECT id, cwd, title, mode, model, face, created_at, updated_at, closed FROM sessions"
 
 
-def _record(row: tuple[object, ...]) -> SessionRecord:
+def _record(row: tuple[Any, ...]) -> SessionRecord:
     sid, cwd, title, mode, model, face, created, updated, closed = row
     return SessionRecord(
         id=str(sid),
         cwd=str(cwd),
         title=str(title),
         mode=mode,
-        model=model,  # type: ignore[arg-type]
+        model=model,
         face=str(face),
         created_at=str(created),
         updated_at=str(updated),

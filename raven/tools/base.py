@@ -87,11 +87,20 @@ class Args(BaseModel):
 class Tool(Protocol):
     """A tool offered to the model. `needs_approval` is False for tools that only read."""
 
-    name: str
-    description: str
-    kind: ToolKind
-    needs_approval: bool
-    args_model: type[BaseModel]
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def kind(self) -> ToolKind: ...
+
+    @property
+    def needs_approval(self) -> bool: ...
+
+    @property
+    def args_model(self) -> type[BaseModel]: ...
 
     def parameters(self) -> dict[str, Any]: ...
 

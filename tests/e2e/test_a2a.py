@@ -320,7 +320,7 @@ async def test_context_id_continues_one_session(serve: Any, home: Path) -> None:
     assert second["contextId"] == first["contextId"] and second["id"] != first["id"]
     other = server.call("SendMessage", message("elsewhere"))["result"]["task"]
     store = SessionStore(home / "data" / "raven.db")
-    sessions = store.list().sessions
+    sessions = store.page().sessions
     texts = {s.id: [getattr(m, "text", "") for m in store.messages(s.id)] for s in sessions}
     store.close()
     assert len(sessions) == 2

@@ -41,19 +41,19 @@ def test_list_pages_newest_first_with_cwd_filter(store: SessionStore) -> None:
     ids = [store.create("/a" if i % 2 else "/b", face="cli").id for i in range(7)]
     seen, cursor = [], None
     while True:
-        page = store.list(cursor=cursor, limit=3)
+        page = store.page(cursor=cursor, limit=3)
         seen += [r.id for r in page.sessions]
         cursor = page.next_cursor
         if cursor is None:
             break
     assert seen == list(reversed(ids))
-    assert [r.cwd for r in store.list(cwd="/a").sessions] == ["/a"] * 3
-    assert store.list(cwd="/nowhere").sessions == []
+    assert [r.cwd for r in store.page(cwd="/a").sessions] == ["/a"] * 3
+    assert store.page(cwd="/nowhere").sessions == []
 
 
 def test_bad_cursor_is_refused(store: SessionStore) -> None:
     with pytest.raises(BadCursor):
-        store.list(cursor="not-a-cursor")
+        store.page(cursor="not-a-cursor")
 
 
 def test_update_delete_and_not_found(store: SessionStore) -> None:

@@ -63,6 +63,8 @@ class Editor:
         answer = self.permission_answers.pop(0)
         if answer == "never":
             await asyncio.Event().wait()
+        if answer == "error":
+            raise acp.RequestError(-32603, "the editor failed")
         if answer == "cancelled":
             return schema.RequestPermissionResponse(
                 outcome=schema.DeniedOutcome(outcome="cancelled")

@@ -567,3 +567,14 @@ async def test_bad_params_get_clear_errors(start: Any, tmp_path: Path) -> None:
             await agent.request(method, params)
         assert info.value.code == code, (method, info.value)
         assert words in str(info.value), (method, info.value)
+
+
+async def test_a_failed_permission_request_means_rejected(start: Any, tmp_path: Path) -> None:
+    agent = await start(
+        [{"toolCalls": [call("write_file", path="e.txt", content="x")]}, {"text": "ok"}]
+    )
+    agent.editor.permission_answers = ["error"]
+    sid = await agent.new_session(tmp_path)
+    result = await agent.conn.prompt(session_id=sid, prompt=text("go"))
+    assert result.stop_reason == "end_turn"
+    assert not (tmp_path / "e.txt").exists()

@@ -48,3 +48,22 @@ def test_scripted_run_path_does_not_import_network_stacks() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+FACE_RULES = {
+    "raven/acp": ("raven.a2a", "raven.a2a_client", "raven.cli", "raven.gateway"),
+    "raven/a2a": ("raven.acp", "raven.a2a_client", "raven.cli", "raven.mcp"),
+    "raven/a2a_client": ("raven.acp", "raven.a2a.", "raven.cli", "raven.mcp"),
+    "raven/mcp": ("raven.acp", "raven.a2a", "raven.cli"),
+    "raven/jsonrpc": ("raven.acp", "raven.a2a", "raven.cli", "raven.mcp", "raven.engine"),
+}
+
+
+def test_faces_do_not_reach_into_each_other() -> None:
+    offenders = []
+    for folder, forbidden in FACE_RULES.items():
+        for path in (PACKAGE.parent / folder).rglob("*.py"):
+            for name in imported_modules(path):
+                if name.startswith(forbidden) or name in {f.rstrip(".") for f in forbidden}:
+                    offenders.append(f"{path.relative_to(PACKAGE.parent)} imports {name}")
+    assert offenders == []

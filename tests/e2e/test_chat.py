@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import RAVEN, write_config
+from tests.conftest import RAVEN, raven, write_config
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
 
@@ -146,3 +146,27 @@ def test_chat_slash_commands(chat: Terminal) -> None:
     chat.expect("ses_")
     chat.type("\x04")
     assert chat.proc.wait(10) == 0
+
+
+def test_chat_resumes_a_stored_session_and_starts_new_ones(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    first = raven("run", "--model", "echo", "the tulips are red", env=env, cwd=tmp_path)
+    session_id = first.stderr.split("session ")[1].split()[0]
+    term = Terminal([*RAVEN, "chat", "--model", "echo"], {**env, "TERM": "xterm"}, tmp_path)
+    try:
+        term.expect("› ")
+        term.type(f"/resume {session_id}\n")
+        term.expect("the tulips are red")
+        term.expect(f"session {session_id}")
+        term.mark()
+        term.type("/resume ses_nope\n")
+        term.expect("no session 'ses_nope'")
+        term.mark()
+        term.type("/new\n")
+        term.expect("session ses_")
+        assert session_id not in term.screen
+        term.type("/quit\n")
+        assert term.proc.wait(10) == 0
+    finally:
+        term.close()

@@ -171,3 +171,8 @@ def test_a_corrupt_session_store_is_a_clear_error(env: dict[str, str], home: Pat
     assert result.returncode == 1
     assert "cannot open the session store" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_an_unknown_session_is_a_clear_error(env: dict[str, str]) -> None:
+    result = raven("run", "--model", "echo", "--session", "ses_nope", "hi", env=env)
+    assert result.returncode == 1 and "no session 'ses_nope'" in result.stderr

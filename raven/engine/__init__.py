@@ -4,7 +4,7 @@ Knows no protocol. Faces call `run_turn` with a live session, an asker and an
 emit callable, and translate the events they receive.
 """
 
-from raven.engine.asker import ApprovalRequest, Asker, Decision, PolicyAsker
+from raven.engine.asker import ApprovalRequest, Asker, Decision
 from raven.engine.events import (
     AgentText,
     AgentThought,
@@ -33,7 +33,6 @@ __all__ = [
     "LiveSession",
     "Notice",
     "PlanUpdated",
-    "PolicyAsker",
     "Question",
     "Runtime",
     "TitleChanged",

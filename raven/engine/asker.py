@@ -31,16 +31,3 @@ class Asker(Protocol):
     async def approve(self, request: ApprovalRequest) -> Decision: ...
 
     async def ask(self, question: Question) -> str | None: ...
-
-
-class PolicyAsker:
-    """An asker that never asks: approves or rejects everything, answers nothing."""
-
-    def __init__(self, approve_all: bool) -> None:
-        self._decision: Decision = "allow_once" if approve_all else "reject_once"
-
-    async def approve(self, request: ApprovalRequest) -> Decision:
-        return self._decision
-
-    async def ask(self, question: Question) -> str | None:
-        return None

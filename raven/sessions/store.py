@@ -221,13 +221,6 @@ class SessionStore:
             rows = self._db.execute(sql, params).fetchall()
         return [MESSAGE_ADAPTER.validate_json(body) for (body,) in reversed(rows)]
 
-    def count_messages(self, session_id: str) -> int:
-        with self._lock:
-            (n,) = self._db.execute(
-                "SELECT COUNT(*) FROM messages WHERE session_id = ?", (session_id,)
-            ).fetchone()
-        return int(n)
-
     def update(
         self,
         session_id: str,

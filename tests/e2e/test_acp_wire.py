@@ -19,6 +19,15 @@ INIT = {
 }
 
 
+def session_new(cwd: Path, request_id: int) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "session/new",
+        "params": {"cwd": str(cwd), "mcpServers": []},
+    }
+
+
 class Wire:
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self.proc = proc
@@ -108,14 +117,7 @@ async def test_invalid_config_is_reported_on_session_new_not_at_start(
     wire = await Wire.start(env)
     await wire.send(INIT)
     await wire.recv()
-    await wire.send(
-        {
-            "jsonrpc": "2.0",
-            "id": 2,
-            "method": "session/new",
-            "params": {"cwd": str(tmp_path), "mcpServers": []},
-        }
-    )
+    await wire.send(session_new(tmp_path, 2))
     error = (await wire.recv())["error"]
     assert "configuration is invalid" in error["message"] and "models" in error["message"]
     assert await wire.close() == 0
@@ -155,14 +157,7 @@ async def test_eof_mid_turn_cancels_it_and_exits_within_5s(
     wire = await Wire.start(env)
     await wire.send(INIT)
     await wire.recv()
-    await wire.send(
-        {
-            "jsonrpc": "2.0",
-            "id": 2,
-            "method": "session/new",
-            "params": {"cwd": str(tmp_path), "mcpServers": []},
-        }
-    )
+    await wire.send(session_new(tmp_path, 2))
     sid = (await wire.reply_to(2))["result"]["sessionId"]
     await wire.send(
         {
@@ -214,12 +209,7 @@ async def test_a_corrupt_session_store_is_reported_and_the_server_keeps_serving(
     wire = await Wire.start(env)
     await wire.send(INIT)
     await wire.recv()
-    new = {
-        "jsonrpc": "2.0",
-        "id": 2,
-        "method": "session/new",
-        "params": {"cwd": str(tmp_path), "mcpServers": []},
-    }
+    new = session_new(tmp_path, 2)
     await wire.send(new)
     error = (await wire.reply_to(2))["error"]
     assert error["code"] == -32603 and "cannot open the session store" in error["message"]

@@ -17,9 +17,11 @@ def enable_command(config: ConfigOption = None) -> None:
     import secrets
 
     from raven.cli.options import load
-    from raven.config import save_config
+    from raven.config import save_config, starter_config
 
-    cfg, paths = load(config, "cli")
+    cfg, paths = load(config, "cli", creates=True)
+    if not paths.config_file.exists():
+        cfg = starter_config()
     server = cfg.a2a.server
     minted = "" if server.token else secrets.token_urlsafe(32)
     server = server.model_copy(update={"enabled": True, "token": server.token or minted})

@@ -15,8 +15,10 @@ def acp_command(config: ConfigOption = None) -> None:
     from raven.engine import Runtime
     from raven.logs import setup_logging
 
-    frames_fd = reserve_stdout()
     paths = resolve_paths(config)
+    if paths.config_named:
+        load_config(paths.config_file, must_exist=True)
+    frames_fd = reserve_stdout()
     setup_logging(paths.logs_dir, "acp")
 
     def runtime() -> Runtime:

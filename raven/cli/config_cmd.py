@@ -35,11 +35,21 @@ def show_command(config: ConfigOption = None) -> None:
 
 @app.command("init")
 def init_command(config: ConfigOption = None) -> None:
-    """Write a starter config file; never overwrites an existing one."""
-    from raven.config import ConfigError, resolve_paths, save_config, starter_config
+    """Write a starter config file, or add the starter keys an existing one lacks.
+
+    Keys already set are never changed.
+    """
+    from raven.config import load_config, resolve_paths, save_config, starter_config
+    from raven.config.store import add_missing_keys
 
     paths = resolve_paths(config)
-    if paths.config_file.exists():
-        raise ConfigError(f"{paths.config_file} already exists; not overwritten")
-    save_config(starter_config(), paths.config_file)
-    typer.echo(f"wrote {paths.config_file}")
+    if not paths.config_file.exists():
+        save_config(starter_config(), paths.config_file)
+        typer.echo(f"wrote {paths.config_file}")
+        return
+    merged, added = add_missing_keys(load_config(paths.config_file), starter_config())
+    if not added:
+        typer.echo(f"{paths.config_file} already has every starter key; nothing changed")
+        return
+    save_config(merged, paths.config_file)
+    typer.echo(f"added {', '.join(added)} to {paths.config_file} (other keys kept)")

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import sys
+from typing import Annotated
 
-import click
 import typer
 
 from raven.cli import a2a_cmd, acp, chat, config_cmd, mcp_cmd, run, sessions_cmd
@@ -16,6 +16,37 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _show_version(value: bool) -> None:
+    if not value:
+        return
+    import platform
+
+    from raven import __version__
+    from raven.config import resolve_paths
+
+    typer.echo(f"raven {__version__}")
+    typer.echo(f"python {platform.python_version()} ({sys.executable})")
+    typer.echo(f"config {resolve_paths(None).config_file}")
+    raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Print the version, the Python in use and the config path, then exit.",
+            callback=_show_version,
+            is_eager=True,
+        ),
+    ] = False,
+) -> None:
+    """Raven: a personal agent for the command line that speaks ACP, A2A and MCP."""
+
+
 app.command("run")(run.run_command)
 app.command("chat")(chat.chat_command)
 app.command("acp")(acp.acp_command)
@@ -30,15 +61,20 @@ def main() -> None:
     from raven.errors import RavenError
 
     try:
-        code = app(standalone_mode=False)
+        code = app(standalone_mode=False, prog_name="raven")
     except RavenError as exc:
         print(f"raven: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
+    except typer.Abort:
         print("raven: aborted", file=sys.stderr)
         sys.exit(130)
-    except click.ClickException as exc:
-        exc.show()
+    except typer.TyperException as exc:
+        # Usage errors (typer's vendored click exceptions) print typer's usage message.
+        show = getattr(exc, "show", None)
+        if callable(show):
+            show()
+        else:
+            print(f"raven: error: {exc.format_message()}", file=sys.stderr)
         sys.exit(exc.exit_code)
     except Exception as exc:
         import logging

@@ -18,14 +18,20 @@ ConfigOption = Annotated[
 ]
 
 
-def load(config_option: str | None, face: str) -> tuple[RavenConfig, Paths]:
-    """Set up logging for `face`, then read and validate the config."""
+def load(
+    config_option: str | None, face: str, creates: bool = False
+) -> tuple[RavenConfig, Paths]:
+    """Set up logging for `face`, then read and validate the config.
+
+    A config file named by `--config`/`RAVEN_CONFIG` must exist unless the command
+    `creates` it.
+    """
     from raven.config import load_config, resolve_paths
     from raven.logs import setup_logging
 
     paths = resolve_paths(config_option)
     setup_logging(paths.logs_dir, face)
-    return load_config(paths.config_file), paths
+    return load_config(paths.config_file, paths.config_named and not creates), paths
 
 
 def workdir(cwd: Path | None) -> Path:

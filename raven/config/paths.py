@@ -21,6 +21,8 @@ def is_subagent(env: Mapping[str, str] = os.environ) -> bool:
 class Paths:
     config_file: Path
     data_dir: Path
+    config_named: bool = False
+    """The config file was named (`--config`, `RAVEN_CONFIG`): it must exist."""
 
     @property
     def config_dir(self) -> Path:
@@ -53,4 +55,4 @@ def resolve_paths(config_option: str | None, env: Mapping[str, str] = os.environ
         data_dir = Path(platformdirs.user_data_dir(APP_NAME))
     chosen = config_option or env.get("RAVEN_CONFIG")
     config_file = Path(chosen).expanduser().resolve() if chosen else default_file
-    return Paths(config_file=config_file, data_dir=data_dir)
+    return Paths(config_file=config_file, data_dir=data_dir, config_named=bool(chosen))

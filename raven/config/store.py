@@ -25,12 +25,21 @@ class ConfigError(RavenError):
     exit_code = 2
 
 
-def load_config(path: Path) -> RavenConfig:
-    """Read and validate the config; a missing file is the empty config."""
+def load_config(path: Path, must_exist: bool = False) -> RavenConfig:
+    """Read and validate the config; a missing file is the empty config unless `must_exist`."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
+        if must_exist:
+            raise ConfigError(
+                f"{path}: no such config file (named by --config or RAVEN_CONFIG); "
+                "`raven config init --config PATH` creates one"
+            ) from None
         return RavenConfig()
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte {exc.start}); save the config as UTF-8 JSON"
+        ) from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
     return parse_config(text, path)
@@ -122,6 +131,15 @@ def starter_config() -> RavenConfig:
             "defaultMode": "ask",
         }
     )
+
+
+def add_missing_keys(config: RavenConfig, starter: RavenConfig) -> tuple[RavenConfig, list[str]]:
+    """`config` with the top-level keys it leaves unset taken from `starter`, and their names."""
+    have = config_to_json(config)
+    missing = {k: v for k, v in config_to_json(starter).items() if k not in have}
+    if not missing:
+        return config, []
+    return RavenConfig.model_validate({**have, **missing}), list(missing)
 
 
 def _describe(exc: ValidationError) -> str:

@@ -1,0 +1,105 @@
+"""Bad command-line input gets typer's usage message or a clear error, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import raven, write_config
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["demo-does-not-exist"], "No such command"),
+        (["run"], "Missing argument"),
+        (["run", "--no-such-flag", "hi"], "No such option"),
+        (["run", "hi", "--model"], "requires an argument"),
+        (["sessions", "list", "--limit", "many"], "valid integer"),
+    ],
+)
+def test_usage_errors_print_usage_and_exit_2(
+    args: list[str], says: str, env: dict[str, str]
+) -> None:
+    result = raven(*args, env=env)
+    assert result.returncode == 2, result.stderr
+    assert "Error:" in result.stderr and says in result.stderr
+    assert result.stdout == ""
+    assert "Traceback" not in result.stderr and "unexpected error" not in result.stderr
+
+
+def test_unknown_command_shows_the_usage_line(env: dict[str, str]) -> None:
+    result = raven("nope", env=env)
+    assert result.stderr.startswith("Usage: raven [OPTIONS] COMMAND")
+    assert "Try 'raven --help'" in result.stderr
+
+
+def test_version_names_python_and_the_config_in_use(env: dict[str, str], tmp_path: Path) -> None:
+    from raven import __version__
+
+    chosen = tmp_path / "elsewhere.json"
+    result = raven("--version", env={**env, "RAVEN_CONFIG": str(chosen)})
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"raven {__version__}"
+    assert sys.version.split()[0] in lines[1]
+    assert lines[2] == f"config {chosen}"
+
+
+def test_config_that_is_not_utf8_is_exit_2_naming_the_file(
+    env: dict[str, str], home: Path
+) -> None:
+    (home / "config.json").write_bytes(b'{"defaultModel": "caf\xe9"}')
+    result = raven("run", "--model", "echo", "hi", env=env)
+    assert result.returncode == 2
+    assert str(home / "config.json") in result.stderr and "UTF-8" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("how", ["option", "env"])
+def test_a_named_config_file_that_is_missing_is_an_error(
+    how: str, env: dict[str, str], tmp_path: Path
+) -> None:
+    typo = tmp_path / "confg.json"
+    args = ["--config", str(typo)] if how == "option" else []
+    run_env = {**env, "RAVEN_CONFIG": str(typo)} if how == "env" else env
+    for command in (["run", "--model", "echo", "hi"], ["sessions", "list"], ["acp"]):
+        result = raven(*command[:1], *command[1:], *args, env=run_env, input="")
+        assert result.returncode == 2, (command, result.stderr)
+        assert str(typo) in result.stderr and "no such config file" in result.stderr
+    assert not typo.exists()
+
+
+def test_config_init_creates_a_named_file(env: dict[str, str], tmp_path: Path) -> None:
+    target = tmp_path / "new.json"
+    result = raven("config", "init", "--config", str(target), env=env)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(target.read_text())["defaultModel"] == "echo"
+
+
+def test_config_init_adds_starter_keys_and_keeps_those_set(
+    env: dict[str, str], home: Path
+) -> None:
+    write_config(home, {"a2a": {"server": {"token": "t" * 24}}, "limits": {"maxTurnSteps": 7}})
+    result = raven("config", "init", env=env)
+    assert result.returncode == 0, result.stderr
+    data = json.loads((home / "config.json").read_text())
+    assert data["a2a"]["server"]["token"] == "t" * 24
+    assert data["limits"] == {"maxTurnSteps": 7}
+    assert data["defaultModel"] == "echo" and {m["id"] for m in data["modes"]} >= {"ask"}
+    again = raven("config", "init", env=env)
+    assert again.returncode == 0 and "nothing changed" in again.stdout
+
+
+def test_a2a_enable_before_config_init_writes_a_complete_config(
+    env: dict[str, str], home: Path
+) -> None:
+    result = raven("a2a", "enable", env=env)
+    assert result.returncode == 0, result.stderr
+    data = json.loads((home / "config.json").read_text())
+    assert data["a2a"]["server"]["enabled"] is True and data["a2a"]["server"]["token"]
+    assert data["defaultModel"] == "echo"
+    assert raven("run", "hi", env=env).stdout == "hi\n"

@@ -2,7 +2,8 @@
 
 Every step has a deadline; a redirect is an error naming where it pointed; a
 JSON-RPC interface on another origin than the card is refused before anything
-is sent; responses are read up to a size cap.
+is sent; responses are read up to a size cap. Everything the peer sends is
+scrubbed of our credential where it enters, before anything else reads it.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -87,7 +89,7 @@ async def send_message(
         raise PeerError(
             f"cannot reach the peer at {show(card_origin)}: {type(exc).__name__}"
         ) from None
-    return _read_reply(reply, secrets)
+    return _read_reply(reply)
 
 
 def _choose_interface(card: AgentCard, card_url: str) -> AgentInterface:
@@ -149,7 +151,7 @@ async def _read_json(
     if response.is_redirect:
         where = response.headers.get("Location", "(no Location)")
         raise PeerError(
-            f"refused: the peer's {what} URL redirects to {_scrub(where, secrets)}; "
+            f"refused: the peer's {what} URL redirects to {scrub(where, secrets)}; "
             "redirects are not followed"
         )
     data = bytearray()
@@ -165,7 +167,7 @@ async def _read_json(
             f"{show(origin_of(str(response.url)))} in a2a.peers"
         )
     try:
-        value = json.loads(data)
+        value = scrub(json.loads(data), secrets)
     except ValueError:
         raise PeerError(f"the peer's {what} is not JSON (HTTP {response.status_code})") from None
     if response.status_code >= 400 and not (isinstance(value, dict) and "error" in value):
@@ -175,15 +177,12 @@ async def _read_json(
     return value
 
 
-def _read_reply(reply: dict[str, Any], secrets: list[str]) -> PeerReply:
+def _read_reply(reply: dict[str, Any]) -> PeerReply:
     if "error" in reply:
         error = reply["error"] if isinstance(reply["error"], dict) else {}
         raise PeerError(
-            _scrub(
-                f"the peer answered with JSON-RPC error {error.get('code')}: "
-                f"{error.get('message', '')}",
-                secrets,
-            )
+            f"the peer answered with JSON-RPC error {error.get('code')}: "
+            f"{error.get('message', '')}"
         )
     try:
         result = ParseDict(
@@ -194,17 +193,17 @@ def _read_reply(reply: dict[str, Any], secrets: list[str]) -> PeerReply:
     if result.HasField("message"):
         return PeerReply(
             "message",
-            _scrub(get_message_text(result.message), secrets),
+            get_message_text(result.message),
             result.message.task_id,
             result.message.context_id,
             reply,
         )
     if not result.HasField("task"):
         raise PeerError("the peer's reply holds neither a task nor a message")
-    return _task_reply(result.task, reply, secrets)
+    return _task_reply(result.task, reply)
 
 
-def _task_reply(task: Task, raw: dict[str, Any], secrets: list[str]) -> PeerReply:
+def _task_reply(task: Task, raw: dict[str, Any]) -> PeerReply:
     state = TaskState.Name(task.status.state).removeprefix("TASK_STATE_").lower().replace("_", "-")
     status_text = get_message_text(task.status.message) if task.status.HasField("message") else ""
     if task.status.state in (
@@ -213,16 +212,30 @@ def _task_reply(task: Task, raw: dict[str, Any], secrets: list[str]) -> PeerRepl
         TaskState.TASK_STATE_CANCELED,
     ):
         detail = f": {status_text}" if status_text else ""
-        raise PeerError(_scrub(f"the peer's task {task.id} ended {state}{detail}", secrets))
+        raise PeerError(f"the peer's task {task.id} ended {state}{detail}")
     texts = [get_message_text(m) for m in task.history if m.role == Role.ROLE_AGENT]
     for artifact in task.artifacts:
         texts += [p.text for p in artifact.parts if p.text]
     texts.append(status_text)
     unique = list(dict.fromkeys(t.strip() for t in texts if t and t.strip()))
-    return PeerReply(state, _scrub("\n\n".join(unique), secrets), task.id, task.context_id, raw)
+    return PeerReply(state, "\n\n".join(unique), task.id, task.context_id, raw)
 
 
-def _scrub(text: str, secrets: list[str]) -> str:
-    for secret in secrets:
-        text = text.replace(secret, "***")
-    return text
+def scrub(value: Any, secrets: list[str]) -> Any:
+    """A copy of a JSON value with every secret, in any letter case, replaced by `***`."""
+    patterns = [re.compile(re.escape(s), re.IGNORECASE) for s in secrets if s]
+    if not patterns:
+        return value
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, str):
+            for pattern in patterns:
+                v = pattern.sub("***", v)
+            return v
+        if isinstance(v, dict):
+            return {walk(k): walk(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        return v
+
+    return walk(value)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
 
 from raven.a2a_client import PeerError, send_message
 from raven.config import A2AClientConfig, A2APeer
+from tests.a2a_client.echo_peer import echo_peer
 from tests.a2a_client.peer import Peer, start_peer, stop_peer
 
 SECRET = "peer-credential-42"
@@ -157,3 +159,25 @@ async def test_a_card_without_a_json_rpc_interface_is_refused(peers: tuple[Peer,
     with pytest.raises(PeerError, match="no JSON-RPC interface"):
         await send_message(f"{listed.origin}/grpc-card", "hi", config_for(listed), SETTINGS)
     assert [s.path for s in listed.seen] == ["/grpc-card"]
+
+
+@pytest.mark.parametrize("kind", ["text", "ids"])
+async def test_a_peer_echoing_our_credential_never_gets_it_past_the_reply(kind: str) -> None:
+    with echo_peer() as peer:
+        reply = await send_message(
+            peer.card_url, kind, [A2APeer(origin=peer.origin, credential=SECRET)], SETTINGS
+        )
+    everything = json.dumps([reply.text, reply.task_id, reply.context_id, reply.raw]).lower()
+    assert SECRET.lower() not in everything
+    assert "***" in everything
+
+
+@pytest.mark.parametrize("kind", ["error", "401"])
+async def test_a_peer_echoing_our_credential_in_a_failure_never_gets_it_into_the_error(
+    kind: str,
+) -> None:
+    with echo_peer() as peer, pytest.raises(PeerError) as info:
+        await send_message(
+            peer.card_url, kind, [A2APeer(origin=peer.origin, credential=SECRET)], SETTINGS
+        )
+    assert SECRET.lower() not in str(info.value).lower()

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.a2a_client.echo_peer import echo_peer
 from tests.conftest import raven, write_config
 from tests.e2e.a2a_server import TOKEN, A2AServer, configure, start
 from tests.fakes.model_server import FakeModelServer, Reply, openai_stream
@@ -135,3 +136,45 @@ def test_a2a_send_is_not_offered_inside_a_sub_agent(
     )
     result = raven("run", "--yes", "try", env={**env, "RAVEN_SUBAGENT": "1"})
     assert "Unknown tool 'a2a_send'" in result.stderr
+
+
+def test_a_peer_echoing_our_credential_gets_it_nowhere(env: dict[str, str], home: Path) -> None:
+    secret = "peer-credential-42"
+    with echo_peer() as echo:
+        (home / "script.json").write_text(
+            json.dumps(
+                [
+                    {
+                        "toolCalls": [
+                            {
+                                "name": "a2a_send",
+                                "arguments": {"card_url": echo.card_url, "message": m},
+                            }
+                            for m in ("text", "ids", "error")
+                        ]
+                    },
+                    {"text": "done"},
+                ]
+            )
+        )
+        write_config(
+            home,
+            {
+                "models": [{"id": "s", "provider": "scripted", "script": "script.json"}],
+                "a2a": {"peers": [{"origin": echo.origin, "credential": secret}]},
+            },
+        )
+        printed = [
+            raven("a2a", "send", echo.card_url, kind, "--json", env=env) for kind in ("text", "ids")
+        ]
+        printed += [
+            raven("a2a", "send", echo.card_url, kind, env=env) for kind in ("ids", "error", "401")
+        ]
+        turn = raven("run", "--yes", "ask the peer", env=env)
+    assert turn.returncode == 0, turn.stderr
+    shown = json.loads(printed[0].stdout)["result"]["task"]["status"]["message"]["parts"][0]["text"]
+    assert "***" in shown
+    for result in [*printed, turn]:
+        assert secret not in (result.stdout + result.stderr).lower()
+    stored = b"".join(p.read_bytes() for p in (home / "data").iterdir())
+    assert secret.encode() not in stored.lower() and b"***" in stored

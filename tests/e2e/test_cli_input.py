@@ -49,9 +49,7 @@ def test_version_names_python_and_the_config_in_use(env: dict[str, str], tmp_pat
     assert lines[2] == f"config {chosen}"
 
 
-def test_config_that_is_not_utf8_is_exit_2_naming_the_file(
-    env: dict[str, str], home: Path
-) -> None:
+def test_config_that_is_not_utf8_is_exit_2_naming_the_file(env: dict[str, str], home: Path) -> None:
     (home / "config.json").write_bytes(b'{"defaultModel": "caf\xe9"}')
     result = raven("run", "--model", "echo", "hi", env=env)
     assert result.returncode == 2
@@ -80,9 +78,7 @@ def test_config_init_creates_a_named_file(env: dict[str, str], tmp_path: Path) -
     assert json.loads(target.read_text())["defaultModel"] == "echo"
 
 
-def test_config_init_adds_starter_keys_and_keeps_those_set(
-    env: dict[str, str], home: Path
-) -> None:
+def test_config_init_adds_starter_keys_and_keeps_those_set(env: dict[str, str], home: Path) -> None:
     write_config(home, {"a2a": {"server": {"token": "t" * 24}}, "limits": {"maxTurnSteps": 7}})
     result = raven("config", "init", env=env)
     assert result.returncode == 0, result.stderr

@@ -181,8 +181,7 @@ def _read_reply(reply: dict[str, Any]) -> PeerReply:
     if "error" in reply:
         error = reply["error"] if isinstance(reply["error"], dict) else {}
         raise PeerError(
-            f"the peer answered with JSON-RPC error {error.get('code')}: "
-            f"{error.get('message', '')}"
+            f"the peer answered with JSON-RPC error {error.get('code')}: {error.get('message', '')}"
         )
     try:
         result = ParseDict(

@@ -12,7 +12,6 @@ from typing import Any
 from raven.acp.protocol import ELICITATION_CREATE, REQUEST_PERMISSION, ClientCapabilities
 from raven.engine import ApprovalRequest, Decision, Question
 from raven.jsonrpc import Connection, ConnectionClosed, RpcError
-from raven.redact import redact, redact_json
 
 log = logging.getLogger(__name__)
 
@@ -47,10 +46,10 @@ class AcpAsker:
     async def approve(self, request: ApprovalRequest) -> Decision:
         tool_call: dict[str, Any] = {
             "toolCallId": request.call_id,
-            "title": redact(request.title),
+            "title": request.title,
             "kind": request.kind,
             "status": "pending",
-            "rawInput": redact_json(request.raw_input),
+            "rawInput": request.raw_input,
         }
         if request.locations:
             tool_call["locations"] = [{"path": str(p)} for p in request.locations]
@@ -68,7 +67,7 @@ class AcpAsker:
             for i, choice in enumerate(question.choices)
         ]
         options.append({"optionId": SKIP_OPTION, "name": "Skip", "kind": "reject_once"})
-        tool_call = {"toolCallId": question.call_id, "title": redact(question.text)}
+        tool_call = {"toolCallId": question.call_id, "title": question.text}
         chosen = await self._permission(tool_call, options)
         if chosen is None or not chosen.startswith("choice_"):
             return None
@@ -94,7 +93,7 @@ class AcpAsker:
         params: dict[str, Any] = {
             "sessionId": self._session_id,
             "mode": "form",
-            "message": redact(question.text),
+            "message": question.text,
             "requestedSchema": {
                 "type": "object",
                 "properties": {"answer": answer},

@@ -1,7 +1,8 @@
 """Running the ACP server on this process's stdin and stdout.
 
 Moves the real stdout aside for frames and points fd 1 at stderr, so a stray
-print or a library's output can never corrupt the protocol stream.
+print or a library's output can never corrupt the protocol stream. Every frame
+sent to the editor passes through redaction, whatever it carries.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from raven.acp.server import AcpServer
 from raven.engine import Runtime
 from raven.jsonrpc import Connection, FrameReader, open_stdio
+from raven.redact import redact_json
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +34,7 @@ async def serve_stdio(runtime_factory: Callable[[], Runtime], frames_fd: int) ->
     """Serve ACP until stdin closes, then cancel turns and release everything."""
     reader, write = await open_stdio(0, frames_fd)
     server = AcpServer(runtime_factory)
-    connection = Connection(FrameReader(reader), write, server)
+    connection = Connection(FrameReader(reader), write, server, outbound=redact_json)
     server.attach(connection)
     log.info("raven acp started (pid %d)", os.getpid())
     try:

@@ -1,6 +1,6 @@
 """Turn events and stored transcripts as ACP `session/update` payloads. Pure functions.
 
-Tool titles, inputs, outputs and notices are redacted on the way out.
+Redaction is not done here: every frame is redacted where it is written (`acp.stdio`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from raven.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from raven.redact import redact, redact_json
 from raven.tools import ToolKind, builtin_tools
 
 REPLAY_MAX_MESSAGES = 500
@@ -56,10 +55,10 @@ def event_update(event: TurnEvent, context_window: int | None = None) -> Update 
         update: Update = {
             "sessionUpdate": "tool_call",
             "toolCallId": event.call_id,
-            "title": redact(event.title),
+            "title": event.title,
             "kind": event.kind,
             "status": "pending",
-            "rawInput": redact_json(event.raw_input),
+            "rawInput": event.raw_input,
         }
         if event.locations:
             update["locations"] = [{"path": str(p)} for p in event.locations]
@@ -81,7 +80,7 @@ def event_update(event: TurnEvent, context_window: int | None = None) -> Update 
                 }
             )
         if event.content:
-            content.append({"type": "content", "content": text_block(redact(event.content))})
+            content.append({"type": "content", "content": text_block(event.content)})
         if content:
             update["content"] = content
         return update
@@ -89,7 +88,7 @@ def event_update(event: TurnEvent, context_window: int | None = None) -> Update 
         return {
             "sessionUpdate": "plan",
             "entries": [
-                {"content": redact(s.content), "priority": s.priority, "status": s.status}
+                {"content": s.content, "priority": s.priority, "status": s.status}
                 for s in event.steps
             ],
         }
@@ -101,7 +100,7 @@ def event_update(event: TurnEvent, context_window: int | None = None) -> Update 
     if isinstance(event, TitleChanged):
         return {"sessionUpdate": "session_info_update", "title": event.title}
     if isinstance(event, Notice):
-        return chunk("agent_message_chunk", f"\n\n⚠ {redact(event.text)}\n")
+        return chunk("agent_message_chunk", f"\n\n⚠ {event.text}\n")
     return None
 
 
@@ -125,7 +124,7 @@ def replay_updates(messages: Sequence[Message]) -> Iterable[Update]:
                 "sessionUpdate": "tool_call_update",
                 "toolCallId": msg.call_id,
                 "status": "failed" if msg.is_error else "completed",
-                "content": [{"type": "content", "content": text_block(_cap(redact(msg.content)))}],
+                "content": [{"type": "content", "content": text_block(_cap(msg.content))}],
             }
 
 
@@ -135,10 +134,10 @@ def _replayed_call(call: ToolCall, kind: ToolKind) -> Update:
     return {
         "sessionUpdate": "tool_call",
         "toolCallId": call.id,
-        "title": redact(title),
+        "title": title,
         "kind": kind,
         "status": "pending",
-        "rawInput": redact_json(call.arguments),
+        "rawInput": call.arguments,
     }
 
 

@@ -18,9 +18,7 @@ ConfigOption = Annotated[
 ]
 
 
-def load(
-    config_option: str | None, face: str, creates: bool = False
-) -> tuple[RavenConfig, Paths]:
+def load(config_option: str | None, face: str, creates: bool = False) -> tuple[RavenConfig, Paths]:
     """Set up logging for `face`, then read and validate the config.
 
     A config file named by `--config`/`RAVEN_CONFIG` must exist unless the command

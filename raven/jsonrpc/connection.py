@@ -12,6 +12,7 @@ import contextlib
 import itertools
 import json
 import logging
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from raven.jsonrpc.errors import (
@@ -47,11 +48,22 @@ class Dispatcher(Protocol):
     async def handle_notification(self, method: str, params: dict[str, Any]) -> None: ...
 
 
+Outbound = Callable[[dict[str, Any]], dict[str, Any]]
+"""A last pass over every message before it is written (e.g. redaction)."""
+
+
 class Connection:
-    def __init__(self, reader: FrameReader, write: WriteFn, dispatcher: Dispatcher) -> None:
+    def __init__(
+        self,
+        reader: FrameReader,
+        write: WriteFn,
+        dispatcher: Dispatcher,
+        outbound: Outbound | None = None,
+    ) -> None:
         self._reader = reader
         self._write = write
         self._dispatcher = dispatcher
+        self._outbound = outbound
         self._outbox: asyncio.Queue[bytes | None] = asyncio.Queue()
         self._pending: dict[RequestId, asyncio.Future[Any]] = {}
         self._ids = itertools.count()
@@ -113,6 +125,8 @@ class Connection:
             self._pending.pop(request_id, None)
 
     def _send(self, message: dict[str, Any]) -> None:
+        if self._outbound is not None:
+            message = self._outbound(message)
         data = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
         self._outbox.put_nowait(data)
 

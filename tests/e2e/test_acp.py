@@ -578,3 +578,44 @@ async def test_a_failed_permission_request_means_rejected(start: Any, tmp_path: 
     result = await agent.conn.prompt(session_id=sid, prompt=text("go"))
     assert result.stop_reason == "end_turn"
     assert not (tmp_path / "e.txt").exists()
+
+
+async def test_a_recognised_key_never_reaches_the_editor_in_any_frame(
+    start: Any, env: dict[str, str], tmp_path: Path
+) -> None:
+    key = "sk-proj-" + "A1b2C3d4" * 4
+    plan = [{"content": f"rotate {key}", "status": "pending", "priority": "low"}]
+    agent = await start(
+        [
+            {"toolCalls": [call("write_file", path="k.env", content=f"KEY={key}\n")]},
+            {"toolCalls": [call("edit_file", path="k.env", old_text=key, new_text=key + "X")]},
+            {"toolCalls": [call("update_plan", entries=plan)]},
+            {"toolCalls": [call("ask_user", question=f"Is {key} yours?")]},
+            {"toolCalls": [call("read_file", path="k.env")]},
+            {"text": f"Your key is {key}."},
+        ],
+        elicitation=True,
+    )
+    agent.editor.permission_answers = ["allow_always", "allow_always"]
+    agent.editor.elicitation_answers = [
+        schema.AcceptElicitationResponse(action="accept", content={"answer": "yes"})
+    ]
+    sid = await agent.new_session(tmp_path)
+    await agent.conn.prompt(session_id=sid, prompt=text(f"store {key} please"))
+    assert (tmp_path / "k.env").read_text() == f"KEY={key}X\n"
+    kinds = set(agent.editor.kinds(sid))
+    assert {"tool_call", "tool_call_update", "plan", "agent_message_chunk"} <= kinds
+    diffs = [c for u in agent.editor.of("tool_call_update") for c in (u.content or [])]
+    assert any(c.type == "diff" for c in diffs)
+    assert agent.editor.permissions and agent.editor.elicitations
+    assert "[REDACTED]" in agent.editor.text(sid)
+    await agent.close()
+
+    replay = await RavenAcp.start(env)
+    await replay.initialize()
+    await replay.conn.load_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])
+    await replay.conn.list_sessions()
+    assert replay.editor.of("tool_call_update", sid)
+    await replay.close()
+    for frames in (agent.lines, replay.lines):
+        assert frames and not any(key.encode() in line for line in frames)

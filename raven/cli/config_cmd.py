@@ -27,9 +27,14 @@ def show_command(config: ConfigOption = None) -> None:
 
     from raven.cli.options import load
     from raven.config import masked
-    from raven.config.store import config_to_json
+    from raven.config.store import config_to_json, file_mode
 
-    cfg, _ = load(config, "cli")
+    cfg, paths = load(config, "cli")
+    if paths.config_file.exists():
+        mode = file_mode(paths.config_file)
+        typer.echo(f"# {paths.config_file} (mode {mode:04o})", err=True)
+    else:
+        typer.echo(f"# {paths.config_file} (no file: the empty config)", err=True)
     typer.echo(json.dumps(masked(config_to_json(cfg)), indent=2))
 
 

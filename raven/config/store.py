@@ -6,7 +6,9 @@ Never leaves a half-written file and never prints a secret.
 from __future__ import annotations
 
 import json
+import logging
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -15,8 +17,14 @@ from pydantic import ValidationError
 
 from raven.config.schema import RavenConfig
 from raven.errors import RavenError
+from raven.redact import redact
+
+log = logging.getLogger(__name__)
+_warned: set[Path] = set()
 
 _SECRET_KEYS = frozenset({"apiKey", "token", "credential", "password"})
+_SECRET_MAPS = frozenset({"env", "headers"})
+"""Keys whose every value is masked: an MCP server's environment and HTTP headers."""
 
 
 class ConfigError(RavenError):
@@ -42,7 +50,41 @@ def load_config(path: Path, must_exist: bool = False) -> RavenConfig:
         ) from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
-    return parse_config(text, path)
+    config = parse_config(text, path)
+    _warn_if_readable_by_others(path, config)
+    return config
+
+
+def file_mode(path: Path) -> int:
+    """The permission bits of `path` (e.g. 0o600)."""
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def _warn_if_readable_by_others(path: Path, config: RavenConfig) -> None:
+    """Warn once per file, as ssh does for keys, when others can read a secret in it."""
+    named = [path] + [path.parent / Path(m.script).expanduser() for m in config.models if m.script]
+    for file in named:
+        if file in _warned:
+            continue
+        try:
+            exposed = file_mode(file) & 0o077 and (
+                holds_secret(config) if file == path else _text_holds_secret(file)
+            )
+        except OSError:
+            continue
+        if exposed:
+            _warned.add(file)
+            log.warning(
+                "%s holds a secret and other users can read it (mode %o); run: chmod 600 %s",
+                file,
+                file_mode(file),
+                file,
+            )
+
+
+def _text_holds_secret(file: Path) -> bool:
+    text = file.read_text(encoding="utf-8", errors="replace")
+    return redact(text) != text
 
 
 def parse_config(text: str, source: Path) -> RavenConfig:
@@ -84,12 +126,32 @@ def config_to_json(config: RavenConfig) -> dict[str, Any]:
 
 
 def masked(data: Any) -> Any:
-    """A copy of config JSON with secret values replaced by `***`."""
+    """A copy of config JSON with secrets replaced by `***`.
+
+    Secret keys, every value of `env` and `headers`, and any credential `redact`
+    recognises inside other strings (`user:password@` in a URL, say).
+    """
     if isinstance(data, dict):
-        return {k: ("***" if k in _SECRET_KEYS and v else masked(v)) for k, v in data.items()}
+        return {k: _masked_value(k, v) for k, v in data.items()}
     if isinstance(data, list):
         return [masked(v) for v in data]
+    if isinstance(data, str):
+        return redact(data)
     return data
+
+
+def _masked_value(key: str, value: Any) -> Any:
+    if key in _SECRET_KEYS and value:
+        return "***"
+    if key in _SECRET_MAPS and isinstance(value, dict):
+        return {k: "***" if v else v for k, v in value.items()}
+    return masked(value)
+
+
+def holds_secret(config: RavenConfig) -> bool:
+    """Whether the config carries a token, key or credential a reader could use."""
+    data = config_to_json(config)
+    return masked(data) != data
 
 
 def starter_config() -> RavenConfig:

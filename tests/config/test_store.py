@@ -128,3 +128,25 @@ def test_peer_origins_are_checked_and_named(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match=r"a2a\.peers\[1\]\.origin: .*not an origin"):
         load_config(path)
+
+
+def test_masked_hides_mcp_env_headers_and_url_passwords() -> None:
+    data = {
+        "mcpServers": [
+            {
+                "name": "gh",
+                "command": "gh-mcp",
+                "env": {"GITHUB_TOKEN": "plain-value", "DEBUG": ""},
+            },
+            {
+                "name": "web",
+                "url": "https://x/mcp",
+                "headers": {"Authorization": "Bearer abcdefghijk"},
+            },
+        ],
+        "models": [{"id": "m", "baseUrl": "https://user:hunter2@llm.example/v1"}],
+    }
+    shown = json.dumps(masked(data))
+    assert "plain-value" not in shown and "abcdefghijk" not in shown and "hunter2" not in shown
+    assert masked(data)["mcpServers"][0]["env"] == {"GITHUB_TOKEN": "***", "DEBUG": ""}
+    assert "llm.example/v1" in shown and '"command": "gh-mcp"' in shown

@@ -176,3 +176,27 @@ def test_a_corrupt_session_store_is_a_clear_error(env: dict[str, str], home: Pat
 def test_an_unknown_session_is_a_clear_error(env: dict[str, str]) -> None:
     result = raven("run", "--model", "echo", "--session", "ses_nope", "hi", env=env)
     assert result.returncode == 1 and "no session 'ses_nope'" in result.stderr
+
+
+def test_a_config_others_can_read_holding_a_secret_is_warned_about_once(
+    env: dict[str, str], home: Path
+) -> None:
+    path = write_config(
+        home,
+        {
+            "models": [{"id": "gpt", "provider": "openai", "apiKey": "sk-abc"}],
+            "defaultModel": "echo",
+        },
+    )
+    path.chmod(0o644)
+    result = raven("run", "hi", env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count(f"chmod 600 {path}") == 1 and "sk-abc" not in result.stderr
+    shown = raven("config", "show", env=env)
+    assert "(mode 0644)" in shown.stderr
+    path.chmod(0o600)
+    quiet = raven("run", "hi", env=env)
+    assert "chmod" not in quiet.stderr
+    path.chmod(0o644)
+    write_config(home, {"defaultModel": "echo"}).chmod(0o644)
+    assert "chmod" not in raven("run", "hi", env=env).stderr

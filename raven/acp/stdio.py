@@ -7,6 +7,8 @@ sent to the editor passes through redaction, whatever it carries.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
 import sys
@@ -16,6 +18,7 @@ from raven.acp.server import AcpServer
 from raven.engine import Runtime
 from raven.jsonrpc import Connection, FrameReader, open_stdio
 from raven.redact import redact_json
+from raven.signals import StopSignals
 
 log = logging.getLogger(__name__)
 
@@ -30,17 +33,27 @@ def reserve_stdout() -> int:
     return frames_fd
 
 
-async def serve_stdio(runtime_factory: Callable[[], Runtime], frames_fd: int) -> None:
-    """Serve ACP until stdin closes, then cancel turns and release everything."""
+async def serve_stdio(runtime_factory: Callable[[], Runtime], frames_fd: int) -> int:
+    """Serve ACP until stdin closes or SIGTERM/SIGHUP, then cancel turns and release everything.
+
+    Returns the exit code: 0 after end of input, 128 + the signal's number after a signal.
+    """
     reader, write = await open_stdio(0, frames_fd)
     server = AcpServer(runtime_factory)
     connection = Connection(FrameReader(reader), write, server, outbound=redact_json)
     server.attach(connection)
     log.info("raven acp started (pid %d)", os.getpid())
+    serving = asyncio.create_task(connection.serve())
     try:
-        await connection.serve()
-        log.info("stdin closed; shutting down")
-        await server.shutdown()
-        await connection.finish(SHUTDOWN_TIMEOUT_S)
+        with StopSignals(lambda _: serving.cancel()) as signals:
+            with contextlib.suppress(asyncio.CancelledError):
+                await serving
+            if signals.received is None:
+                log.info("stdin closed; shutting down")
+            else:
+                log.info("signal %d; shutting down", signals.received)
+            await server.shutdown()
+            await connection.finish(SHUTDOWN_TIMEOUT_S)
     finally:
         await server.aclose()
+    return signals.exit_code or 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from raven.cli.options import ConfigOption
 
 
-def acp_command(config: ConfigOption = None) -> None:
+def acp_command(config: ConfigOption = None) -> int:
     """Serve the Agent Client Protocol on stdin/stdout (editors launch this)."""
     import asyncio
 
@@ -24,4 +24,4 @@ def acp_command(config: ConfigOption = None) -> None:
     def runtime() -> Runtime:
         return build_runtime(load_config(paths.config_file), paths, face="acp")
 
-    asyncio.run(serve_stdio(runtime, frames_fd))
+    return asyncio.run(serve_stdio(runtime, frames_fd))

@@ -64,6 +64,7 @@ async def _run(
     from raven.cli.terminal import LineReader, TerminalAsker, TerminalView, stdin_is_terminal
     from raven.engine import TurnEnded, TurnEvent, run_turn
     from raven.messages import TextPart
+    from raven.signals import STOP_SIGNALS, StopSignals
 
     runtime = build_runtime(cfg, paths, face="cli")
     try:
@@ -87,15 +88,12 @@ async def _run(
                 ended.append(event)
 
         cancel = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGINT, cancel.set)
-        try:
+        with StopSignals(lambda _: cancel.set(), (signal.SIGINT, *STOP_SIGNALS)) as signals:
             stop = await run_turn(live, [TextPart(text=prompt)], asker, emit, cancel)
-        finally:
-            loop.remove_signal_handler(signal.SIGINT)
         view.pause()
         err.print(f"[dim]session {live.id}[/]")
-        return _exit_code(stop, ended[-1].error if ended else None, err)
+        code = _exit_code(stop, ended[-1].error if ended else None, err)
+        return signals.exit_code or code
     finally:
         await runtime.aclose()
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import signal
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -619,3 +621,21 @@ async def test_a_recognised_key_never_reaches_the_editor_in_any_frame(
     await replay.close()
     for frames in (agent.lines, replay.lines):
         assert frames and not any(key.encode() in line for line in frames)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+async def test_a_stop_signal_stops_the_turn_and_its_commands(
+    signum: int, start: Any, tmp_path: Path
+) -> None:
+    shfile, pidfile = tmp_path / "sh", tmp_path / "pid"
+    command = f"echo $$ > {shfile}; sleep 60 & echo $! > {pidfile}; wait"
+    agent = await start([{"toolCalls": [call("run_command", command=command)]}], defaultMode="auto")
+    sid = await agent.new_session(tmp_path)
+    prompt = asyncio.create_task(agent.conn.prompt(session_id=sid, prompt=text("sleep")))
+    sleeper, shell = await pid_from(pidfile), await pid_from(shfile)
+    agent.proc.send_signal(signum)
+    assert await asyncio.wait_for(agent.proc.wait(), 10) == 128 + signum
+    assert not alive(sleeper) and not alive(shell)
+    await asyncio.wait_for(agent._pump, 10)
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(prompt, 5)

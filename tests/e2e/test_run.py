@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import signal
 import stat
+import subprocess
 from pathlib import Path
 
-from tests.conftest import raven, write_config
+import pytest
+
+from tests.conftest import RAVEN, raven, write_config
 from tests.fakes.model_server import FakeModelServer, Reply, openai_stream
+from tests.processes import alive, pid_from
 
 
 def test_echo_model_answers_offline(env: dict[str, str], tmp_path: Path) -> None:
@@ -200,3 +206,33 @@ def test_a_config_others_can_read_holding_a_secret_is_warned_about_once(
     path.chmod(0o644)
     write_config(home, {"defaultModel": "echo"}).chmod(0o644)
     assert "chmod" not in raven("run", "hi", env=env).stderr
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_stop_signal_stops_the_turn_and_its_commands(
+    signum: int, env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    shfile, pidfile = tmp_path / "sh", tmp_path / "pid"
+    command = f"echo $$ > {shfile}; sleep 60 & echo $! > {pidfile}; wait"
+    (home / "script.json").write_text(
+        json.dumps([{"toolCalls": [{"name": "run_command", "arguments": {"command": command}}]}])
+    )
+    write_config(home, {"models": [{"id": "s", "provider": "scripted", "script": "script.json"}]})
+    proc = subprocess.Popen(
+        [*RAVEN, "run", "--yes", "sleep please"],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        sleeper, shell = asyncio.run(pid_from(pidfile)), asyncio.run(pid_from(shfile))
+        proc.send_signal(signum)
+        _, stderr = proc.communicate(timeout=10)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signum, stderr
+    assert not alive(sleeper) and not alive(shell)
+    listed = raven("sessions", "list", "--json", env=env)
+    assert listed.returncode == 0 and len(json.loads(listed.stdout)) == 1

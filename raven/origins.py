@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from urllib.parse import urlsplit
 
 Origin = tuple[str, str, int]
@@ -39,3 +40,13 @@ def parse_origin(value: str) -> Origin:
 def show(origin: Origin) -> str:
     scheme, host, port = origin
     return f"{scheme}://{host}" + ("" if _DEFAULT_PORTS[scheme] == port else f":{port}")
+
+
+def is_loopback(host: str) -> bool:
+    """True for `localhost` and loopback addresses (127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

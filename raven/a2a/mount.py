@@ -78,6 +78,12 @@ def build_mount(
     store = task_store(settings.task_store, runtime)
     executor = RavenExecutor(runtime, settings, workdir)
     public = agent_card("http://localhost" + settings.path, roster)
+
+    async def advertised(card: AgentCard, ctx: ServerCallContext) -> AgentCard:
+        # The extended card names the same URL as the public card served to this caller.
+        url = ctx.state.get("rpc_url") or card.supported_interfaces[0].url
+        return extended_card(agent_card(url, roster), roster)
+
     handler = DefaultRequestHandler(
         agent_executor=executor,
         task_store=store,
@@ -86,6 +92,7 @@ def build_mount(
             context_id_generator=executor.context_ids
         ),
         extended_agent_card=extended_card(public, roster) if roster else None,
+        extended_card_modifier=advertised,
         interrupted_task_timeout=settings.input_timeout_s + RELEASE_MARGIN_S,
     )
 

@@ -1,9 +1,11 @@
 """A2A's JSON-RPC binding on aiohttp: the card route and the RPC route.
 
-Checks, in order: body size, JSON, bearer token, A2A-Version, envelope and
-method, params; then hands the typed request to the SDK's handler. Errors use
+Checks, in order: bearer token (before reading the body), body size, JSON,
+A2A-Version, envelope and method, params; then hands the typed request to the
+SDK's handler. A notification (no `id`) gets HTTP 204 and no body. Errors use
 the SDK's types and codes; exception text and the token never reach a caller
-or a log line.
+or a log line. The card advertises `publicUrl` or the listener's own address,
+never what a request's Host header claims.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 
 from raven.a2a.auth import Caller, authenticate
 from raven.a2a.mount import A2AMount
+from raven.config import A2AServerConfig
+from raven.origins import is_loopback
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +99,7 @@ class _Binding:
         }
 
     async def card(self, request: web.Request) -> web.StreamResponse:
-        body = agent_card_to_dict(self._mount.card(_rpc_url(request, self._mount.settings.path)))
+        body = agent_card_to_dict(self._mount.card(rpc_url(request, self._mount.settings)))
         text = json.dumps(body, ensure_ascii=False)
         etag = 'W/"' + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest() + '"'
         if request.headers.get("If-None-Match") == etag:
@@ -103,6 +107,14 @@ class _Binding:
         return web.Response(text=text, content_type="application/json", headers={"ETag": etag})
 
     async def rpc(self, request: web.Request) -> web.StreamResponse:
+        caller = authenticate(request.headers.get("Authorization"), self._mount.settings.token)
+        if caller is None:
+            error = {"code": -32000, "message": "Unauthorized: a valid bearer token is required"}
+            return _json(
+                {"jsonrpc": "2.0", "id": None, "error": error},
+                status=401,
+                headers={"WWW-Authenticate": 'Bearer realm="a2a"'},
+            )
         body = await _read_limited(request, self._mount.settings.max_body_bytes)
         if body is None:
             limit = self._mount.settings.max_body_bytes
@@ -117,18 +129,15 @@ class _Binding:
             message = json.loads(body)
         except (ValueError, UnicodeDecodeError):
             return _json(build_error_response(None, jsonrpc_models.JSONParseError()))
-        caller = authenticate(request.headers.get("Authorization"), self._mount.settings.token)
-        if caller is None:
-            error = {"code": -32000, "message": "Unauthorized: a valid bearer token is required"}
-            return _json(
-                {"jsonrpc": "2.0", "id": None, "error": error},
-                status=401,
-                headers={"WWW-Authenticate": 'Bearer realm="a2a"'},
-            )
+        if isinstance(message, dict) and "id" not in message:
+            # JSON-RPC 2.0: a notification is never answered. A2A defines none, so none runs.
+            log.info("ignored an A2A notification (%s)", message.get("method"))
+            return web.Response(status=204)
         request_id = message.get("id") if isinstance(message, dict) else None
         try:
             method, params = _envelope(message)
             context = _call_context(request, caller, method, request_id)
+            context.state["rpc_url"] = rpc_url(request, self._mount.settings)
             await _check_version(context)
             if method not in _REQUESTS:
                 raise MethodNotFoundError(message=f"Method not found: {method}")
@@ -317,17 +326,23 @@ def _result(method: str, typed: Any, result: Any) -> Any:
     return MessageToDict(result)
 
 
-def _rpc_url(request: web.Request, path: str) -> str:
-    """The RPC URL as the caller reached it; forwarded schemes count only if http or https."""
-    scheme = request.scheme
-    forwarded = request.headers.get("X-Forwarded-Proto", "").split(",")[0].strip().lower()
-    for part in request.headers.get("Forwarded", "").split(";"):
-        key, _, value = part.strip().partition("=")
-        if key.lower() == "proto":
-            forwarded = value.strip().strip('"').lower()
-    if forwarded in ("http", "https"):
-        scheme = forwarded
-    return f"{scheme}://{request.host}{path}"
+def rpc_url(request: web.Request, settings: A2AServerConfig) -> str:
+    """The RPC URL to advertise: `publicUrl` + path, else the listener's own address.
+
+    `localhost` stands for a loopback listener. Request headers (Host, Forwarded)
+    are never trusted for this: a caller could make the card point elsewhere.
+    """
+    if settings.public_url:
+        return settings.public_url + settings.path
+    sockname = request.transport.get_extra_info("sockname") if request.transport else None
+    if not sockname:
+        return f"http://localhost{settings.path}"
+    host, port = str(sockname[0]), int(sockname[1])
+    if is_loopback(host):
+        host = "localhost"
+    elif ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}{settings.path}"
 
 
 def _safe_id(request_id: Any) -> str | int | None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 import signal
 from collections.abc import Callable
@@ -13,17 +12,9 @@ from aiohttp import web
 from raven.a2a.mount import A2AMount
 from raven.a2a.routes import add_a2a_routes
 from raven.config import ConfigError
+from raven.origins import is_loopback
 
 log = logging.getLogger(__name__)
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def check_bind(host: str, allow_remote: bool) -> None:

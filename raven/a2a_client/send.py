@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 from a2a.client.card_resolver import parse_agent_card
@@ -26,7 +27,7 @@ from google.protobuf.json_format import ParseDict
 from raven.a2a_client.credentials import OriginScopedBearer, credential_for
 from raven.config import A2AClientConfig, A2APeer
 from raven.errors import RavenError
-from raven.origins import BadOrigin, origin_of, show
+from raven.origins import BadOrigin, Origin, is_loopback, origin_of, show
 
 log = logging.getLogger(__name__)
 
@@ -102,15 +103,27 @@ def _choose_interface(card: AgentCard, card_url: str) -> AgentInterface:
         raise PeerError("the peer's card offers no JSON-RPC interface for A2A 1.x")
     chosen = candidates[0]
     try:
-        same = origin_of(chosen.url) == origin_of(card_url)
+        card_origin, rpc_origin = origin_of(card_url), origin_of(chosen.url)
     except BadOrigin:
-        same = False
-    if not same:
-        raise PeerError(
-            f"refused: the peer's JSON-RPC interface ({chosen.url}) is on another "
-            f"origin than its card ({card_url}); nothing was sent"
+        card_origin, rpc_origin = origin_of(card_url), None
+    if rpc_origin == card_origin:
+        return chosen
+    if rpc_origin is not None and _same_loopback(card_origin, rpc_origin):
+        # `localhost` and 127.0.0.1 with one port are one listener: reach it as the card was.
+        card = urlsplit(card_url)
+        return AgentInterface(
+            url=urlsplit(chosen.url)._replace(scheme=card.scheme, netloc=card.netloc).geturl(),
+            protocol_binding=chosen.protocol_binding,
+            protocol_version=chosen.protocol_version,
         )
-    return chosen
+    raise PeerError(
+        f"refused: the peer's JSON-RPC interface ({chosen.url}) is on another "
+        f"origin than its card ({card_url}); nothing was sent"
+    )
+
+
+def _same_loopback(a: Origin, b: Origin) -> bool:
+    return a[0] == b[0] and a[2] == b[2] and is_loopback(a[1]) and is_loopback(b[1])
 
 
 def _message(text: str, task_id: str | None, context_id: str | None) -> dict[str, Any]:

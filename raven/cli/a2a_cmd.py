@@ -81,6 +81,7 @@ def card_command(
 
     from raven.a2a.card import agent_card, extended_card
     from raven.cli.options import load
+    from raven.origins import is_loopback
 
     cfg, _ = load(config, "cli")
     s = cfg.a2a.server
@@ -89,7 +90,8 @@ def card_command(
         for a in cfg.agents
         if isinstance(a.get("name"), str)
     ]
-    card = agent_card(f"http://{s.host}:{s.port}{s.path}", roster)
+    host = "localhost" if is_loopback(s.host) else s.host
+    card = agent_card(f"{s.public_url or f'http://{host}:{s.port}'}{s.path}", roster)
     if extended:
         card = extended_card(card, roster)
     typer.echo(json.dumps(agent_card_to_dict(card), indent=2))

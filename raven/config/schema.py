@@ -18,7 +18,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from raven.origins import BadOrigin, parse_origin
+from raven.origins import BadOrigin, origin_of, parse_origin
 
 ECHO_MODEL_ID = "echo"
 
@@ -123,6 +123,20 @@ class A2AServerConfig(_Model):
     input_timeout_s: float = Field(default=300.0, gt=0)
     """How long a task waits in input-required before its question gets "no answer"."""
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+    public_url: str | None = None
+    """Base URL peers use to reach this server (e.g. behind TLS termination); the card
+    advertises it plus `path`. Without it, the listener's own address."""
+
+    @field_validator("public_url")
+    @classmethod
+    def _valid_public_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            origin_of(value)
+        except BadOrigin as exc:
+            raise ValueError(str(exc)) from None
+        return value.rstrip("/")
 
 
 class A2APeer(_Model):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,23 +19,32 @@ from raven.engine import Runtime
 TOKEN = "routes-test-token"
 
 
-@pytest.fixture
-async def client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[TestClient]:
-    monkeypatch.setattr("raven.a2a.routes.KEEPALIVE_S", 0.1)
+async def serve_routes(tmp_path: Path, **extra: Any) -> tuple[TestClient, Any, Runtime]:
     script = tmp_path / "script.json"
     script.write_text(json.dumps([{"text": "took a while", "delayMs": 450}]))
+    server = {"token": TOKEN, **extra.pop("server", {})}
     config = RavenConfig.model_validate(
         {
             "models": [{"id": "s", "provider": "scripted", "script": str(script)}],
-            "a2a": {"server": {"token": TOKEN}},
+            "a2a": {"server": server},
+            **extra,
         }
     )
     runtime = Runtime(config, Paths(tmp_path / "config.json", tmp_path / "data"), face="a2a")
     mount = build_mount(runtime, config.a2a.server, env={})
     app = web.Application()
     add_a2a_routes(app, mount)
-    async with TestClient(TestServer(app)) as test_client:
-        yield test_client
+    test_client = TestClient(TestServer(app))
+    await test_client.start_server()
+    return test_client, mount, runtime
+
+
+@pytest.fixture
+async def client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[TestClient]:
+    monkeypatch.setattr("raven.a2a.routes.KEEPALIVE_S", 0.1)
+    test_client, mount, runtime = await serve_routes(tmp_path)
+    yield test_client
+    await test_client.close()
     await mount.aclose()
     await runtime.aclose()
 
@@ -71,3 +81,45 @@ async def test_mounting_refuses_inside_a_sub_agent(tmp_path: Path) -> None:
     with pytest.raises(SubagentRefused):
         build_mount(runtime, config.a2a.server, env={"RAVEN_SUBAGENT": "1"})
     await runtime.aclose()
+
+
+AUTH = {"Authorization": f"Bearer {TOKEN}", "A2A-Version": "1.0"}
+
+
+@pytest.mark.parametrize("public_url", [None, "https://raven.example.com/"])
+async def test_the_cards_never_reflect_the_host_header(
+    tmp_path: Path, public_url: str | None
+) -> None:
+    roster = [{"name": "helper", "description": "a sub-agent"}]
+    server = {"publicUrl": public_url} if public_url else {}
+    client, mount, runtime = await serve_routes(tmp_path, server=server, agents=roster)
+    port = client.port
+    try:
+        spoofed = {"Host": "evil.example:1", "X-Forwarded-Proto": "https"}
+        card = await (await client.get("/.well-known/agent-card.json", headers=spoofed)).json()
+        body = {"jsonrpc": "2.0", "id": 1, "method": "GetExtendedAgentCard", "params": {}}
+        extended = await (await client.post("/a2a", json=body, headers={**AUTH, **spoofed})).json()
+    finally:
+        await client.close()
+        await mount.aclose()
+        await runtime.aclose()
+    expected = "https://raven.example.com/a2a" if public_url else f"http://localhost:{port}/a2a"
+    assert card["supportedInterfaces"][0]["url"] == expected
+    assert extended["result"]["supportedInterfaces"][0]["url"] == expected
+    assert extended["result"]["capabilities"]["extensions"]
+
+
+async def test_the_token_is_checked_before_the_body_is_read(client: TestClient) -> None:
+    for headers in ({}, {"Authorization": "Bearer wrong"}):
+        malformed = await client.post("/a2a", data=b"{not json", headers=headers)
+        assert malformed.status == 401
+        huge = await client.post("/a2a", data=io.BytesIO(b"x" * (2 << 20)), headers=headers)
+        assert huge.status == 401
+    assert (await client.post("/a2a", data=b"{not json", headers=AUTH)).status == 200
+
+
+async def test_a_notification_gets_no_response(client: TestClient) -> None:
+    note = {"jsonrpc": "2.0", "method": "GetTask", "params": {"id": "t"}}
+    answered = await client.post("/a2a", json=note, headers=AUTH)
+    assert answered.status == 204 and await answered.read() == b""
+    assert (await client.post("/a2a", json=note)).status == 401

@@ -15,10 +15,10 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
 class StopSignals:
-    """Calls `on_stop(signum)` when one of `signals` arrives, while the block runs."""
+    """Calls `on_stop(signum)` (its result ignored) when one of `signals` arrives, in the block."""
 
     def __init__(
-        self, on_stop: Callable[[int], None], signals: Iterable[int] = STOP_SIGNALS
+        self, on_stop: Callable[[int], object], signals: Iterable[int] = STOP_SIGNALS
     ) -> None:
         self._on_stop = on_stop
         self._signals = tuple(signals)

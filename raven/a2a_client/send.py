@@ -110,9 +110,9 @@ def _choose_interface(card: AgentCard, card_url: str) -> AgentInterface:
         return chosen
     if rpc_origin is not None and _same_loopback(card_origin, rpc_origin):
         # `localhost` and 127.0.0.1 with one port are one listener: reach it as the card was.
-        card = urlsplit(card_url)
+        where = urlsplit(card_url)
         return AgentInterface(
-            url=urlsplit(chosen.url)._replace(scheme=card.scheme, netloc=card.netloc).geturl(),
+            url=urlsplit(chosen.url)._replace(scheme=where.scheme, netloc=where.netloc).geturl(),
             protocol_binding=chosen.protocol_binding,
             protocol_version=chosen.protocol_version,
         )

@@ -33,7 +33,9 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     # JSON Web Tokens
     (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), MASK),
     # passwords in URLs: scheme://user:password@host
-    (re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]+:)[^\s@/]+(@)"), rf"\1{MASK}\2"),
+    # (the scheme is bounded and starts at a word boundary: unbounded, a long run of
+    # letters made this pattern quadratic)
+    (re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]{0,31}://[^\s:/@]{1,256}:)[^\s@/]{1,256}(@)"), rf"\1{MASK}\2"),
     # labelled secrets: password=..., api_key: "...", token=...
     (
         re.compile(

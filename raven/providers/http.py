@@ -33,7 +33,11 @@ CONNECT_TIMEOUT_S = 10.0
 MAX_RETRIES = 3
 BACKOFF_BASE_S = 0.5
 MAX_RETRY_DELAY_S = 60.0
-_RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+_RETRYABLE_STATUS = frozenset({408, 429, 502, 503, 504, 529})
+"""Statuses worth another try; 529 is Anthropic's "overloaded". A 500 is not retried:
+local servers (llama.cpp) answer 500 for requests they will never accept."""
+MAX_DETAIL_CHARS = 300
+_warned_key_envs: set[str] = set()
 
 
 @dataclass(frozen=True)
@@ -58,13 +62,33 @@ class HttpProvider:
     default_key_env: ClassVar[str]
 
     def __init__(self, spec: ModelSpec, read_timeout_s: float) -> None:
-        key = spec.api_key or os.environ.get(spec.api_key_env or self.default_key_env) or ""
         base_url = spec.base_url or self.default_base_url
+        key = self._key(spec)
         self.model_id = spec.id
         self.context_window = spec.context_window
         self._spec = spec
         self._endpoint = Endpoint(model=spec.vendor_model, base_url=base_url, secret=key or None)
         self._client = make_client(base_url, self.headers(key), read_timeout_s)
+
+    def _key(self, spec: ModelSpec) -> str:
+        """The API key: `apiKey` ("none" for none), else `apiKeyEnv`, else the vendor's
+        variable, but only for the vendor's own API (no `baseUrl`): a key never goes to a
+        server it was not named for."""
+        if spec.api_key:
+            return "" if spec.api_key.lower() == "none" else spec.api_key
+        env_name = spec.api_key_env or (None if spec.base_url else self.default_key_env)
+        if env_name is None:
+            return ""
+        key = os.environ.get(env_name, "")
+        if not key and spec.api_key_env and env_name not in _warned_key_envs:
+            _warned_key_envs.add(env_name)
+            log.warning(
+                "model %r: apiKeyEnv names %s, which is not set; sending no key "
+                '(for a server that needs none, set "apiKey": "none" or drop apiKeyEnv)',
+                spec.id,
+                env_name,
+            )
+        return key
 
     def headers(self, key: str) -> dict[str, str]:
         """The vendor's authentication (and version) headers for `key`."""
@@ -169,15 +193,40 @@ def _status_error(response: httpx.Response, endpoint: Endpoint) -> ProviderError
             f"{endpoint.label()}: not found (HTTP 404); check the model name and baseUrl"
         )
     detail = endpoint.scrub(_error_detail(response))
-    return ProviderError(f"{endpoint.label()}: HTTP {status}{': ' + detail if detail else ''}")
+    where = f"HTTP {status} from {endpoint.label()}"
+    return ProviderError(f"{detail} ({where})" if detail else where)
 
 
 def _error_detail(response: httpx.Response) -> str:
+    """The server's own message, on one line and shortened."""
     try:
         body = response.json()
     except ValueError:
-        return response.text[:200].strip()
-    error = body.get("error") if isinstance(body, dict) else None
+        text = response.text
+    else:
+        text = _message_in(body) or ""
+    text = " ".join(text.split())
+    if len(text) > MAX_DETAIL_CHARS:
+        text = text[: MAX_DETAIL_CHARS - 1] + "…"
+    return text
+
+
+def _message_in(body: Any) -> str | None:
+    """`error.message` (OpenAI, Anthropic, llama.cpp), `error` or `detail` (FastAPI) text."""
+    if not isinstance(body, dict):
+        return None
+    error = body.get("error")
     if isinstance(error, dict) and isinstance(error.get("message"), str):
-        return error["message"][:300]
-    return ""
+        return error["message"]
+    if isinstance(error, str):
+        return error
+    detail = body.get("detail")
+    if isinstance(detail, str):
+        return detail
+    if isinstance(detail, list):
+        return "; ".join(
+            f"{'.'.join(str(x) for x in d.get('loc', []))}: {d.get('msg', '')}"
+            for d in detail
+            if isinstance(d, dict)
+        )
+    return None

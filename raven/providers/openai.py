@@ -112,7 +112,9 @@ def to_wire_messages(system: str, messages: Sequence[Message]) -> list[dict[str,
         if isinstance(msg, UserMessage):
             wire.append({"role": "user", "content": _user_content(msg)})
         elif isinstance(msg, AssistantMessage):
-            item: dict[str, Any] = {"role": "assistant", "content": msg.text or None}
+            # "" rather than null: llama.cpp's server rejects null content beside tool_calls
+            # (and omitting the key breaks its chat templates); OpenAI, vLLM and Ollama take "".
+            item: dict[str, Any] = {"role": "assistant", "content": msg.text}
             if msg.tool_calls:
                 item["tool_calls"] = [
                     {

@@ -78,6 +78,10 @@ class FakeModelServer:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.requests.append(Recorded(request.path, dict(request.headers), body))
+        if request.path.endswith("/chat/completions") and (problem := strict_chat_check(body)):
+            # What llama.cpp's OpenAI-compatible server answers for a message it will not take.
+            error = {"error": {"code": 500, "message": problem, "type": "server_error"}}
+            return web.Response(status=500, text=json.dumps(error), content_type="application/json")
         if not self.replies:
             return web.Response(status=500, text='{"error":{"message":"no reply queued"}}')
         reply = self.replies.pop(0)
@@ -103,6 +107,25 @@ class FakeModelServer:
             return response
         await response.write_eof()
         return response
+
+
+def strict_chat_check(body: dict[str, Any]) -> str | None:
+    """The first message llama-cpp-python's server rejects, as its error text; None if all pass.
+
+    It validates each message with pydantic: `content` must be present and a string
+    (a list of parts for user messages); a null beside `tool_calls` is refused.
+    """
+    for i, msg in enumerate(body.get("messages", [])):
+        content = msg.get("content", ...)
+        if content is ...:
+            return f"messages.{i}.content: Field required"
+        if msg.get("role") == "user" and isinstance(content, list):
+            continue
+        if not isinstance(content, str):
+            return f"messages.{i}.content: Input should be a valid string"
+        if msg.get("role") == "tool" and not isinstance(msg.get("tool_call_id"), str):
+            return f"messages.{i}.tool_call_id: Field required"
+    return None
 
 
 def openai_stream(

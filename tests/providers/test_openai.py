@@ -131,14 +131,76 @@ async def test_429_is_retried_honouring_retry_after(model_server: FakeModelServe
     assert len(model_server.requests) == 2
 
 
-async def test_500_is_retried_then_reported(model_server: FakeModelServer) -> None:
+@pytest.mark.parametrize("status", [408, 502, 503, 504])
+async def test_transient_statuses_are_retried_then_reported(
+    status: int, model_server: FakeModelServer
+) -> None:
     broken = Reply(
-        status=500, headers={"Retry-After": "0"}, body='{"error":{"message":"upstream exploded"}}'
+        status=status,
+        headers={"Retry-After": "0"},
+        body='{"error":{"message":"upstream exploded"}}',
     )
     model_server.queue(broken, broken, broken, broken)
-    with pytest.raises(ProviderError, match="HTTP 500: upstream exploded"):
+    with pytest.raises(ProviderError, match=rf"^upstream exploded \(HTTP {status} from model"):
         await collect(provider(model_server))
     assert len(model_server.requests) == 4
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "says"),
+    [
+        (
+            500,
+            '{"error":{"code":500,"message":"messages.2.content: Input should be a valid string"}}',
+            "messages.2.content: Input should be a valid string (HTTP 500",
+        ),
+        (400, '{"error":{"message":"' + "bad request " * 100 + '"}}', "bad request bad request"),
+        (
+            422,
+            '{"detail":[{"loc":["body","messages",2],"msg":"field required"}]}',
+            "body.messages.2: field required (HTTP 422",
+        ),
+    ],
+)
+async def test_requests_that_cannot_succeed_are_reported_once_and_short(
+    status: int, body: str, says: str, model_server: FakeModelServer
+) -> None:
+    model_server.queue(Reply(status=status, body=body))
+    with pytest.raises(ProviderError) as info:
+        await collect(provider(model_server))
+    message = str(info.value)
+    assert message.startswith(says) and len(message) < 420 and "\n" not in message
+    assert len(model_server.requests) == 1
+
+
+def test_an_unset_api_key_env_is_warned_about_once(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.delenv("RAVEN_TEST_UNSET_KEY", raising=False)
+    spec = ModelSpec(
+        id="local",
+        provider="openai",
+        base_url="http://127.0.0.1:9/v1",
+        api_key_env="RAVEN_TEST_UNSET_KEY",
+    )
+    for _ in range(2):
+        OpenAIProvider(spec, read_timeout_s=5)
+    warnings = [r for r in caplog.records if "RAVEN_TEST_UNSET_KEY" in r.getMessage()]
+    assert len(warnings) == 1 and '"apiKey": "none"' in warnings[0].getMessage()
+
+
+async def test_no_key_goes_to_a_server_it_was_not_named_for(
+    model_server: FakeModelServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-for-openai-only")
+    for key in (None, "none"):
+        spec = ModelSpec(
+            id="local", provider="openai", base_url=model_server.url + "/v1", api_key=key
+        )
+        model_server.queue(Reply(events=openai_stream(text="ok")))
+        await collect(OpenAIProvider(spec, read_timeout_s=5))
+    assert all("Authorization" not in r.headers for r in model_server.requests)
+    assert not caplog.records
 
 
 async def test_garbage_sse_is_a_protocol_error(model_server: FakeModelServer) -> None:

@@ -35,7 +35,10 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     # passwords in URLs: scheme://user:password@host
     # (the scheme is bounded and starts at a word boundary: unbounded, a long run of
     # letters made this pattern quadratic)
-    (re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]{0,31}://[^\s:/@]{1,256}:)[^\s@/]{1,256}(@)"), rf"\1{MASK}\2"),
+    (
+        re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]{0,31}://[^\s:/@]{1,256}:)[^\s@/]{1,256}(@)"),
+        rf"\1{MASK}\2",
+    ),
     # labelled secrets: password=..., api_key: "...", token=...
     (
         re.compile(

@@ -96,7 +96,10 @@ def event_update(event: TurnEvent, context_window: int | None = None) -> Update 
         size = event.context_window or context_window
         if not size:
             return None
-        return {"sessionUpdate": "usage_update", "used": event.used_tokens, "size": size}
+        usage: Update = {"sessionUpdate": "usage_update", "used": event.used_tokens, "size": size}
+        if event.estimated:
+            usage["_meta"] = {"raven": {"estimated": True}}
+        return usage
     if isinstance(event, TitleChanged):
         return {"sessionUpdate": "session_info_update", "title": event.title}
     if isinstance(event, Notice):

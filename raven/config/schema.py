@@ -32,6 +32,15 @@ class _Model(BaseModel):
     )
 
 
+class PromptFile(_Model):
+    file: str = Field(min_length=1)
+    """A text file, relative to the config file."""
+
+
+SystemPrompt = str | PromptFile
+"""Replaces Raven's system prompt; `{cwd}` and `{date}` in it are filled in."""
+
+
 class ModelSpec(_Model):
     id: str = Field(min_length=1)
     name: str | None = None
@@ -45,6 +54,7 @@ class ModelSpec(_Model):
     """Scripted provider only: path to a JSON list of steps."""
     max_tokens: int | None = Field(default=None, gt=0)
     context_window: int | None = Field(default=None, gt=0)
+    system_prompt: SystemPrompt | None = None
 
     @property
     def display_name(self) -> str:
@@ -67,6 +77,8 @@ class ModeSpec(_Model):
     description: str | None = None
     approvals: ApprovalPolicy = "ask"
     tools: ToolFilter = Field(default_factory=ToolFilter)
+    system_prompt: SystemPrompt | None = None
+    """Beats the model's `systemPrompt`."""
 
 
 class McpStdioServer(_Model):

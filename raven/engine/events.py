@@ -55,6 +55,8 @@ class UsageUpdated:
     used_tokens: int
     """Tokens in the context after the latest model call."""
     context_window: int | None
+    estimated: bool = False
+    """The server reported no usage; `used_tokens` is estimated from characters."""
 
 
 @dataclass(frozen=True)

@@ -1,26 +1,36 @@
-"""The system prompt: who Raven is, where it works, today's date, the platform, the tools."""
+"""The system prompt: Raven's short default, or the one a mode or model declares.
+
+Kept short on purpose: every token is paid on each cold turn, and a small local
+model on a CPU pays it in seconds. The tools are described by the tool specs,
+not repeated here.
+"""
 
 from __future__ import annotations
 
 import platform
-from collections.abc import Sequence
 from datetime import date
 from pathlib import Path
 
-from raven.tools import Tool
+DEFAULT_PROMPT = (
+    "You are Raven, a careful software agent in the user's project.\n"
+    "Working directory: {cwd}\nDate: {date}\nPlatform: {platform}\n"
+    "Paths are relative to the working directory. Read before you edit. If the user "
+    "rejects an edit or command, do not retry it. Answer concisely in Markdown."
+)
 
 
-def system_prompt(cwd: Path, tools: Sequence[Tool], today: date) -> str:
-    listing = "\n".join(f"- {t.name}: {t.description}" for t in tools) or "- (none)"
-    return (
-        "You are Raven, a careful software agent working in a user's project from the "
-        "command line.\n"
-        f"Working directory: {cwd}\n"
-        f"Today's date: {today.isoformat()}\n"
-        f"Platform: {platform.system()} {platform.release()} ({platform.machine()})\n\n"
-        "Tools:\n"
-        f"{listing}\n\n"
-        "Relative paths are resolved against the working directory. Read before you edit. "
-        "Edits and commands may need the user's approval; if one is rejected, do not retry "
-        "it, ask or explain instead. Answer concisely in Markdown."
-    )
+def system_prompt(cwd: Path, today: date, template: str | None = None) -> str:
+    """`template` (or the default) with `{cwd}`, `{date}` and `{platform}` filled in.
+
+    Filled by plain replacement, so other braces in a custom prompt stay as written.
+    """
+    text = template if template is not None else DEFAULT_PROMPT
+    values = {
+        "{cwd}": str(cwd),
+        "{date}": today.isoformat(),
+        "{platform}": f"{platform.system()} {platform.release()}",
+    }
+    for key, value in values.items():
+        text = text.replace(key, value)
+    return text
+

@@ -67,6 +67,17 @@ class Runtime:
             return self.config.find_mode(chosen)
         return self.config.modes[0] if self.config.modes else None
 
+    def instructions(self, model: ModelSpec, mode: ModeSpec | None) -> str | None:
+        """The system prompt the mode, else the model, declares; None for the default."""
+        declared = (mode.system_prompt if mode else None) or model.system_prompt
+        if declared is None or isinstance(declared, str):
+            return declared
+        path = self.paths.config_dir / Path(declared.file).expanduser()
+        try:
+            return path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"systemPrompt file {path}: cannot read: {exc}") from exc
+
     def provider(self, spec: ModelSpec) -> Provider:
         if spec.id not in self._providers:
             self._providers[spec.id] = create_provider(spec, self.config, self.paths.config_dir)
@@ -101,6 +112,7 @@ class Runtime:
                 model=model,
                 provider=provider,
                 mode=mode,
+                instructions=self.instructions(model, mode),
                 limits=self.config.limits,
                 tools=builtin_tools(),
                 tool_sources=list(self.tool_sources),
@@ -144,6 +156,7 @@ class Runtime:
                 model=model,
                 provider=self.provider(model),
                 mode=mode,
+                instructions=self.instructions(model, mode),
                 limits=self.config.limits,
                 tools=builtin_tools(),
                 tool_sources=list(self.tool_sources),
@@ -152,6 +165,7 @@ class Runtime:
 
     async def set_model(self, session: LiveSession, model_id: str) -> None:
         model = self.model(model_id)
+        session.instructions = self.instructions(model, session.mode)
         session.provider = self.provider(model)
         session.model = model
         session.record = await self.store.call(self.store.update, session.id, model=model.id)
@@ -160,6 +174,7 @@ class Runtime:
         if not self.config.modes:
             raise ConfigError("no modes are declared in the config; there is nothing to switch to")
         mode = self.mode(mode_id)
+        session.instructions = self.instructions(session.model, mode)
         session.mode = mode
         session.record = await self.store.call(self.store.update, session.id, mode=mode_id)
 

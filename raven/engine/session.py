@@ -41,6 +41,8 @@ class LiveSession:
     """Tool name → True for "allow always", False for "reject always"."""
     deferred: bool = False
     """Not stored yet: the first commit stores the session with its first message."""
+    instructions: str | None = None
+    """The mode's or model's own system prompt; None means Raven's default."""
     _steering: list[str] = field(default_factory=list)
     _busy: bool = False
     _source_tools: list[Tool] = field(default_factory=list)

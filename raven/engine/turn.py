@@ -49,6 +49,7 @@ from raven.providers import (
     ToolCallReady,
     ToolSpec,
     Usage,
+    estimate_tokens,
 )
 from raven.tools import Question, Tool, ToolContext, ToolError, ToolOutput, clip
 
@@ -169,7 +170,7 @@ async def _steps(session: LiveSession, asker: Asker, emit: Emit) -> StopReason:
 async def _call_model(session: LiveSession, emit: Emit) -> tuple[AssistantMessage, FinishReason]:
     tools = session.offered_tools()
     request = ModelRequest(
-        system=system_prompt(session.cwd, tools, date.today()),
+        system=system_prompt(session.cwd, date.today(), session.instructions),
         messages=list(session.history),
         tools=[ToolSpec(t.name, t.description, t.parameters()) for t in tools],
     )
@@ -177,6 +178,7 @@ async def _call_model(session: LiveSession, emit: Emit) -> tuple[AssistantMessag
     thought: list[str] = []
     calls: list[ToolCall] = []
     finish: FinishReason = "end_turn"
+    reported_usage = False
     stream = session.provider.stream(request)
     try:
         async for event in stream:
@@ -189,6 +191,7 @@ async def _call_model(session: LiveSession, emit: Emit) -> tuple[AssistantMessag
             elif isinstance(event, ToolCallReady):
                 calls.append(event.call)
             elif isinstance(event, Usage):
+                reported_usage = True
                 used = event.input_tokens + event.output_tokens
                 emit(UsageUpdated(used, session.provider.context_window))
             elif isinstance(event, Finish):
@@ -201,6 +204,9 @@ async def _call_model(session: LiveSession, emit: Emit) -> tuple[AssistantMessag
         raise
     finally:
         await stream.aclose()  # type: ignore[attr-defined]
+    if not reported_usage:
+        used = estimate_tokens(request, "".join(text) + "".join(c.raw_arguments or "" for c in calls))
+        emit(UsageUpdated(used, session.provider.context_window, estimated=True))
     if finish in ("max_tokens", "refusal"):
         calls = []
     message = AssistantMessage(text="".join(text), thought="".join(thought), tool_calls=calls)

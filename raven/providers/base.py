@@ -126,3 +126,15 @@ def _to_call(index: int, part: dict[str, Any]) -> ToolCall:
     if isinstance(parsed, dict):
         return ToolCall(id=call_id, name=part["name"], arguments=parsed)
     return ToolCall(id=call_id, name=part["name"], raw_arguments=raw)
+
+
+CHARS_PER_TOKEN = 4
+
+
+def estimate_tokens(request: ModelRequest, answer: str = "") -> int:
+    """A rough count of the tokens a call used (4 characters a token), for servers that
+    report none: the system prompt, the history, the tool specs and the answer."""
+    chars = len(request.system) + len(answer)
+    chars += sum(len(m.model_dump_json()) for m in request.messages)
+    chars += sum(len(t.name) + len(t.description) + len(str(t.parameters)) for t in request.tools)
+    return (chars + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN

@@ -28,6 +28,7 @@ from raven.providers.base import (
     ThoughtDelta,
     ToolCallReady,
     Usage,
+    estimate_tokens,
 )
 
 
@@ -115,7 +116,7 @@ class ScriptedProvider:
             yield TextDelta(word)
             if index % _YIELD_EVERY_WORDS == 0:
                 await asyncio.sleep(0)  # let the loop breathe on very long answers
-        yield Usage(input_tokens=_estimate_tokens(request), output_tokens=len(words))
+        yield Usage(input_tokens=estimate_tokens(request), output_tokens=len(words))
         for call in step.tool_calls:
             yield ToolCallReady(
                 ToolCall(id=f"call_{next(_call_ids)}", name=call.name, arguments=call.arguments)
@@ -129,7 +130,3 @@ def _last_user_text(request: ModelRequest) -> str:
             return msg.text
     return ""
 
-
-def _estimate_tokens(request: ModelRequest) -> int:
-    """About six characters of serialised history per token: enough for a usage figure."""
-    return sum(len(m.model_dump_json()) // 6 for m in request.messages)

@@ -90,3 +90,11 @@ def test_replay_covers_messages_tool_calls_and_results() -> None:
         "tool_call_update",
     ]
     assert updates[3]["kind"] == "read"
+
+
+def test_an_estimated_usage_says_so() -> None:
+    exact = event_update(UsageUpdated(10, 100))
+    estimated = event_update(UsageUpdated(10, 100, estimated=True))
+    assert exact is not None and "_meta" not in exact
+    assert estimated is not None and estimated["_meta"] == {"raven": {"estimated": True}}
+    schema.SessionNotification.model_validate({"sessionId": "s", "update": estimated})

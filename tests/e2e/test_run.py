@@ -236,3 +236,22 @@ def test_a_stop_signal_stops_the_turn_and_its_commands(
     assert not alive(sleeper) and not alive(shell)
     listed = raven("sessions", "list", "--json", env=env)
     assert listed.returncode == 0 and len(json.loads(listed.stdout)) == 1
+
+
+def test_a_server_without_usage_gets_an_estimate_and_a_mode_prompt_is_sent(
+    env: dict[str, str], home: Path, tmp_path: Path, model_server: FakeModelServer
+) -> None:
+    write_config(
+        home,
+        {
+            "models": [{"id": "local", "provider": "openai", "baseUrl": model_server.url + "/v1"}],
+            "modes": [{"id": "terse", "name": "Terse", "systemPrompt": "One word answers."}],
+        },
+    )
+    model_server.queue(Reply(events=openai_stream(text="Fine.", usage=None)))
+    result = raven("run", "--mode", "terse", "how are you?", env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    sent = model_server.requests[0].body
+    assert sent["messages"][0] == {"role": "system", "content": "One word answers."}
+    assert sent["stream_options"] == {"include_usage": True}
+    assert "Authorization" not in model_server.requests[0].headers

@@ -343,3 +343,32 @@ async def test_update_plan_emits_the_whole_plan(make_runtime: MakeRuntime, tmp_p
     ]
     result = next(m for m in session.history if isinstance(m, ToolResultMessage))
     assert result.content == "Plan updated: 1/2 steps completed."
+
+
+async def test_a_server_that_reports_no_usage_gets_an_estimate(
+    make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    from tests.fakes.model_server import FakeModelServer, Reply, openai_stream
+
+    server = FakeModelServer().start()
+    try:
+        runtime = make_runtime(
+            models=[
+                {
+                    "id": "local",
+                    "provider": "openai",
+                    "baseUrl": server.url + "/v1",
+                    "contextWindow": 4096,
+                }
+            ],
+            defaultModel="local",
+        )
+        server.queue(Reply(events=openai_stream(text="four words of answer", usage=None)))
+        session = await runtime.new_session(tmp_path)
+        events = Events()
+        await run_turn(session, prompt("x" * 400), RecordingAsker(), events.append)
+    finally:
+        server.stop()
+    (usage,) = events.of(UsageUpdated)
+    assert usage.estimated and usage.context_window == 4096
+    assert usage.used_tokens >= 100

@@ -33,4 +33,3 @@ def system_prompt(cwd: Path, today: date, template: str | None = None) -> str:
     for key, value in values.items():
         text = text.replace(key, value)
     return text
-

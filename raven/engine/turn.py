@@ -205,7 +205,8 @@ async def _call_model(session: LiveSession, emit: Emit) -> tuple[AssistantMessag
     finally:
         await stream.aclose()  # type: ignore[attr-defined]
     if not reported_usage:
-        used = estimate_tokens(request, "".join(text) + "".join(c.raw_arguments or "" for c in calls))
+        answer = "".join(text) + "".join(c.raw_arguments or "" for c in calls)
+        used = estimate_tokens(request, answer)
         emit(UsageUpdated(used, session.provider.context_window, estimated=True))
     if finish in ("max_tokens", "refusal"):
         calls = []

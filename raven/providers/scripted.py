@@ -129,4 +129,3 @@ def _last_user_text(request: ModelRequest) -> str:
         if isinstance(msg, UserMessage) and msg.text:
             return msg.text
     return ""
-

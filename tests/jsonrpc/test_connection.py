@@ -129,3 +129,25 @@ async def test_pending_requests_fail_when_the_peer_goes_away() -> None:
     with pytest.raises(ConnectionClosed):
         await asking
     await conn.finish(1)
+
+
+async def test_the_outbound_pass_sees_every_frame_written() -> None:
+    pipe, handler = Pipe(), Echo()
+
+    def mark(message: dict[str, Any]) -> dict[str, Any]:
+        return {**message, "marked": True}
+
+    conn = Connection(FrameReader(pipe.inbound), pipe.write, handler, outbound=mark)
+    serving = asyncio.create_task(conn.serve())
+    conn.notify("note", {})
+    asked = asyncio.create_task(conn.request("ask", {}, 5))
+    pipe.feed({"jsonrpc": "2.0", "id": 1, "method": "echo", "params": {}})
+    pipe.feed({"jsonrpc": "2.0", "id": 2, "method": "fail", "params": {}})
+    written = await pipe.wait_for(4)
+    pipe.feed({"jsonrpc": "2.0", "id": written[1]["id"], "result": {}})
+    await asked
+    pipe.inbound.feed_eof()
+    await serving
+    await conn.finish(1)
+    assert len(written) == 4 and all(m["marked"] for m in written)
+    assert {"method" in m or "result" in m or "error" in m for m in written} == {True}

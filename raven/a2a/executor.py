@@ -40,6 +40,8 @@ from raven.messages import TextPart
 
 log = logging.getLogger(__name__)
 
+STREAM_INTERVAL_S = 0.25
+"""Answer text reaches peers as artifact chunks at most this often."""
 FAILED_MESSAGE = "Raven could not complete this task. The operator can find the details in its log."
 NO_ANSWER = "(no answer: the question timed out)"
 _YES = {"y", "yes", "allow", "ok", "approve", "approved"}
@@ -62,18 +64,55 @@ class _Done:
 
 
 @dataclass
+class _Chunk:
+    """Answer text generated since the last chunk, for the `response` artifact."""
+
+    text: str
+
+
+@dataclass
 class _Job:
     task_id: str
     context_id: str
     session: LiveSession
     cancel: asyncio.Event = field(default_factory=asyncio.Event)
-    events: asyncio.Queue[_Question | _Done] = field(default_factory=asyncio.Queue)
+    events: asyncio.Queue[_Question | _Chunk | _Done] = field(default_factory=asyncio.Queue)
     pending: _Question | None = None
     turn: asyncio.Task[None] | None = None
     call_context: ServerCallContext | None = None
     timer: asyncio.Task[None] | None = None
     resuming: bool = False
     """The question timed out and was answered with "no answer"; the next execute resumes."""
+    artifact_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    streamed: int = 0
+    """Characters of the answer already published as `response` artifact chunks."""
+
+
+class _Throttle:
+    """Gathers answer text and queues it as one `_Chunk` at most every `interval_s`."""
+
+    def __init__(self, job: _Job, interval_s: float) -> None:
+        self._job = job
+        self._interval_s = interval_s
+        self._buffer: list[str] = []
+        self._timer: asyncio.TimerHandle | None = None
+
+    def add(self, text: str) -> None:
+        self._buffer.append(text)
+        if self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self._interval_s, self._flush)
+
+    def stop(self) -> None:
+        """Drop what is buffered: the turn's end publishes the rest."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _flush(self) -> None:
+        self._timer = None
+        if self._buffer:
+            self._job.events.put_nowait(_Chunk("".join(self._buffer)))
+            self._buffer.clear()
 
 
 class _JobAsker:
@@ -223,11 +262,14 @@ class RavenExecutor(AgentExecutor):
     async def _run(self, job: _Job, prompt: str) -> None:
         text: list[str] = []
         ended: list[TurnEnded] = []
+        throttle = _Throttle(job, STREAM_INTERVAL_S)
 
         def emit(event: TurnEvent) -> None:
             if isinstance(event, AgentText):
                 text.append(event.text)
+                throttle.add(event.text)
             elif isinstance(event, TurnEnded):
+                throttle.stop()
                 ended.append(event)
 
         try:
@@ -244,11 +286,15 @@ class RavenExecutor(AgentExecutor):
             log.exception("A2A task %s: the turn failed", job.task_id)
             job.events.put_nowait(_Done("end_turn", "", "internal error"))
         finally:
+            throttle.stop()
             self._slots.release()
 
     async def _publish(self, job: _Job, updater: TaskUpdater) -> None:
-        """Publish the job's next stop: a question (task parks) or the end of the turn."""
+        """Publish answer chunks, then the job's next stop: a question (task parks) or the end."""
         event = await job.events.get()
+        while isinstance(event, _Chunk):
+            await self._artifact(job, updater, event.text, last=False)
+            event = await job.events.get()
         if isinstance(event, _Question):
             await updater.requires_input(updater.new_agent_message([new_text_part(event.text)]))
             job.timer = asyncio.create_task(self._time_out(job))
@@ -262,8 +308,19 @@ class RavenExecutor(AgentExecutor):
             await updater.failed(updater.new_agent_message([new_text_part(FAILED_MESSAGE)]))
             return
         reply = event.text or "(no answer)"
-        await updater.add_artifact([new_text_part(reply)], name="response", last_chunk=True)
+        await self._artifact(job, updater, reply[job.streamed :] if job.streamed else reply, True)
         await updater.complete(updater.new_agent_message([new_text_part(reply)]))
+
+    async def _artifact(self, job: _Job, updater: TaskUpdater, text: str, last: bool) -> None:
+        """Append `text` to the task's one `response` artifact."""
+        await updater.add_artifact(
+            [new_text_part(text)],
+            artifact_id=job.artifact_id,
+            name="response",
+            append=job.streamed > 0,
+            last_chunk=last,
+        )
+        job.streamed += len(text)
 
     async def _time_out(self, job: _Job) -> None:
         await asyncio.sleep(self._settings.input_timeout_s)

@@ -226,8 +226,8 @@ def _task_reply(task: Task, raw: dict[str, Any]) -> PeerReply:
         detail = f": {status_text}" if status_text else ""
         raise PeerError(f"the peer's task {task.id} ended {state}{detail}")
     texts = [get_message_text(m) for m in task.history if m.role == Role.ROLE_AGENT]
-    for artifact in task.artifacts:
-        texts += [p.text for p in artifact.parts if p.text]
+    # An artifact streamed in chunks (`append`) holds its text as consecutive parts.
+    texts += ["".join(p.text for p in artifact.parts) for artifact in task.artifacts]
     texts.append(status_text)
     unique = list(dict.fromkeys(t.strip() for t in texts if t and t.strip()))
     return PeerReply(state, "\n\n".join(unique), task.id, task.context_id, raw)

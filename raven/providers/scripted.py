@@ -46,6 +46,8 @@ class ScriptStep(_Wire):
     thought: str | None = None
     tool_calls: list[ScriptCall] = Field(default_factory=list)
     delay_ms: int = Field(default=0, ge=0)
+    word_delay_ms: int = Field(default=0, ge=0)
+    """A pause before each word after the first, to stream like a slow model."""
     stop: Literal["end_turn", "max_tokens", "refusal"] | None = None
 
 
@@ -113,6 +115,8 @@ class ScriptedProvider:
             yield ThoughtDelta(step.thought)
         words = _WORDS.findall(step.text or "")
         for index, word in enumerate(words, start=1):
+            if step.word_delay_ms and index > 1:
+                await asyncio.sleep(step.word_delay_ms / 1000)
             yield TextDelta(word)
             if index % _YIELD_EVERY_WORDS == 0:
                 await asyncio.sleep(0)  # let the loop breathe on very long answers

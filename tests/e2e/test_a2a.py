@@ -230,6 +230,28 @@ async def test_streaming_with_the_sdk_client(serve: Any) -> None:
         await http.aclose()
 
 
+async def test_a_slow_answer_streams_as_artifact_chunks(serve: Any) -> None:
+    words = " ".join(f"word{i}" for i in range(12))
+    server = serve([{"text": words, "wordDelayMs": 100}])
+    client, http = await sdk_client(server, streaming=True)
+    try:
+        events = await last(client.send_message(SendMessageRequest(message=user("go"))))
+        chunks = [e.artifact_update for e in events if e.HasField("artifact_update")]
+        final = [e for e in events if e.HasField("status_update")][-1]
+        task = await client.get_task(GetTaskRequest(id=final.status_update.task_id))
+    finally:
+        await client.close()
+        await http.aclose()
+    assert 3 <= len(chunks) <= 8, len(chunks)
+    assert len({c.artifact.artifact_id for c in chunks}) == 1
+    assert [c.append for c in chunks] == [False] + [True] * (len(chunks) - 1)
+    assert chunks[-1].last_chunk and not any(c.last_chunk for c in chunks[:-1])
+    assert "".join(p.text for c in chunks for p in c.artifact.parts) == words
+    assert get_message_text(final.status_update.status.message) == words
+    (artifact,) = task.artifacts
+    assert "".join(p.text for p in artifact.parts) == words
+
+
 async def test_input_required_round_trip_by_task_id(serve: Any) -> None:
     server = serve(
         [

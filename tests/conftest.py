@@ -51,11 +51,11 @@ def write_config(home: Path, data: dict[str, Any]) -> Path:
 def raven(
     *args: str,
     env: dict[str, str],
-    input: str | None = None,
+    input: str = "",
     timeout: float = 60,
     cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run `raven ARGS` as a user would, capturing stdout and stderr."""
+    """Run `raven ARGS` as a user would, capturing stdout and stderr; stdin is `input`."""
     return subprocess.run(
         [*RAVEN, *args],
         env=env,

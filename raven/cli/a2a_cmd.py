@@ -6,9 +6,10 @@ from typing import Annotated
 
 import typer
 
+from raven.cli.help import Typer
 from raven.cli.options import ConfigOption
 
-app = typer.Typer(help="Serve Raven to remote agents over A2A.", no_args_is_help=True)
+app = Typer(help="Serve Raven to remote agents over A2A.", no_args_is_help=True)
 
 
 @app.command("enable")

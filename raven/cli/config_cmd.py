@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import typer
 
+from raven.cli.help import Typer
 from raven.cli.options import ConfigOption
 
-app = typer.Typer(help="Show and create the config file.", no_args_is_help=True)
+app = Typer(help="Show and create the config file.", no_args_is_help=True)
 
 
 @app.command("path")

@@ -8,8 +8,9 @@ from typing import Annotated
 import typer
 
 from raven.cli import a2a_cmd, acp, chat, config_cmd, mcp_cmd, run, sessions_cmd
+from raven.cli.help import Typer
 
-app = typer.Typer(
+app = Typer(
     name="raven",
     help="Raven: a personal agent for the command line that speaks ACP, A2A and MCP.",
     no_args_is_help=True,

@@ -6,12 +6,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from raven.cli.help import Typer
 from raven.cli.options import ConfigOption
 
 if TYPE_CHECKING:
     from raven.mcp import ServerStatus
 
-app = typer.Typer(help="Check the configured MCP servers.", no_args_is_help=True)
+app = Typer(help="Check the configured MCP servers.", no_args_is_help=True)
 
 
 @app.command("list")

@@ -19,8 +19,14 @@ EXIT_STOPPED_SHORT = 3
 EXIT_CANCELLED = 130
 
 
+MAX_STDIN_BYTES = 1024 * 1024
+
+
 def run_command(
-    prompt: Annotated[str, typer.Argument(help="What to ask Raven.")],
+    prompt: Annotated[
+        str | None,
+        typer.Argument(help="What to ask Raven; `-` or none reads it from piped stdin."),
+    ] = None,
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model id.")] = None,
     mode: Annotated[str | None, typer.Option("--mode", help="Mode id.")] = None,
     session: Annotated[
@@ -39,8 +45,27 @@ def run_command(
 
     from raven.cli.options import load
 
+    text = _prompt_text(prompt)
     cfg, paths = load(config, "cli")
-    return asyncio.run(_run(cfg, paths, prompt, model, mode, session, cwd, yes))
+    return asyncio.run(_run(cfg, paths, text, model, mode, session, cwd, yes))
+
+
+def _prompt_text(prompt: str | None) -> str:
+    """The prompt: the argument, or stdin for `-` or when none is given and stdin is piped."""
+    import sys
+
+    if prompt is None and sys.stdin.isatty():
+        raise typer.BadParameter("give a prompt, or pipe one in", param_hint="PROMPT")
+    if prompt is None or prompt == "-":
+        data = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1)
+        if len(data) > MAX_STDIN_BYTES:
+            raise typer.BadParameter(
+                f"stdin holds more than {MAX_STDIN_BYTES} bytes", param_hint="PROMPT"
+            )
+        prompt = data.decode("utf-8", "replace")
+    if not prompt.strip():
+        raise typer.BadParameter("the prompt is empty", param_hint="PROMPT")
+    return prompt
 
 
 async def _run(

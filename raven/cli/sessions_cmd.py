@@ -6,12 +6,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from raven.cli.help import Typer
 from raven.cli.options import ConfigOption
 
 if TYPE_CHECKING:
     from raven.sessions import SessionRecord, SessionStore
 
-app = typer.Typer(help="List, show and delete stored sessions.", no_args_is_help=True)
+app = Typer(help="List, show and delete stored sessions.", no_args_is_help=True)
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 

@@ -15,7 +15,8 @@ from tests.conftest import raven, write_config
     ("args", "says"),
     [
         (["demo-does-not-exist"], "No such command"),
-        (["run"], "Missing argument"),
+        (["run"], "the prompt is empty"),
+        (["run", "   "], "the prompt is empty"),
         (["run", "--no-such-flag", "hi"], "No such option"),
         (["run", "hi", "--model"], "requires an argument"),
         (["sessions", "list", "--limit", "many"], "valid integer"),
@@ -99,3 +100,28 @@ def test_a2a_enable_before_config_init_writes_a_complete_config(
     assert data["a2a"]["server"]["enabled"] is True and data["a2a"]["server"]["token"]
     assert data["defaultModel"] == "echo"
     assert raven("run", "hi", env=env).stdout == "hi\n"
+
+
+def test_the_prompt_comes_from_stdin_when_piped_or_dash(env: dict[str, str]) -> None:
+    piped = raven("run", "--model", "echo", env=env, input="from a pipe\n")
+    assert piped.returncode == 0 and piped.stdout == "from a pipe\n"
+    dash = raven("run", "--model", "echo", "-", env=env, input="dash reads stdin")
+    assert dash.returncode == 0 and dash.stdout.strip() == "dash reads stdin"
+    huge = raven("run", "--model", "echo", "-", env=env, input="x" * (1024 * 1024 + 1))
+    assert huge.returncode == 2 and "more than 1048576 bytes" in huge.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["run"], ["chat"], ["acp"], ["sessions", "show"], ["config", "init"], ["a2a", "send"]],
+)
+def test_help_reads_as_users_expect(command: list[str], env: dict[str, str]) -> None:
+    result = raven(*command, "--help", env={**env, "COLUMNS": "120"})
+    assert result.returncode == 0, result.stderr
+    usage = next(line for line in result.stdout.splitlines() if "Usage:" in line)
+    assert f"raven {' '.join(command)} [OPTIONS]" in usage
+    assert "{" not in usage and "}" not in usage
+    assert "<bool>" not in result.stdout
+    for line in result.stdout.splitlines():
+        if "--help" in line or "--json" in line or "--yes" in line:
+            assert "<" not in line, line

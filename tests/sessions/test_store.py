@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import subprocess
 import sys
 import textwrap
@@ -139,3 +140,22 @@ def test_a_deferred_session_is_stored_with_its_first_message(store: SessionStore
     store.append(record.id, user_text("first"), "First", record)
     assert store.get("a2a_fixed").title == "First"
     assert [m.text for m in store.messages("a2a_fixed")] == ["first"]  # type: ignore[union-attr]
+
+
+def test_the_store_is_the_users_alone(tmp_path: Path) -> None:
+    path = tmp_path / "data" / "raven.db"
+    store = SessionStore(path)
+    record = store.create(str(tmp_path), face="test", model="m")
+    store.append(record.id, user_text("hello"))
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in path.parent.iterdir()}
+    store.close()
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert modes["raven.db"] == 0o600 and modes.get("raven.db-wal", 0o600) == 0o600
+
+
+def test_an_existing_store_others_could_read_is_narrowed(tmp_path: Path) -> None:
+    path = tmp_path / "raven.db"
+    SessionStore(path).close()
+    path.chmod(0o644)
+    SessionStore(path).close()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600

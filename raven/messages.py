@@ -8,15 +8,21 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic.alias_generators import to_camel
 
 
-class TextPart(BaseModel):
+class _Model(BaseModel):
+    # Stored snake_case; shown camelCase (dump with by_alias=True), as on every wire.
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+
+class TextPart(_Model):
     type: Literal["text"] = "text"
     text: str
 
 
-class ImagePart(BaseModel):
+class ImagePart(_Model):
     type: Literal["image"] = "image"
     data: str
     """Base64-encoded bytes."""
@@ -26,7 +32,7 @@ class ImagePart(BaseModel):
 Part = Annotated[TextPart | ImagePart, Field(discriminator="type")]
 
 
-class ToolCall(BaseModel):
+class ToolCall(_Model):
     id: str
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
@@ -35,7 +41,7 @@ class ToolCall(BaseModel):
     """The model's argument text when it was not a JSON object."""
 
 
-class UserMessage(BaseModel):
+class UserMessage(_Model):
     role: Literal["user"] = "user"
     parts: list[Part]
 
@@ -44,14 +50,14 @@ class UserMessage(BaseModel):
         return "\n".join(p.text for p in self.parts if isinstance(p, TextPart))
 
 
-class AssistantMessage(BaseModel):
+class AssistantMessage(_Model):
     role: Literal["assistant"] = "assistant"
     text: str = ""
     thought: str = ""
     tool_calls: list[ToolCall] = Field(default_factory=list)
 
 
-class ToolResultMessage(BaseModel):
+class ToolResultMessage(_Model):
     role: Literal["tool"] = "tool"
     call_id: str
     name: str

@@ -68,7 +68,9 @@ def show_command(
     if as_json:
         body = {
             **_record_json(record),
-            "messages": [MESSAGE_ADAPTER.dump_python(m, mode="json") for m in messages],
+            "messages": [
+                MESSAGE_ADAPTER.dump_python(m, mode="json", by_alias=True) for m in messages
+            ],
         }
         typer.echo(json.dumps(body, indent=2))
         return

@@ -255,3 +255,28 @@ def test_a_server_without_usage_gets_an_estimate_and_a_mode_prompt_is_sent(
     assert sent["messages"][0] == {"role": "system", "content": "One word answers."}
     assert sent["stream_options"] == {"include_usage": True}
     assert "Authorization" not in model_server.requests[0].headers
+
+
+def test_sessions_show_json_is_camel_case_throughout(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "notes.txt").write_text("hi\n")
+    step = {"toolCalls": [{"name": "read_file", "arguments": {"path": "notes.txt"}}]}
+    (home / "script.json").write_text(json.dumps([step, {"text": "done"}]))
+    write_config(home, {"models": [{"id": "s", "provider": "scripted", "script": "script.json"}]})
+    first = raven("run", "read it", env=env, cwd=tmp_path)
+    session_id = first.stderr.split("session ")[1].split()[0]
+    shown = json.loads(raven("sessions", "show", session_id, "--json", env=env).stdout)
+
+    def keys(value: object) -> set[str]:
+        if isinstance(value, dict):
+            inner = {k: v for k, v in value.items() if k != "arguments"}
+            return set(inner) | {k for v in inner.values() for k in keys(v)}
+        if isinstance(value, list):
+            return {k for v in value for k in keys(v)}
+        return set()
+
+    assert {"createdAt", "toolCalls", "callId", "isError"} <= keys(shown)
+    assert not [k for k in keys(shown) if "_" in k]
+    call = shown["messages"][1]["toolCalls"][0]
+    assert call["arguments"] == {"path": "notes.txt"}

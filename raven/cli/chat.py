@@ -38,7 +38,8 @@ def chat_command(
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model id.")] = None,
     mode: Annotated[str | None, typer.Option("--mode", help="Mode id.")] = None,
     session: Annotated[
-        str | None, typer.Option("--session", "-s", help="Continue this session.")
+        str | None,
+        typer.Option("--session", "-s", help="Continue this session (id or unique prefix)."),
     ] = None,
     cwd: Annotated[Path | None, typer.Option("--cwd", help="Working directory.")] = None,
     config: ConfigOption = None,
@@ -173,7 +174,7 @@ class Chat:
     async def _resume(self, session_id: str) -> None:
         from raven.cli.transcript import print_transcript
 
-        self.session = await self.runtime.open_session(session_id)
+        self.session = await self.runtime.open_session(await self.runtime.find_session(session_id))
         print_transcript(self.session.record, self.session.history[-20:], self.err)
         self._banner()
 

@@ -30,7 +30,8 @@ def run_command(
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model id.")] = None,
     mode: Annotated[str | None, typer.Option("--mode", help="Mode id.")] = None,
     session: Annotated[
-        str | None, typer.Option("--session", "-s", help="Continue this session.")
+        str | None,
+        typer.Option("--session", "-s", help="Continue this session (id or unique prefix)."),
     ] = None,
     cwd: Annotated[
         Path | None, typer.Option("--cwd", help="Working directory (default: the current one).")
@@ -94,7 +95,7 @@ async def _run(
     runtime = build_runtime(cfg, paths, face="cli")
     try:
         if session_id:
-            live = await runtime.open_session(session_id)
+            live = await runtime.open_session(await runtime.find_session(session_id))
             if model:
                 await runtime.set_model(live, model)
             if mode:

@@ -36,24 +36,33 @@ def list_command(
 ) -> None:
     """List sessions, newest first."""
     import json
+    from pathlib import Path
 
     store = _store(config)
-    page = store.page(cwd=cwd, limit=limit)
+    where = str(Path(cwd).expanduser().resolve()) if cwd else None
+    page = store.page(cwd=where, limit=limit)
     if as_json:
         typer.echo(json.dumps([_record_json(r) for r in page.sessions], indent=2))
         return
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("id", "updated", "title", "cwd", box=None)
+    table = Table(box=None)
+    id_width = max((len(r.id) for r in page.sessions), default=2)
+    table.add_column("id", no_wrap=True, min_width=id_width)
+    table.add_column("updated", no_wrap=True)
+    table.add_column("model", no_wrap=True)
+    table.add_column("title", overflow="ellipsis", no_wrap=True, ratio=2)
+    table.add_column("cwd", overflow="fold", ratio=1)
     for r in page.sessions:
-        table.add_row(r.id, r.updated_at[:19].replace("T", " "), r.title, r.cwd)
+        updated = r.updated_at[:16].replace("T", " ")
+        table.add_row(r.id, updated, r.model or "-", r.title, r.cwd)
     Console().print(table if page.sessions else "no sessions")
 
 
 @app.command("show")
 def show_command(
-    session_id: Annotated[str, typer.Argument(help="Session id.")],
+    session_id: Annotated[str, typer.Argument(help="Session id, or a unique prefix of it.")],
     as_json: JsonOption = False,
     config: ConfigOption = None,
 ) -> None:
@@ -63,8 +72,8 @@ def show_command(
     from raven.messages import MESSAGE_ADAPTER
 
     store = _store(config)
-    record = store.get(session_id)
-    messages = store.messages(session_id)
+    record = store.get(store.resolve(session_id))
+    messages = store.messages(record.id)
     if as_json:
         body = {
             **_record_json(record),
@@ -81,15 +90,14 @@ def show_command(
 
 @app.command("delete")
 def delete_command(
-    session_id: Annotated[str, typer.Argument(help="Session id.")],
+    session_id: Annotated[str, typer.Argument(help="Session id, or a unique prefix of it.")],
     config: ConfigOption = None,
 ) -> None:
     """Delete a session and its transcript."""
-    from raven.sessions import SessionNotFound
-
-    if not _store(config).delete(session_id):
-        raise SessionNotFound(session_id)
-    typer.echo(f"deleted {session_id}")
+    store = _store(config)
+    full_id = store.resolve(session_id)
+    store.delete(full_id)
+    typer.echo(f"deleted {full_id}")
 
 
 def _record_json(r: SessionRecord) -> dict[str, object]:

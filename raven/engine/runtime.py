@@ -119,6 +119,13 @@ class Runtime:
             )
         )
 
+    async def find_session(self, prefix: str) -> str:
+        """The id of the one stored session `prefix` names (a whole id or a unique prefix).
+
+        Raises `SessionNotFound` or `AmbiguousSession`.
+        """
+        return await self.store.call(self.store.resolve, prefix)
+
     async def open_session(self, session_id: str, create_in: Path | None = None) -> LiveSession:
         """The live session for a stored one, loading its transcript if not yet in memory.
 

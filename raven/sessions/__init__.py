@@ -6,6 +6,7 @@ tools or faces.
 """
 
 from raven.sessions.store import (
+    AmbiguousSession,
     BadCursor,
     SessionNotFound,
     SessionPage,
@@ -16,6 +17,7 @@ from raven.sessions.store import (
 )
 
 __all__ = [
+    "AmbiguousSession",
     "BadCursor",
     "SessionNotFound",
     "SessionPage",

@@ -24,6 +24,8 @@ from raven.sessions.worker import StoreWorker
 T = TypeVar("T")
 BUSY_TIMEOUT_MS = 10_000
 DEFAULT_PAGE_SIZE = 50
+MAX_SHOWN_MATCHES = 10
+SESSION_ID_PREFIX = "ses_"
 
 
 class SessionNotFound(RavenError):
@@ -32,6 +34,18 @@ class SessionNotFound(RavenError):
     def __init__(self, session_id: str) -> None:
         super().__init__(f"no session {session_id!r}")
         self.session_id = session_id
+
+
+class AmbiguousSession(RavenError):
+    """A session id prefix that matches more than one session."""
+
+    exit_code = 2
+
+    def __init__(self, prefix: str, matches: list[str]) -> None:
+        shown = ", ".join(matches[:MAX_SHOWN_MATCHES])
+        more = "…" if len(matches) > MAX_SHOWN_MATCHES else ""
+        super().__init__(f"{prefix!r} matches several sessions: {shown}{more}; give more of the id")
+        self.matches = matches
 
 
 class StoreUnavailable(RavenError):
@@ -177,6 +191,26 @@ class SessionStore:
             raise SessionNotFound(session_id)
         return _record(row)
 
+    def resolve(self, prefix: str) -> str:
+        """The one session id that is `prefix` or starts with it (`ses_` may be left off).
+
+        Raises `SessionNotFound` for none and `AmbiguousSession` for several.
+        """
+        for candidate in dict.fromkeys((prefix, SESSION_ID_PREFIX + prefix)):
+            with self._lock:
+                if self._db.execute("SELECT 1 FROM sessions WHERE id = ?", (candidate,)).fetchone():
+                    return candidate
+                rows = self._db.execute(
+                    "SELECT id FROM sessions WHERE substr(id, 1, ?) = ? ORDER BY updated_at DESC"
+                    " LIMIT ?",
+                    (len(candidate), candidate, MAX_SHOWN_MATCHES + 1),
+                ).fetchall()
+            if len(rows) == 1:
+                return str(rows[0][0])
+            if rows:
+                raise AmbiguousSession(prefix, [str(r[0]) for r in rows])
+        raise SessionNotFound(prefix)
+
     def page(
         self, cwd: str | None = None, cursor: str | None = None, limit: int = DEFAULT_PAGE_SIZE
     ) -> SessionPage:
@@ -274,7 +308,7 @@ def new_record(
     """A record for a session not stored yet."""
     stamp = now_iso()
     return SessionRecord(
-        id=session_id or f"ses_{uuid.uuid4().hex}",
+        id=session_id or f"{SESSION_ID_PREFIX}{uuid.uuid4().hex}",
         cwd=cwd,
         title="",
         mode=mode,

@@ -280,3 +280,29 @@ def test_sessions_show_json_is_camel_case_throughout(
     assert not [k for k in keys(shown) if "_" in k]
     call = shown["messages"][1]["toolCalls"][0]
     assert call["arguments"] == {"path": "notes.txt"}
+
+
+def test_session_ids_are_whole_and_take_unique_prefixes(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    from raven.sessions import SessionStore
+
+    store = SessionStore(home / "data" / "raven.db")
+    for sid in ("ses_aaaa1111", "ses_aaaa2222", "ses_bbbb3333"):
+        store.create(str(tmp_path), face="test", model="echo", session_id=sid)
+    store.close()
+    listed = raven("sessions", "list", env={**env, "COLUMNS": "40"})
+    assert all(sid in listed.stdout for sid in ("ses_aaaa1111", "ses_bbbb3333"))
+    shown = raven("sessions", "show", "bbbb", "--json", env=env)
+    assert json.loads(shown.stdout)["id"] == "ses_bbbb3333"
+    ambiguous = raven("sessions", "show", "ses_aaaa", env=env)
+    assert ambiguous.returncode == 2
+    assert "ses_aaaa1111" in ambiguous.stderr and "ses_aaaa2222" in ambiguous.stderr
+    turn = raven("run", "--model", "echo", "-s", "aaaa2", "continued", env=env)
+    assert turn.returncode == 0 and "session ses_aaaa2222" in turn.stderr
+    deleted = raven("sessions", "delete", "ses_bbbb", env=env)
+    assert deleted.returncode == 0 and "ses_bbbb3333" in deleted.stdout
+    missing = raven("sessions", "delete", "zzzz", env=env)
+    assert missing.returncode == 1 and "no session 'zzzz'" in missing.stderr
+    here = raven("sessions", "list", "--cwd", ".", "--json", env=env, cwd=tmp_path)
+    assert {s["id"] for s in json.loads(here.stdout)} == {"ses_aaaa1111", "ses_aaaa2222"}

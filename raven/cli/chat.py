@@ -25,8 +25,8 @@ HELP = """commands:
   /new            start a new session
   /sessions       list recent sessions
   /resume ID      continue a stored session
-  /model ID       switch model for the next turn
-  /mode ID        switch mode for the next turn
+  /model [ID]     list models, or switch model for the next turn
+  /mode [ID]      list modes, or switch mode for the next turn
   /help           this help
   /quit           leave (Ctrl-D works too)
 Ctrl-C cancels a running turn."""
@@ -151,6 +151,10 @@ class Chat:
                 self._list()
             elif name == "/resume" and arg:
                 await self._resume(arg)
+            elif name == "/model" and not arg:
+                self._models()
+            elif name == "/mode" and not arg:
+                self._modes()
             elif name == "/model" and arg:
                 assert self.session is not None
                 await self.runtime.set_model(self.session, arg)
@@ -182,6 +186,25 @@ class Chat:
         page = self.runtime.store.page(limit=15)
         for r in page.sessions:
             self.err.print(f"[dim]{r.id}[/]  {r.updated_at[:16].replace('T', ' ')}  {r.title}")
+
+    def _models(self) -> None:
+        from raven.config import ECHO_MODEL_ID
+
+        current = self.session.model.id if self.session else None
+        configured = [m.id for m in self.runtime.config.models]
+        ids = dict.fromkeys([*configured, *([current] if current else []), ECHO_MODEL_ID])
+        for model_id in ids:
+            mark = "[green]●[/]" if model_id == current else " "
+            self.err.print(f"{mark} {model_id}")
+        self.err.print("[dim]/model ID switches[/]")
+
+    def _modes(self) -> None:
+        current = self.session.mode.id if self.session and self.session.mode else None
+        if not self.runtime.config.modes:
+            self.err.print("[dim]no modes are declared in the config[/]")
+        for mode in self.runtime.config.modes:
+            mark = "[green]●[/]" if mode.id == current else " "
+            self.err.print(f"{mark} {mode.id}  [dim]{mode.description or mode.name}[/]")
 
     def _banner(self) -> None:
         s = self.session

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Annotated, Any
+
 import typer
 
 from raven.cli.help import Typer
 from raven.cli.options import ConfigOption
+
+if TYPE_CHECKING:
+    from raven.config import RavenConfig
 
 app = Typer(help="Show and create the config file.", no_args_is_help=True)
 
@@ -22,8 +27,16 @@ def path_command(config: ConfigOption = None) -> None:
 
 
 @app.command("show")
-def show_command(config: ConfigOption = None) -> None:
-    """Print the config in force, with secrets masked."""
+def show_command(
+    effective: Annotated[
+        bool,
+        typer.Option(
+            "--effective", help="Every key with its default, and the model in force, too."
+        ),
+    ] = False,
+    config: ConfigOption = None,
+) -> None:
+    """Print the config file's settings, with secrets masked."""
     import json
 
     from raven.cli.options import load
@@ -31,6 +44,9 @@ def show_command(config: ConfigOption = None) -> None:
     from raven.config.store import config_to_json, file_mode
 
     cfg, paths = load(config, "cli")
+    if effective:
+        typer.echo(json.dumps(masked(_effective(cfg)), indent=2))
+        return
     if paths.config_file.exists():
         mode = file_mode(paths.config_file)
         typer.echo(f"# {paths.config_file} (mode {mode:04o})", err=True)
@@ -59,3 +75,19 @@ def init_command(config: ConfigOption = None) -> None:
         return
     save_config(merged, paths.config_file)
     typer.echo(f"added {', '.join(added)} to {paths.config_file} (other keys kept)")
+
+
+def _effective(cfg: RavenConfig) -> dict[str, Any]:
+    """The config with defaults filled in and `defaultModel` naming the model in force."""
+    from raven.config import ConfigError
+    from raven.providers import pick_model
+
+    data = cfg.model_dump(mode="json", by_alias=True)
+    try:
+        model = pick_model(cfg, None)
+    except ConfigError:
+        return data
+    if model.id not in [m.id for m in cfg.models]:
+        data["models"].append(model.model_dump(mode="json", by_alias=True, exclude_none=True))
+    data["defaultModel"] = model.id
+    return data

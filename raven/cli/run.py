@@ -117,7 +117,7 @@ async def _run(
         with StopSignals(lambda _: cancel.set(), (signal.SIGINT, *STOP_SIGNALS)) as signals:
             stop = await run_turn(live, [TextPart(text=prompt)], asker, emit, cancel)
         view.pause()
-        err.print(f"[dim]session {live.id}[/]")
+        err.print(f"[dim]session {live.id} · model {live.model.id}[/]")
         code = _exit_code(stop, ended[-1].error if ended else None, err)
         return signals.exit_code or code
     finally:

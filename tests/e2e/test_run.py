@@ -306,3 +306,23 @@ def test_session_ids_are_whole_and_take_unique_prefixes(
     assert missing.returncode == 1 and "no session 'zzzz'" in missing.stderr
     here = raven("sessions", "list", "--cwd", ".", "--json", env=env, cwd=tmp_path)
     assert {s["id"] for s in json.loads(here.stdout)} == {"ses_aaaa1111", "ses_aaaa2222"}
+
+
+def test_config_show_effective_names_the_model_in_force(env: dict[str, str], home: Path) -> None:
+    plain = raven("config", "show", env={**env, "OPENAI_API_KEY": "sk-abcdefghijklmnopqrstu"})
+    assert json.loads(plain.stdout) == {}
+    shown = raven(
+        "config", "show", "--effective", env={**env, "OPENAI_API_KEY": "sk-abcdefghijklmnopqrstu"}
+    )
+    data = json.loads(shown.stdout)
+    assert data["defaultModel"] == "gpt-4.1-mini"
+    assert data["models"] == [{"id": "gpt-4.1-mini", "provider": "openai"}]
+    assert data["limits"]["maxTurnSteps"] == 50 and data["a2a"]["server"]["path"] == "/a2a"
+    write_config(home, {"a2a": {"server": {"token": "tok-abcdefghijkl"}}, "defaultModel": "echo"})
+    secret = json.loads(raven("config", "show", "--effective", env=env).stdout)
+    assert secret["a2a"]["server"]["token"] == "***" and secret["defaultModel"] == "echo"
+
+
+def test_run_names_the_model_beside_the_session(env: dict[str, str]) -> None:
+    result = raven("run", "--model", "echo", "hi", env=env)
+    assert "· model echo" in result.stderr

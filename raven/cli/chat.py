@@ -74,7 +74,7 @@ class Chat:
         self.runtime = runtime
         self.cwd = cwd
         self.out: Console = Console(file=sys.stdout, highlight=False)
-        self.err: Console = Console(file=sys.stderr, highlight=False)
+        self.err: Console = Console(file=sys.stderr, highlight=False, soft_wrap=True)
         self.reader: LineReader = LineReader()
         self.view: TerminalView = TerminalView(self.out, self.err, markdown=True)
         self.session: LiveSession | None = None
@@ -131,6 +131,7 @@ class Chat:
 
         assert self.session is not None
         asker = TerminalAsker(self.err, self.reader, self.view, interactive=True)
+        self.view.waiting()
         await run_turn(self.session, [TextPart(text=text)], asker, self.view, cancel)
         self.view.pause()
 

@@ -103,7 +103,7 @@ async def _run(
         else:
             live = await runtime.new_session(workdir(cwd), model, mode)
         out = Console(file=sys.stdout, highlight=False, soft_wrap=True)
-        err = Console(file=sys.stderr, highlight=False)
+        err = Console(file=sys.stderr, highlight=False, soft_wrap=True)
         view = TerminalView(out, err, markdown=False)
         asker = TerminalAsker(err, LineReader(), view, stdin_is_terminal(), approve_all=yes)
         ended: list[TurnEnded] = []
@@ -115,6 +115,7 @@ async def _run(
 
         cancel = asyncio.Event()
         with StopSignals(lambda _: cancel.set(), (signal.SIGINT, *STOP_SIGNALS)) as signals:
+            view.waiting()
             stop = await run_turn(live, [TextPart(text=prompt)], asker, emit, cancel)
         view.pause()
         err.print(f"[dim]session {live.id} · model {live.model.id}[/]")

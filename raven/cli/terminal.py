@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import time
 from typing import Any
 
 from rich.console import Console
@@ -71,8 +72,30 @@ class LineReader:
         return os.read(self._fd, 65536)
 
 
+class _Waiting:
+    """A spinner with what Raven waits for and for how long; rendered on each refresh."""
+
+    def __init__(self, label: str) -> None:
+        from rich.spinner import Spinner
+
+        self._label = label
+        self._started = time.monotonic()
+        self._spinner = Spinner("dots", style="cyan")
+
+    def __rich_console__(self, console: Console, options: Any) -> Any:
+        from rich.text import Text
+
+        elapsed = time.monotonic() - self._started
+        self._spinner.text = Text(f"{self._label} · {elapsed:.0f}s", style="dim")
+        yield self._spinner
+
+
 class TerminalView:
-    """Renders turn events; `markdown` re-renders the answer as Markdown while it streams."""
+    """Renders turn events; `markdown` re-renders the answer as Markdown while it streams.
+
+    On a terminal, a spinner on stderr shows that Raven waits for the model or a
+    tool; every line of output starts on a line of its own.
+    """
 
     def __init__(self, out: Console, err: Console, markdown: bool) -> None:
         self._out = out
@@ -81,20 +104,32 @@ class TerminalView:
         self._text = ""
         self._live: Any = None
         """A rich `Live` while a Markdown answer streams (rich.markdown loads on first use)."""
+        self._spinner: Any = None
+        """A transient rich `Live` on stderr while Raven waits (terminals only)."""
+        self._mid_line = False
+        """A thought was printed without its line end."""
         self._titles: dict[str, str] = {}
 
     def __call__(self, event: TurnEvent) -> None:
         if isinstance(event, AgentText):
+            self._stop_spinner()
+            self._end_thought()
             self._answer(event.text)
             return
-        self.pause()
         if isinstance(event, AgentThought):
+            self._stop_spinner()
+            self._finish_answer()
             self._err.print(escape(event.text), style="dim italic", end="")
-        elif isinstance(event, ToolCallStarted):
+            self._mid_line = not event.text.endswith("\n")
+            return
+        self.pause()
+        if isinstance(event, ToolCallStarted):
             self._titles[event.call_id] = event.title
             self._err.print(f"[cyan]→[/] {escape(event.title)}")
+            self.waiting(f"running {event.title}")
         elif isinstance(event, ToolCallUpdated) and event.status != "in_progress":
             self._tool_done(event)
+            self.waiting("thinking")
         elif isinstance(event, Notice):
             self._err.print(f"[bold red]![/] {escape(event.text)}")
         elif isinstance(event, PlanUpdated):
@@ -103,10 +138,34 @@ class TerminalView:
             for step in event.steps:
                 self._err.print(f"  {marks[step.status]} {escape(step.content)}")
         elif isinstance(event, TurnEnded) and event.stop_reason == "cancelled":
-            self._err.print("[yellow]cancelled[/]")
+            # On a terminal the ^C echo is still on the line.
+            self._err.print(("\n" if self._err.is_terminal else "") + "[yellow]cancelled[/]")
+
+    def waiting(self, label: str = "thinking") -> None:
+        """Show a spinner with `label` and the time waited, until the next output."""
+        if not self._err.is_terminal:
+            return
+        from rich.live import Live
+
+        self._stop_spinner()
+        self._spinner = Live(
+            _Waiting(label), console=self._err, transient=True, refresh_per_second=8
+        )
+        self._spinner.start()
 
     def pause(self) -> None:
-        """Finish the answer being streamed, so other output can follow it."""
+        """Finish the answer or thought being streamed, so other output can follow it."""
+        self._stop_spinner()
+        self._finish_answer()
+        self._end_thought()
+
+    def _end_thought(self) -> None:
+        if self._mid_line:
+            self._err.file.write("\n")
+            self._err.file.flush()
+            self._mid_line = False
+
+    def _finish_answer(self) -> None:
         if self._live is not None:
             self._live.stop()
             self._live = None
@@ -114,6 +173,11 @@ class TerminalView:
             self._out.file.write("\n")
             self._out.file.flush()
         self._text = ""
+
+    def _stop_spinner(self) -> None:
+        if self._spinner is not None:
+            self._spinner.stop()
+            self._spinner = None
 
     def _answer(self, delta: str) -> None:
         self._text += delta

@@ -115,7 +115,8 @@ async def _turn(
     try:
         return await _loop(session, prompt, asker, emit), None
     except ProviderError as exc:
-        log.warning("model call failed: %s", exc)
+        # The face shows the notice; stderr must not get it a second time.
+        log.info("model call failed: %s", exc)
         emit(Notice(str(exc)))
         return "end_turn", str(exc)
     except Exception as exc:

@@ -124,6 +124,7 @@ def test_chat_streams_answers_asks_inline_and_survives_ctrl_c(
     time.sleep(0.3)
     chat.type("\x03")
     chat.expect("cancelled", timeout=5)
+    assert "^Ccancelled" not in _ANSI.sub("", chat.screen)
     chat.expect("› ")
     assert chat.proc.poll() is None
 
@@ -172,6 +173,25 @@ def test_chat_resumes_a_stored_session_and_starts_new_ones(
         term.expect("session ses_")
         assert session_id not in term.screen
         term.type("/quit\n")
+        assert term.proc.wait(10) == 0
+    finally:
+        term.close()
+
+
+def test_a_spinner_shows_while_the_model_thinks_and_a_tool_runs(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    steps = [
+        {"toolCalls": [{"name": "run_command", "arguments": {"command": "sleep 1.5"}}]},
+        {"text": "all done", "delayMs": 1500},
+    ]
+    (home / "script.json").write_text(json.dumps(steps))
+    write_config(home, {"models": [{"id": "s", "provider": "scripted", "script": "script.json"}]})
+    term = Terminal([*RAVEN, "run", "--yes", "go"], {**env, "TERM": "xterm"}, tmp_path)
+    try:
+        term.expect("running Run `sleep 1.5` · ")
+        term.expect("thinking · 1s")
+        term.expect("all done")
         assert term.proc.wait(10) == 0
     finally:
         term.close()

@@ -326,3 +326,29 @@ def test_config_show_effective_names_the_model_in_force(env: dict[str, str], hom
 def test_run_names_the_model_beside_the_session(env: dict[str, str]) -> None:
     result = raven("run", "--model", "echo", "hi", env=env)
     assert "· model echo" in result.stderr
+
+
+def test_one_line_per_event_and_errors_once(
+    env: dict[str, str], home: Path, tmp_path: Path, model_server: FakeModelServer
+) -> None:
+    step = {"thought": "I should look", "toolCalls": [{"name": "list_dir", "arguments": {}}]}
+    (home / "script.json").write_text(json.dumps([step, {"text": "ok"}]))
+    write_config(
+        home,
+        {
+            "models": [
+                {"id": "s", "provider": "scripted", "script": "script.json"},
+                {"id": "local", "provider": "openai", "baseUrl": model_server.url + "/v1"},
+            ]
+        },
+    )
+    looked = raven("run", "--model", "s", "look", env=env, cwd=tmp_path)
+    assert "I should look\n→ List ." in looked.stderr
+    assert "thinking" not in looked.stderr  # no spinner without a terminal
+    message = "the request is invalid because " + "of many reasons " * 12
+    model_server.queue(Reply(status=400, body=json.dumps({"error": {"message": message}})))
+    failed = raven("run", "--model", "local", "hi", env={**env, "COLUMNS": "80"})
+    assert failed.returncode == 1
+    assert failed.stderr.count("the request is invalid") == 1
+    (line,) = [x for x in failed.stderr.splitlines() if "the request is invalid" in x]
+    assert message.strip()[:200] in line

@@ -11,18 +11,8 @@ from aiohttp import web
 
 from raven.a2a.mount import A2AMount
 from raven.a2a.routes import add_a2a_routes
-from raven.config import ConfigError
-from raven.origins import is_loopback
 
 log = logging.getLogger(__name__)
-
-
-def check_bind(host: str, allow_remote: bool) -> None:
-    if not is_loopback(host) and not allow_remote:
-        raise ConfigError(
-            f"refusing to listen on {host}, which is not a loopback address; "
-            "pass --allow-remote if you mean it"
-        )
 
 
 async def serve(

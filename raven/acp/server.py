@@ -32,6 +32,7 @@ from raven.jsonrpc import (
     Connection,
     RpcError,
 )
+from raven.providers import NoModelConfigured
 from raven.sessions import BadCursor, SessionNotFound
 
 if TYPE_CHECKING:
@@ -367,6 +368,9 @@ def _rpc_error(exc: RavenError) -> RpcError:
         )
     if isinstance(exc, BadCursor):
         return RpcError(INVALID_PARAMS, str(exc))
+    if isinstance(exc, NoModelConfigured):
+        log.error("%s", exc)
+        return RpcError(INTERNAL_ERROR, str(exc))
     if isinstance(exc, ConfigError):
         log.error("configuration error: %s", exc)
         return RpcError(INTERNAL_ERROR, f"Raven's configuration is invalid: {exc}")

@@ -111,17 +111,21 @@ def serve_command(
     import asyncio
     import sys
 
-    from raven.a2a.mount import SubagentRefused
-    from raven.cli.options import load
-    from raven.config import is_subagent
+    from raven.cli.options import check_bind, load
+    from raven.config import ConfigError, is_subagent
+    from raven.providers import pick_model
 
     if is_subagent():
+        from raven.a2a import SubagentRefused
+
         raise SubagentRefused()
     cfg, paths = load(config, "a2a")
     s = cfg.a2a.server
+    if not s.token:
+        raise ConfigError("a2a.server.token is empty; run `raven a2a enable` to mint one")
+    # No model: refuse to start, rather than fail every task.
+    pick_model(cfg, None, config_file=paths.config_file)
     bind_host = host or s.host
-    from raven.a2a.serve import check_bind
-
     check_bind(bind_host, allow_remote)
     if allow_remote:
         print(

@@ -40,3 +40,15 @@ def workdir(cwd: Path | None) -> Path:
     if not path.is_dir():
         raise ConfigError(f"--cwd {path}: not a directory")
     return path
+
+
+def check_bind(host: str, allow_remote: bool) -> None:
+    """Listening beyond loopback needs `--allow-remote`; raises `ConfigError` otherwise."""
+    from raven.config import ConfigError
+    from raven.origins import is_loopback
+
+    if not is_loopback(host) and not allow_remote:
+        raise ConfigError(
+            f"refusing to listen on {host}, which is not a loopback address; "
+            "pass --allow-remote if you mean it"
+        )

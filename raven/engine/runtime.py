@@ -52,7 +52,7 @@ class Runtime:
         self.store.close()
 
     def model(self, model_id: str | None) -> ModelSpec:
-        return pick_model(self.config, model_id)
+        return pick_model(self.config, model_id, config_file=self.paths.config_file)
 
     def mode(self, mode_id: str | None) -> ModeSpec | None:
         """The named mode, else the default one, else the first; None when none are declared."""

@@ -16,18 +16,25 @@ DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-5"
 class NoModelConfigured(ConfigError):
     """No model was named, none is configured, and no provider key is in the environment."""
 
-    def __init__(self) -> None:
+    def __init__(self, config_file: Path | None = None) -> None:
+        where = f"the config file {config_file}" if config_file else "the config file"
         super().__init__(
-            "no model is configured. Add one to the config file (see `raven config init` and "
-            "config.example.json), set OPENAI_API_KEY or ANTHROPIC_API_KEY, "
-            "or pass `--model echo` to run offline."
+            f"no model is configured. Add one to {where} (`raven config init` writes a "
+            "starter; config.example.json shows every key), or set OPENAI_API_KEY or "
+            "ANTHROPIC_API_KEY; for a smoke test, use the offline model: `--model echo`."
         )
 
 
 def pick_model(
-    config: RavenConfig, requested: str | None, env: Mapping[str, str] = os.environ
+    config: RavenConfig,
+    requested: str | None,
+    env: Mapping[str, str] = os.environ,
+    config_file: Path | None = None,
 ) -> ModelSpec:
-    """The model a new session uses: the requested id, the default, or one from the env."""
+    """The model a new session uses: the requested id, the default, or one from the env.
+
+    Raises `NoModelConfigured` (naming `config_file`) or `ConfigError` for an unknown id.
+    """
     model_id = requested or config.default_model
     if model_id:
         spec = config.find_model(model_id)
@@ -41,7 +48,7 @@ def pick_model(
         return ModelSpec(id=DEFAULT_OPENAI_MODEL, provider="openai")
     if env.get("ANTHROPIC_API_KEY"):
         return ModelSpec(id=DEFAULT_ANTHROPIC_MODEL, provider="anthropic")
-    raise NoModelConfigured()
+    raise NoModelConfigured(config_file)
 
 
 def create_provider(spec: ModelSpec, config: RavenConfig, config_dir: Path) -> Provider:

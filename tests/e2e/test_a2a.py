@@ -27,7 +27,7 @@ from a2a.types import (
 )
 
 from raven.sessions import SessionStore
-from tests.conftest import raven
+from tests.conftest import raven, write_config
 from tests.e2e.a2a_server import TOKEN, A2AServer, configure, message, start
 from tests.e2e.postgres import postgres_server, server_binaries
 from tests.processes import alive, pid_from
@@ -95,10 +95,24 @@ def test_requests_without_the_right_bearer_token_get_401(serve: Any, authorizati
     assert response.json()["error"]["code"] == -32000
 
 
-def test_empty_token_refuses_to_serve(env: dict[str, str], home: Path) -> None:
+def test_empty_token_refuses_to_serve_before_loading_the_sdk(
+    env: dict[str, str], home: Path
+) -> None:
     configure(home, token="")
-    result = raven("a2a", "serve", "--port", "0", env=env)
+    result = raven("a2a", "serve", "--port", "0", env={**env, "PYTHONPROFILEIMPORTTIME": "1"})
     assert result.returncode == 2 and "token is empty" in result.stderr
+    imported = [line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines()]
+    assert "raven.cli.a2a_cmd" in imported
+    assert not [m for m in imported if m.split(".")[0] in ("a2a", "aiohttp")]
+
+
+def test_no_model_refuses_to_serve_saying_how_to_configure_one(
+    env: dict[str, str], home: Path
+) -> None:
+    write_config(home, {"a2a": {"server": {"token": TOKEN}}})
+    result = raven("a2a", "serve", "--port", "0", env=env)
+    assert result.returncode == 2 and "no model is configured" in result.stderr
+    assert str(home / "config.json") in result.stderr and "OPENAI_API_KEY" in result.stderr
 
 
 def test_subagents_refuse_to_serve(env: dict[str, str], home: Path) -> None:

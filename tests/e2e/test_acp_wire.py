@@ -33,10 +33,11 @@ class Wire:
         self.proc = proc
 
     @classmethod
-    async def start(cls, env: dict[str, str]) -> Wire:
+    async def start(cls, env: dict[str, str], *args: str) -> Wire:
         proc = await asyncio.create_subprocess_exec(
             *RAVEN,
             "acp",
+            *args,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL,
@@ -216,3 +217,33 @@ async def test_a_corrupt_session_store_is_reported_and_the_server_keeps_serving(
     await wire.send({**new, "id": 3, "method": "no/such"})
     assert (await wire.reply_to(3))["error"]["code"] == -32601
     assert await wire.close() == 0
+
+
+async def test_no_model_says_what_works_and_model_flag_picks_one(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    wire = await Wire.start(env)
+    await wire.send(INIT)
+    await wire.recv()
+    await wire.send(session_new(tmp_path, 2))
+    message = (await wire.recv())["error"]["message"]
+    assert str(home / "config.json") in message and "--model echo" in message
+    assert "OPENAI_API_KEY" in message and "ANTHROPIC_API_KEY" in message
+    assert await wire.close() == 0
+
+    write_config(home, {"modes": [{"id": "ask", "name": "Ask"}, {"id": "go", "name": "Go"}]})
+    flagged = await Wire.start(env, "--model", "echo", "--mode", "go")
+    await flagged.send(INIT)
+    await flagged.recv()
+    await flagged.send(session_new(tmp_path, 2))
+    result = (await flagged.recv())["result"]
+    assert result["modes"]["currentModeId"] == "go"
+    options = {o["id"]: o["currentValue"] for o in result["configOptions"]}
+    assert options["model"] == "echo"
+    assert await flagged.close() == 0
+
+
+async def test_an_unknown_model_flag_is_exit_2_before_any_frame(env: dict[str, str]) -> None:
+    wire = await Wire.start(env, "--model", "nope")
+    assert await asyncio.wait_for(wire.proc.wait(), 10) == 2
+    assert wire.proc.stdout is not None and await wire.proc.stdout.read() == b""

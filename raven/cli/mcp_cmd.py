@@ -17,12 +17,18 @@ app = Typer(help="Check the configured MCP servers.", no_args_is_help=True)
 
 @app.command("list")
 def list_command(config: ConfigOption = None) -> None:
-    """Connect every configured server and list its tools under the names the model sees."""
+    """Connect every enabled server and list its tools under the names the model sees.
+
+    Exits 1 when servers are enabled and none of them can be used.
+    """
     statuses = _statuses(config, None)
     if not statuses:
         typer.echo("no MCP servers are configured (add them under mcpServers)")
         return
     _print(statuses)
+    enabled = [s for s in statuses if s.status != DISABLED]
+    if enabled and all(s.status != "ready" for s in enabled):
+        raise typer.Exit(1)
 
 
 @app.command("test")
@@ -37,20 +43,29 @@ def test_command(
         raise typer.Exit(1)
 
 
+DISABLED = "disabled"
+
+
 def _statuses(config: str | None, only: str | None) -> list[ServerStatus]:
+    """Each server's status; disabled servers are listed, never started."""
     import asyncio
 
     from raven.cli.options import load
     from raven.config import ConfigError
+    from raven.mcp import ServerStatus
 
-    cfg, paths = load(config, "cli")
+    cfg, paths = load(config, "cli", quiet=True)
     specs = cfg.mcp_servers
     if only is not None:
         specs = [s for s in specs if s.name == only]
         if not specs:
             known = ", ".join(s.name for s in cfg.mcp_servers) or "none configured"
             raise ConfigError(f"no MCP server {only!r} in mcpServers ({known})")
-        specs = [s.model_copy(update={"enabled": True}) for s in specs]
+        if not specs[0].enabled:
+            raise ConfigError(
+                f'MCP server {only!r} is disabled ("enabled": false) and is never started; '
+                "enable it to test it"
+            )
 
     async def check() -> list[ServerStatus]:
         from raven.mcp import McpScope
@@ -61,7 +76,8 @@ def _statuses(config: str | None, only: str | None) -> list[ServerStatus]:
         finally:
             await scope.aclose()
 
-    return asyncio.run(check())
+    found = {s.name: s for s in asyncio.run(check())}
+    return [found.get(s.name) or ServerStatus(s.name, DISABLED, None, []) for s in specs]
 
 
 def _print(statuses: list[ServerStatus]) -> None:
@@ -70,7 +86,7 @@ def _print(statuses: list[ServerStatus]) -> None:
 
     table = Table("server", "status", "tool (as the model sees it)", "server's name", box=None)
     for s in statuses:
-        status = "ready" if s.status == "ready" else f"{s.status}: {s.problem or ''}"
+        status = s.status if s.problem is None else f"{s.status}: {s.problem}"
         if not s.tools:
             table.add_row(s.name, status, "-", "-")
         for i, (model_name, remote) in enumerate(s.tools):

@@ -18,17 +18,22 @@ ConfigOption = Annotated[
 ]
 
 
-def load(config_option: str | None, face: str, creates: bool = False) -> tuple[RavenConfig, Paths]:
+def load(
+    config_option: str | None, face: str, creates: bool = False, quiet: bool = False
+) -> tuple[RavenConfig, Paths]:
     """Set up logging for `face`, then read and validate the config.
 
     A config file named by `--config`/`RAVEN_CONFIG` must exist unless the command
-    `creates` it.
+    `creates` it. `quiet` keeps warnings off stderr (for commands that report them
+    themselves); the log file still gets them.
     """
+    import logging
+
     from raven.config import load_config, resolve_paths
     from raven.logs import setup_logging
 
     paths = resolve_paths(config_option)
-    setup_logging(paths.logs_dir, face)
+    setup_logging(paths.logs_dir, face, logging.ERROR if quiet else logging.WARNING)
     return load_config(paths.config_file, paths.config_named and not creates), paths
 
 

@@ -61,6 +61,26 @@ def test_mcp_list_and_test(env: dict[str, str], home: Path) -> None:
     assert unknown.returncode == 2 and "no MCP server 'ghost'" in unknown.stderr
 
 
+def test_mcp_disabled_servers_are_listed_never_started_and_failures_count(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    started = tmp_path / "started"
+    off = {
+        "name": "off",
+        "command": "sh",
+        "args": ["-c", f"touch {started}"],
+        "enabled": False,
+    }
+    write_config(home, {"mcpServers": [server_entry("broken", "--crash"), off]})
+    listed = raven("mcp", "list", env={**env, "COLUMNS": "200"})
+    assert listed.returncode == 1
+    assert "off" in listed.stdout and "disabled" in listed.stdout
+    assert (listed.stdout + listed.stderr).count("failed to start") == 1
+    tested = raven("mcp", "test", "off", env=env)
+    assert tested.returncode == 2 and "disabled" in tested.stderr
+    assert not started.exists()
+
+
 async def test_acp_per_session_servers_are_isolated_and_released(
     env: dict[str, str], home: Path, tmp_path: Path
 ) -> None:

@@ -1,69 +1,77 @@
-"""The engine knows no protocol: its import graph never reaches a face or a client."""
+"""The layers of DESIGN.md hold: the engine knows no protocol, faces never reach into each other.
+
+Every rule is one row of `RULES`: a package and the packages it must never import.
+"""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
-PACKAGE = Path(__file__).parents[1] / "raven"
-FACES = (
-    "raven.acp",
-    "raven.a2a",
-    "raven.gateway",
-    "raven.cli",
-    "raven.mcp",
-    "raven.acp_client",
-    "raven.a2a_client",
-)
-LOWER = ("raven/engine", "raven/providers", "raven/tools", "raven/sessions", "raven/config")
+ROOT = Path(__file__).parents[1]
+FACES = ("acp", "a2a", "gateway", "cli")
+CLIENTS = ("acp_client", "a2a_client", "mcp")
+CORE = ("config", "providers", "sessions", "tools")
+
+RULES: list[tuple[str, tuple[str, ...]]] = [
+    ("engine", (*FACES, *CLIENTS)),
+    *[(core, ("engine", *FACES, *CLIENTS)) for core in CORE],
+    *[(face, tuple(f for f in FACES if f != face and face != "cli")) for face in FACES],
+    ("a2a_client", (*FACES, "acp_client", "mcp")),
+    ("acp_client", ("a2a", "gateway", "cli", "a2a_client", "mcp")),
+    ("mcp", (*FACES, "acp_client", "a2a_client")),
+    ("jsonrpc", ("engine", *FACES, *CLIENTS)),
+]
+"""(package under raven/, packages under raven/ it must never import). The CLI assembles
+the faces, so it alone may import them."""
 
 
-def imported_modules(path: Path) -> set[str]:
-    names: set[str] = set()
+def imported_packages(path: Path) -> set[str]:
+    """The raven subpackages `path` imports, whatever the import's spelling."""
+    found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
-            names.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module)
-    return names
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        else:
+            continue
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "raven" and len(parts) > 1:
+                found.add(parts[1])
+    return found
 
 
-def test_core_packages_import_no_face() -> None:
+def test_every_rule_holds() -> None:
     offenders = []
-    for layer in LOWER:
-        for path in (PACKAGE.parent / layer).rglob("*.py"):
-            for name in imported_modules(path):
-                if name.startswith(FACES):
-                    offenders.append(f"{path.relative_to(PACKAGE.parent)} imports {name}")
+    for package, forbidden in RULES:
+        for path in (ROOT / "raven" / package).rglob("*.py"):
+            for name in imported_packages(path) & set(forbidden):
+                offenders.append(f"{path.relative_to(ROOT)} imports raven.{name}")
     assert offenders == []
 
 
-def test_scripted_run_path_does_not_import_network_stacks() -> None:
-    import subprocess
-    import sys
+def test_the_checker_sees_every_spelling(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import raven.acp.server\nfrom raven import acp\nfrom raven.a2a import mount\n"
+        "from raven.engine import run_turn\nfrom . import sibling\n"
+    )
+    assert imported_packages(probe) == {"acp", "a2a", "engine"}
 
+
+def test_the_rules_cover_every_package() -> None:
+    packages = {p.name for p in (ROOT / "raven").iterdir() if (p / "__init__.py").exists()}
+    assert packages - {package for package, _ in RULES} == set()
+
+
+def test_scripted_run_path_does_not_import_network_stacks() -> None:
     code = (
         "import sys, raven.cli.main, raven.engine, raven.providers.scripted;"
         "print(sorted(m for m in ('httpx','aiohttp','a2a','mcp') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
-
-
-FACE_RULES = {
-    "raven/acp": ("raven.a2a", "raven.a2a_client", "raven.cli", "raven.gateway"),
-    "raven/a2a": ("raven.acp", "raven.a2a_client", "raven.cli", "raven.mcp"),
-    "raven/a2a_client": ("raven.acp", "raven.a2a.", "raven.cli", "raven.mcp"),
-    "raven/mcp": ("raven.acp", "raven.a2a", "raven.cli"),
-    "raven/jsonrpc": ("raven.acp", "raven.a2a", "raven.cli", "raven.mcp", "raven.engine"),
-}
-
-
-def test_faces_do_not_reach_into_each_other() -> None:
-    offenders = []
-    for folder, forbidden in FACE_RULES.items():
-        for path in (PACKAGE.parent / folder).rglob("*.py"):
-            for name in imported_modules(path):
-                if name.startswith(forbidden) or name in {f.rstrip(".") for f in forbidden}:
-                    offenders.append(f"{path.relative_to(PACKAGE.parent)} imports {name}")
-    assert offenders == []

@@ -70,11 +70,7 @@ def build_mount(
     workdir = runtime.paths.data_dir / "a2a-work"
     if settings.cwd:
         workdir = runtime.paths.config_dir / settings.cwd
-    roster = [
-        {k: v for k, v in agent.items() if k in ("name", "description")}
-        for agent in runtime.config.agents
-        if isinstance(agent.get("name"), str)
-    ]
+    roster = runtime.config.roster()
     store = task_store(settings.task_store, runtime)
     executor = RavenExecutor(runtime, settings, workdir)
     public = agent_card("http://localhost" + settings.path, roster)

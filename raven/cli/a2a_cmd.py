@@ -86,11 +86,7 @@ def card_command(
 
     cfg, _ = load(config, "cli")
     s = cfg.a2a.server
-    roster = [
-        {k: v for k, v in a.items() if k in ("name", "description")}
-        for a in cfg.agents
-        if isinstance(a.get("name"), str)
-    ]
+    roster = cfg.roster()
     host = "localhost" if is_loopback(s.host) else s.host
     card = agent_card(f"{s.public_url or f'http://{host}:{s.port}'}{s.path}", roster)
     if extended:

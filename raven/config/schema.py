@@ -118,6 +118,29 @@ McpServerSpec = Annotated[
 ]
 
 
+class AgentSpec(_Model):
+    """A local sub-agent Raven launches and drives unattended."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    description: str = ""
+    protocol: Literal["acp", "cli"] = "acp"
+    """`acp`: an ACP agent over stdio; `cli`: a one-shot command (`{task}` in args, or stdin)."""
+    command: str = Field(min_length=1)
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    permissions: Literal["auto", "read-only", "ask"] = "auto"
+    ready_timeout_s: float = Field(default=30.0, gt=0)
+    prompt_timeout_s: float = Field(default=600.0, gt=0)
+    enabled: bool = True
+
+
+class GatewayConfig(_Model):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8700, ge=0, le=65535)
+    allow_remote: bool = False
+
+
 class A2AServerConfig(_Model):
     enabled: bool = False
     """Mount the A2A routes on the gateway (`raven a2a serve` needs only the token)."""
@@ -197,16 +220,16 @@ class RavenConfig(_Model):
     default_mode: str | None = None
     limits: Limits = Field(default_factory=Limits)
     mcp_servers: list[McpServerSpec] = Field(default_factory=list)
-    # Reserved for the sub-agent and gateway faces; their schemas arrive with them.
-    agents: list[dict[str, Any]] = Field(default_factory=list)
+    agents: list[AgentSpec] = Field(default_factory=list)
     a2a: A2AConfig = Field(default_factory=A2AConfig, alias="a2a")
-    gateway: dict[str, Any] = Field(default_factory=dict)
+    gateway: GatewayConfig = Field(default_factory=lambda: GatewayConfig())
 
     @model_validator(mode="after")
     def _check_references(self) -> RavenConfig:
         _unique([m.id for m in self.models], "models")
         _unique([m.id for m in self.modes], "modes")
         _unique([s.name for s in self.mcp_servers], "mcpServers")
+        _unique([a.name for a in self.agents], "agents")
         known_models = {m.id for m in self.models} | {ECHO_MODEL_ID}
         if self.default_model and self.default_model not in known_models:
             raise ValueError(f"defaultModel {self.default_model!r} is not among models")
@@ -222,9 +245,13 @@ class RavenConfig(_Model):
     def find_mode(self, mode_id: str) -> ModeSpec | None:
         return next((m for m in self.modes if m.id == mode_id), None)
 
+    def roster(self) -> list[dict[str, str]]:
+        """The enabled sub-agents as reference data: name and description only."""
+        return [{"name": a.name, "description": a.description} for a in self.agents if a.enabled]
+
 
 def _unique(ids: list[str], key: str) -> None:
-    what = "name" if key == "mcpServers" else "id"
+    what = "name" if key in ("mcpServers", "agents") else "id"
     seen: set[str] = set()
     for item in ids:
         if item in seen:

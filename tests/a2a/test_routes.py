@@ -90,7 +90,7 @@ AUTH = {"Authorization": f"Bearer {TOKEN}", "A2A-Version": "1.0"}
 async def test_the_cards_never_reflect_the_host_header(
     tmp_path: Path, public_url: str | None
 ) -> None:
-    roster = [{"name": "helper", "description": "a sub-agent"}]
+    roster = [{"name": "helper", "description": "a sub-agent", "command": "raven"}]
     server = {"publicUrl": public_url} if public_url else {}
     client, mount, runtime = await serve_routes(tmp_path, server=server, agents=roster)
     port = client.port

@@ -12,7 +12,9 @@ from raven.config import (
     A2AConfig,
     A2APeer,
     A2AServerConfig,
+    AgentSpec,
     ConfigError,
+    GatewayConfig,
     Limits,
     McpHttpServer,
     McpStdioServer,
@@ -110,6 +112,21 @@ def test_example_config_is_valid_and_shows_every_key() -> None:
     assert aliases(A2AServerConfig) <= set(data["a2a"]["server"])
     assert aliases(A2APeer) <= set(data["a2a"]["peers"][0])
     assert aliases(A2AClientConfig) <= set(data["a2a"]["client"])
+    assert aliases(AgentSpec) <= set(data["agents"][0])
+    assert aliases(GatewayConfig) <= set(data["gateway"])
+
+
+def test_agents_are_typed_and_named_once(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"agents": [{"name": "a", "command": "x", "permissions": "all"}]}))
+    with pytest.raises(ConfigError, match=r"agents\[0\]\.permissions"):
+        load_config(path)
+    twice = [{"name": "a", "command": "x"}, {"name": "a", "command": "y"}]
+    path.write_text(json.dumps({"agents": twice}))
+    with pytest.raises(ConfigError, match="agents"):
+        load_config(path)
+    path.write_text(json.dumps({"agents": [{"name": "a", "command": "x", "enabled": False}]}))
+    assert load_config(path).roster() == []
 
 
 def test_peer_origins_are_checked_and_named(tmp_path: Path) -> None:

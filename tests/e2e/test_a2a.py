@@ -363,7 +363,9 @@ async def test_context_id_continues_one_session(serve: Any, home: Path) -> None:
 
 
 async def test_extended_card_carries_the_roster_as_reference(serve: Any) -> None:
-    server = serve(agents=[{"name": "codex", "description": "Codex via ACP"}])
+    server = serve(
+        agents=[{"name": "codex", "description": "Codex via ACP", "command": "codex-acp"}]
+    )
     card = httpx.get(server.base + "/.well-known/agent-card.json").json()
     assert card["capabilities"]["extendedAgentCard"] is True
     assert "codex" not in json.dumps(card)

@@ -72,5 +72,8 @@ class A2ASendSource:
     async def tools(self) -> tuple[list[Tool], list[str]]:
         return self._tools, []
 
+    async def release(self, session_id: str) -> None:
+        return None
+
     async def aclose(self) -> None:
         return None

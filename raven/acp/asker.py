@@ -53,7 +53,8 @@ class AcpAsker:
         }
         if request.locations:
             tool_call["locations"] = [{"path": str(p)} for p in request.locations]
-        outcome = await self._permission(tool_call, PERMISSION_OPTIONS)
+        options = [o for o in PERMISSION_OPTIONS if o["kind"] in request.offered]
+        outcome = await self._permission(tool_call, options)
         return _DECISIONS.get(outcome or "", "reject_once")
 
     async def ask(self, question: Question) -> str | None:

@@ -83,6 +83,8 @@ def event_update(event: TurnEvent, context_window: int | None = None) -> Update 
             content.append({"type": "content", "content": text_block(event.content)})
         if content:
             update["content"] = content
+        if event.detail is not None:
+            update["_meta"] = {"raven": {"progress": event.detail}}
         return update
     if isinstance(event, PlanUpdated):
         return {

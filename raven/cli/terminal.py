@@ -130,6 +130,9 @@ class TerminalView:
         elif isinstance(event, ToolCallUpdated) and event.status != "in_progress":
             self._tool_done(event)
             self.waiting("thinking")
+        elif isinstance(event, ToolCallUpdated) and event.content:
+            self._err.print(f"  [dim]… {escape(event.content)}[/]")
+            self.waiting(f"running {self._titles.get(event.call_id, event.call_id)}")
         elif isinstance(event, Notice):
             self._err.print(f"[bold red]![/] {escape(event.text)}")
         elif isinstance(event, PlanUpdated):
@@ -245,17 +248,20 @@ class TerminalAsker:
             )
             return "reject_once"
         self._view.pause()
+        labels = {
+            "allow_once": "[bold]y[/]es",
+            "allow_always": "[bold]a[/]lways",
+            "reject_once": "[bold]n[/]o",
+            "reject_always": "neve[bold]r[/]",
+        }
+        choices = " / ".join(labels[d] for d in labels if d in request.offered)
         while True:
-            self._err.print(
-                f"[bold yellow]?[/] Allow {escape(request.title)}? "
-                "[bold]y[/]es / [bold]a[/]lways / [bold]n[/]o / neve[bold]r[/] ",
-                end="",
-            )
+            self._err.print(f"[bold yellow]?[/] Allow {escape(request.title)}? {choices} ", end="")
             line = await self._reader.readline()
             if line is None:
                 return "reject_once"
             decision = _CHOICES.get(line.strip().lower())
-            if decision:
+            if decision in request.offered:
                 return decision
 
     async def ask(self, question: Question) -> str | None:

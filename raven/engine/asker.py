@@ -4,21 +4,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
-from raven.tools import Question, ToolKind
-
-Decision = Literal["allow_once", "allow_always", "reject_once", "reject_always"]
+from raven.tools import ALL_DECISIONS, Decision, Question, ToolKind
 
 
 @dataclass(frozen=True)
 class ApprovalRequest:
     call_id: str
     tool: str
+    """What an "always" answer is remembered under: the tool's name, or a tool's own key."""
     title: str
     kind: ToolKind
     raw_input: dict[str, Any]
     locations: list[Path] = field(default_factory=list)
+    offered: tuple[Decision, ...] = ALL_DECISIONS
+    """The choices the face may offer; the answer is one of them."""
 
 
 class Asker(Protocol):

@@ -35,12 +35,17 @@ class ToolCallStarted:
 
 @dataclass(frozen=True)
 class ToolCallUpdated:
-    """Progress or the end of a tool call; `content` is the text the model receives."""
+    """Progress or the end of a tool call.
+
+    At the end, `content` is the text the model receives; while in progress, it is
+    the tool's latest progress line and `detail` its structured progress, if any.
+    """
 
     call_id: str
     status: ToolStatus
     content: str | None = None
     diff: FileDiff | None = None
+    detail: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

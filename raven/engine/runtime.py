@@ -43,6 +43,8 @@ class Runtime:
         self._live: dict[str, LiveSession] = {}
 
     async def aclose(self) -> None:
+        for session_id in list(self._live):
+            await self._release(session_id)
         for source in self.tool_sources:
             await source.aclose()
         for provider in self._providers.values():
@@ -192,13 +194,23 @@ class Runtime:
             del self._live[session_id]
 
     async def close_session(self, session_id: str) -> None:
-        """Forget the live session and mark it closed; its transcript stays."""
+        """Forget the live session, let tool sources free what they keep for it, and mark
+        it closed; its transcript stays."""
+        await self._release(session_id)
         self._live.pop(session_id, None)
         await self.store.call(self.store.update, session_id, closed=True)
 
     async def delete_session(self, session_id: str) -> bool:
+        await self._release(session_id)
         self._live.pop(session_id, None)
         return await self.store.call(self.store.delete, session_id)
+
+    async def _release(self, session_id: str) -> None:
+        for source in self.tool_sources:
+            try:
+                await source.release(session_id)
+            except Exception:
+                log.exception("a tool source failed to release session %s", session_id)
 
     def _keep(self, session: LiveSession) -> LiveSession:
         self._live[session.id] = session

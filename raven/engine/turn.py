@@ -11,6 +11,7 @@ import dataclasses
 import logging
 from collections.abc import Sequence
 from datetime import date
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -51,11 +52,21 @@ from raven.providers import (
     Usage,
     estimate_tokens,
 )
-from raven.tools import Question, Tool, ToolContext, ToolError, ToolOutput, clip
+from raven.tools import (
+    Permission,
+    Progress,
+    Question,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolOutput,
+    clip,
+)
 
 log = logging.getLogger(__name__)
 
 TITLE_CHARS = 60
+MAX_PARALLEL_TOOLS = 4
 CANCELLED_RESULT = "Cancelled by the user before it finished."
 REJECTED_RESULT = "The user rejected this tool call. Do not retry it; ask or explain instead."
 
@@ -151,20 +162,17 @@ async def _steps(session: LiveSession, asker: Asker, emit: Emit) -> StopReason:
             if session.has_steering():
                 continue
             return "end_turn"
-        tools = {t.name: t for t in session.offered_tools()}
-        calls = assistant.tool_calls
-        for index, call in enumerate(calls):
-            try:
-                await _run_tool(session, tools.get(call.name), call, asker, emit)
-            except asyncio.CancelledError:
-                # Every tool call needs a result, or providers refuse the transcript.
-                answered = _answered_ids(session)
-                for unanswered in calls[index:]:
-                    if unanswered.id not in answered:
-                        await session.commit(
-                            _result(unanswered, ToolOutput(CANCELLED_RESULT, is_error=True))
-                        )
-                raise
+        try:
+            await _run_tools(session, assistant.tool_calls, asker, emit)
+        except asyncio.CancelledError:
+            # Every tool call needs a result, or providers refuse the transcript.
+            answered = _answered_ids(session)
+            for unanswered in assistant.tool_calls:
+                if unanswered.id not in answered:
+                    await session.commit(
+                        _result(unanswered, ToolOutput(CANCELLED_RESULT, is_error=True))
+                    )
+            raise
     return "max_turn_requests"
 
 
@@ -216,52 +224,122 @@ async def _call_model(session: LiveSession, emit: Emit) -> tuple[AssistantMessag
     return message, finish
 
 
-async def _run_tool(
-    session: LiveSession, tool: Tool | None, call: ToolCall, asker: Asker, emit: Emit
+async def _run_tools(
+    session: LiveSession, calls: Sequence[ToolCall], asker: Asker, emit: Emit
 ) -> None:
-    ctx = ToolContext(
-        cwd=session.cwd,
-        limits=session.limits,
-        ask=lambda q: _ask(session, asker, dataclasses.replace(q, call_id=call.id)),
-    )
+    """Run one step's tool calls; their results are committed in the model's order.
+
+    Calls are prepared in order (validated, announced, approved one at a time);
+    each starts as soon as it is approved, at most `MAX_PARALLEL_TOOLS` at once.
+    Questions and approvals from running tools are asked one at a time too.
+    """
+    tools = {t.name: t for t in session.offered_tools()}
+    slots = asyncio.Semaphore(MAX_PARALLEL_TOOLS)
+    turn_asker = _OneAtATime(asker)
+    async with asyncio.TaskGroup() as group:
+        running = []
+        for call in calls:
+            ready = await _prepare(session, tools.get(call.name), call, turn_asker, emit)
+            if isinstance(ready, ToolOutput):
+                output: asyncio.Future[ToolOutput] = asyncio.get_running_loop().create_future()
+                output.set_result(ready)
+                running.append((call, output))
+                continue
+            running.append((call, group.create_task(_execute(session, *ready, slots, emit))))
+        for call, result in running:
+            await _finish(session, call, await result, emit)
+
+
+async def _prepare(
+    session: LiveSession, tool: Tool | None, call: ToolCall, asker: Asker, emit: Emit
+) -> tuple[Tool, ToolCall, Any, ToolContext] | ToolOutput:
+    """Validate, announce and approve one call: what to run, or the result it already has."""
+    ctx = _context(session, call, asker, emit)
     if tool is None:
         names = ", ".join(t.name for t in session.offered_tools())
         emit(ToolCallStarted(call.id, call.name, call.name, "other", call.arguments))
-        await _finish(
-            session,
-            call,
-            ToolOutput(f"Unknown tool {call.name!r}. Available tools: {names}", is_error=True),
-            emit,
-        )
-        return
+        return ToolOutput(f"Unknown tool {call.name!r}. Available tools: {names}", is_error=True)
     try:
         if call.raw_arguments is not None:
             raise ToolError(f"the arguments must be a JSON object, got: {call.raw_arguments[:200]}")
         args = tool.args_model.model_validate(call.arguments)
     except (ToolError, ValidationError) as exc:
         emit(ToolCallStarted(call.id, tool.name, tool.name, tool.kind, call.arguments))
-        await _finish(session, call, ToolOutput(_invalid(exc), is_error=True), emit)
-        return
+        return ToolOutput(_invalid(exc), is_error=True)
     title = tool.title(args, ctx)
     locations = tool.locations(args, ctx)
     emit(ToolCallStarted(call.id, tool.name, title, tool.kind, call.arguments, locations))
     if tool.needs_approval:
         request = ApprovalRequest(call.id, tool.name, title, tool.kind, call.arguments, locations)
-        if not await _approved(session, asker, request):
-            await _finish(session, call, ToolOutput(REJECTED_RESULT, is_error=True), emit)
-            return
-    emit(ToolCallUpdated(call.id, "in_progress"))
-    try:
-        output = await tool.run(args, ctx)
-    except asyncio.CancelledError:
-        emit(ToolCallUpdated(call.id, "failed", CANCELLED_RESULT))
-        raise
-    except ToolError as exc:
-        output = ToolOutput(str(exc), is_error=True)
-    except Exception as exc:
-        log.exception("tool %s failed", tool.name)
-        output = ToolOutput(f"{tool.name} failed: {type(exc).__name__}: {exc}", is_error=True)
-    await _finish(session, call, output, emit)
+        if not _allows(await _decide(session, asker, request)):
+            return ToolOutput(REJECTED_RESULT, is_error=True)
+    return tool, call, args, ctx
+
+
+async def _execute(
+    session: LiveSession,
+    tool: Tool,
+    call: ToolCall,
+    args: Any,
+    ctx: ToolContext,
+    slots: asyncio.Semaphore,
+    emit: Emit,
+) -> ToolOutput:
+    async with slots:
+        emit(ToolCallUpdated(call.id, "in_progress"))
+        try:
+            return await tool.run(args, ctx)
+        except asyncio.CancelledError:
+            emit(ToolCallUpdated(call.id, "failed", CANCELLED_RESULT))
+            raise
+        except ToolError as exc:
+            return ToolOutput(str(exc), is_error=True)
+        except Exception as exc:
+            log.exception("tool %s failed", tool.name)
+            return ToolOutput(f"{tool.name} failed: {type(exc).__name__}: {exc}", is_error=True)
+
+
+def _context(session: LiveSession, call: ToolCall, asker: Asker, emit: Emit) -> ToolContext:
+    """What a tool may use: the session's cwd and limits, and the face, through the engine."""
+
+    async def approve(permission: Permission) -> Decision:
+        request = ApprovalRequest(
+            call.id,
+            permission.key,
+            permission.title,
+            permission.kind,
+            permission.raw_input,
+            offered=permission.offered,
+        )
+        return await _decide(session, asker, request)
+
+    def progress(update: Progress) -> None:
+        emit(ToolCallUpdated(call.id, "in_progress", update.text or None, detail=update.detail))
+
+    return ToolContext(
+        cwd=session.cwd,
+        limits=session.limits,
+        ask=lambda q: _ask(session, asker, dataclasses.replace(q, call_id=call.id)),
+        session_id=session.id,
+        progress=progress,
+        approve=approve,
+    )
+
+
+class _OneAtATime:
+    """An asker that lets one approval or question through at a time, in call order."""
+
+    def __init__(self, asker: Asker) -> None:
+        self._asker = asker
+        self._lock = asyncio.Lock()
+
+    async def approve(self, request: ApprovalRequest) -> Decision:
+        async with self._lock:
+            return await self._asker.approve(request)
+
+    async def ask(self, question: Question) -> str | None:
+        async with self._lock:
+            return await self._asker.ask(question)
 
 
 async def _finish(session: LiveSession, call: ToolCall, output: ToolOutput, emit: Emit) -> None:
@@ -287,14 +365,15 @@ def _result(call: ToolCall, output: ToolOutput) -> ToolResultMessage:
     )
 
 
-async def _approved(session: LiveSession, asker: Asker, request: ApprovalRequest) -> bool:
+async def _decide(session: LiveSession, asker: Asker, request: ApprovalRequest) -> Decision:
+    """The session's answer: its mode's policy, then what it remembers, then the asker."""
     policy = session.mode.approvals if session.mode else "ask"
-    if policy == "auto":
-        return True
-    if policy == "deny":
-        return False
+    if policy in ("auto", "deny"):
+        wanted: Decision = "allow_once" if policy == "auto" else "reject_once"
+        return _offered_like(wanted, request.offered)
     if request.tool in session.remembered:
-        return session.remembered[request.tool]
+        wanted = "allow_always" if session.remembered[request.tool] else "reject_always"
+        return _offered_like(wanted, request.offered)
     decision: Decision
     try:
         async with asyncio.timeout(session.limits.question_timeout_s):
@@ -302,11 +381,25 @@ async def _approved(session: LiveSession, asker: Asker, request: ApprovalRequest
     except TimeoutError:
         log.warning("approval for %s timed out; rejected", request.tool)
         decision = "reject_once"
+    if decision not in request.offered:
+        decision = _offered_like("reject_once", request.offered)
     if decision == "allow_always":
         session.remembered[request.tool] = True
     elif decision == "reject_always":
         session.remembered[request.tool] = False
+    return decision
+
+
+def _allows(decision: Decision) -> bool:
     return decision in ("allow_once", "allow_always")
+
+
+def _offered_like(wanted: Decision, offered: Sequence[Decision]) -> Decision:
+    """`wanted`, or the offered decision closest to it (same allow/reject, other duration)."""
+    if wanted in offered:
+        return wanted
+    same_side = [d for d in offered if _allows(d) == _allows(wanted)]
+    return same_side[0] if same_side else wanted
 
 
 async def _ask(session: LiveSession, asker: Asker, question: Question) -> str | None:

@@ -86,6 +86,10 @@ class McpScope:
             for s in self._servers
         ]
 
+    async def release(self, session_id: str) -> None:
+        """Nothing to free per session: a scope belongs to the process or to one session,
+        and its owner closes it."""
+
     async def aclose(self) -> None:
         await asyncio.gather(*(s.stop() for s in self._servers))
         if self._errlog is not sys.stderr:

@@ -1,13 +1,17 @@
 """Built-in tools and the registry that offers them to a turn.
 
 A tool validates its arguments, does one job relative to the session's cwd and
-returns text for the model. Tools never talk to a face directly: questions go
-through the `ask` callable in their context.
+returns text for the model. Tools never talk to a face directly: questions,
+approvals and progress go through the callables in their context.
 """
 
 from raven.tools.base import (
+    ALL_DECISIONS,
+    Decision,
     FileDiff,
+    Permission,
     PlanStep,
+    Progress,
     Question,
     Tool,
     ToolContext,
@@ -20,8 +24,12 @@ from raven.tools.base import (
 from raven.tools.registry import builtin_tools
 
 __all__ = [
+    "ALL_DECISIONS",
+    "Decision",
     "FileDiff",
+    "Permission",
     "PlanStep",
+    "Progress",
     "Question",
     "Tool",
     "ToolContext",

@@ -56,6 +56,40 @@ class ToolOutput:
     """A new plan for the faces to show (update_plan)."""
 
 
+Decision = Literal["allow_once", "allow_always", "reject_once", "reject_always"]
+ALL_DECISIONS: tuple[Decision, ...] = ("allow_once", "allow_always", "reject_once", "reject_always")
+
+
+@dataclass(frozen=True)
+class Permission:
+    """What a tool asks approval for, on top of its own call (a sub-agent's tool call, say).
+
+    `key` is what an "always" answer is remembered under; `offered` limits the choices.
+    """
+
+    key: str
+    title: str
+    kind: ToolKind
+    raw_input: dict[str, Any] = field(default_factory=dict)
+    offered: tuple[Decision, ...] = ALL_DECISIONS
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What a running tool reports: a line for people, and structured detail for faces."""
+
+    text: str = ""
+    detail: dict[str, Any] | None = None
+
+
+def _no_progress(progress: Progress) -> None:
+    return None
+
+
+async def _no_approval(permission: Permission) -> Decision:
+    return "reject_once"
+
+
 @dataclass
 class ToolContext:
     cwd: Path
@@ -63,6 +97,11 @@ class ToolContext:
     ask: Callable[[Question], Awaitable[str | None]]
     """Asks the person; None when no answer could be had."""
     env: dict[str, str] = field(default_factory=dict)
+    session_id: str = ""
+    progress: Callable[[Progress], None] = _no_progress
+    """Reports progress; faces show it as an update of this tool call."""
+    approve: Callable[[Permission], Awaitable[Decision]] = _no_approval
+    """Asks approval through the session's approval path: its mode, its "always" memory."""
 
     def resolve(self, path: str) -> Path:
         """A path argument made absolute against the session cwd."""
@@ -71,13 +110,17 @@ class ToolContext:
 
 
 class ToolSource(Protocol):
-    """Tools that come from outside the built-ins (MCP servers, for example).
+    """Tools that come from outside the built-ins (MCP servers, sub-agents, for example).
 
     `tools` may connect lazily and must return within its own deadline; problems
-    it meets are returned once each as notices for the person.
+    it meets are returned once each as notices for the person. `release` frees what
+    the source keeps for one session (a child process, say); it is called when the
+    session closes and when the process shuts down.
     """
 
     async def tools(self) -> tuple[list[Tool], list[str]]: ...
+
+    async def release(self, session_id: str) -> None: ...
 
 
 class Args(BaseModel):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,11 +18,22 @@ from raven import __version__
 from raven.acp import protocol as p
 from raven.acp.asker import AcpAsker
 from raven.acp.content import prompt_parts, stdio_specs, title_command
-from raven.acp.options import MODE_OPTION, MODEL_OPTION, config_options, selectable_models
+from raven.acp.options import MODE_OPTION, MODEL_OPTION, config_options
 from raven.acp.options import session_setup as setup
 from raven.acp.translate import event_update, replay_updates
 from raven.config import ConfigError
-from raven.engine import LiveSession, Runtime, TitleChanged, TurnEvent, run_turn
+from raven.engine import (
+    LiveSession,
+    Runtime,
+    SessionBusy,
+    SessionClosed,
+    TitleChanged,
+    TurnEvent,
+    TurnStuck,
+    UnknownMode,
+    UnknownModel,
+    run_turn,
+)
 from raven.errors import RavenError
 from raven.jsonrpc import (
     INTERNAL_ERROR,
@@ -52,15 +63,9 @@ Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 @dataclass
 class _Session:
     live: LiveSession
-    cancel: asyncio.Event | None = None
-    """Present while a turn runs; setting it cancels the turn."""
-    idle: asyncio.Event = field(default_factory=asyncio.Event)
     closed: bool = False
     mcp: McpScope | None = None
     """The MCP servers the editor attached to this session."""
-
-    def __post_init__(self) -> None:
-        self.idle.set()
 
 
 class AcpServer:
@@ -105,16 +110,15 @@ class AcpServer:
     async def handle_notification(self, method: str, params: dict[str, Any]) -> None:
         if method == p.SESSION_CANCEL and self._initialized:
             state = self._sessions.get(p.parse(p.SessionParams, params).session_id)
-            if state is not None and state.cancel is not None:
-                state.cancel.set()
+            if state is not None:
+                state.live.cancel_turn()
         else:
             log.debug("ignored notification %s", method)
 
     async def shutdown(self) -> None:
         """Cancel running turns."""
         for state in self._sessions.values():
-            if state.cancel is not None:
-                state.cancel.set()
+            state.live.cancel_turn()
 
     async def aclose(self) -> None:
         """Release every session's MCP servers, then the runtime."""
@@ -225,11 +229,6 @@ class AcpServer:
         if not isinstance(value, str):
             raise RpcError(INVALID_PARAMS, f"{parsed.config_id} takes a value id, not a boolean")
         if parsed.config_id == MODEL_OPTION:
-            known = {m.id for m in selectable_models(runtime.config, state.live)}
-            if value not in known:
-                raise RpcError(
-                    INVALID_PARAMS, f"Unknown model {value!r}; models: " + ", ".join(sorted(known))
-                )
             await runtime.set_model(state.live, value)
         elif parsed.config_id == MODE_OPTION:
             await self._switch_mode(state.live, value)
@@ -244,9 +243,9 @@ class AcpServer:
         parsed = p.parse(p.PromptParams, params)
         state = self._state(parsed.session_id)
         if state.closed:
-            raise RpcError(INVALID_REQUEST, "This session is closed; load or resume it first")
-        if state.cancel is not None:
-            raise RpcError(INVALID_REQUEST, "A turn is already running in this session")
+            raise SessionClosed(state.live.id)
+        if state.live.is_busy:
+            raise SessionBusy(state.live.id)
         parts = prompt_parts(parsed.prompt)
         live = state.live
         if (title := title_command(parts)) is not None:
@@ -258,13 +257,7 @@ class AcpServer:
         asker = AcpAsker(
             self._connection, live.id, self._capabilities, runtime.config.limits.question_timeout_s
         )
-        state.cancel = asyncio.Event()
-        state.idle.clear()
-        try:
-            stop = await run_turn(live, parts, asker, lambda e: self._emit(live, e), state.cancel)
-        finally:
-            state.cancel = None
-            state.idle.set()
+        stop = await run_turn(live, parts, asker, lambda e: self._emit(live, e))
         return {"stopReason": stop}
 
     async def _steer(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -317,21 +310,11 @@ class AcpServer:
             await scope.aclose()
 
     async def _switch_mode(self, live: LiveSession, mode_id: str) -> None:
-        config = self._require_runtime().config
-        if not config.modes:
-            raise RpcError(INVALID_PARAMS, "No modes are declared in Raven's config")
-        if config.find_mode(mode_id) is None:
-            raise RpcError(
-                INVALID_PARAMS,
-                f"Unknown mode {mode_id!r}; modes: " + ", ".join(m.id for m in config.modes),
-            )
         await self._require_runtime().set_mode(live, mode_id)
 
     async def _stop_turn(self, state: _Session) -> None:
-        if state.cancel is None:
-            return
-        state.cancel.set()
-        await asyncio.wait_for(state.idle.wait(), STOP_TURN_TIMEOUT_S)
+        if state.live.cancel_turn():
+            await state.live.idle(STOP_TURN_TIMEOUT_S)
 
     def _emit(self, live: LiveSession, event: TurnEvent) -> None:
         update = event_update(event, live.provider.context_window)
@@ -360,6 +343,13 @@ def _absolute_dir(cwd: str) -> Path:
 
 def _rpc_error(exc: RavenError) -> RpcError:
     """Raven's errors as the JSON-RPC errors an editor sees."""
+    if isinstance(exc, UnknownModel | UnknownMode):
+        return RpcError(INVALID_PARAMS, _sentence(str(exc)))
+    if isinstance(exc, SessionBusy | SessionClosed):
+        return RpcError(INVALID_REQUEST, _sentence(str(exc)))
+    if isinstance(exc, TurnStuck):
+        log.error("%s", exc)
+        return RpcError(INTERNAL_ERROR, _sentence(str(exc)))
     if isinstance(exc, SessionNotFound):
         return RpcError(
             p.RESOURCE_NOT_FOUND,
@@ -376,3 +366,7 @@ def _rpc_error(exc: RavenError) -> RpcError:
         return RpcError(INTERNAL_ERROR, f"Raven's configuration is invalid: {exc}")
     log.error("request failed: %s", exc)
     return RpcError(INTERNAL_ERROR, str(exc))
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]

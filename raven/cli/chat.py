@@ -14,7 +14,6 @@ import typer
 from raven.cli.options import ConfigOption
 
 if TYPE_CHECKING:
-    import asyncio
 
     from rich.console import Console
 
@@ -92,12 +91,9 @@ class Chat:
             await self._new()
         self.err.print("[dim]/help for commands, Ctrl-D to leave[/]")
         loop = asyncio.get_running_loop()
-        cancel: asyncio.Event | None = None
 
         def on_interrupt() -> None:
-            if cancel is not None:
-                cancel.set()
-            else:
+            if self.session is None or not self.session.cancel_turn():
                 self.err.print("\n[dim](Ctrl-D or /quit to leave)[/]")
                 self.out.print(PROMPT, end="")
 
@@ -116,15 +112,11 @@ class Chat:
                     if not await self._command(text):
                         return
                     continue
-                cancel = asyncio.Event()
-                try:
-                    await self._turn(text, cancel)
-                finally:
-                    cancel = None
+                await self._turn(text)
         finally:
             loop.remove_signal_handler(signal.SIGINT)
 
-    async def _turn(self, text: str, cancel: asyncio.Event) -> None:
+    async def _turn(self, text: str) -> None:
         from raven.cli.terminal import TerminalAsker
         from raven.engine import run_turn
         from raven.messages import TextPart
@@ -132,7 +124,7 @@ class Chat:
         assert self.session is not None
         asker = TerminalAsker(self.err, self.reader, self.view, interactive=True)
         self.view.waiting()
-        await run_turn(self.session, [TextPart(text=text)], asker, self.view, cancel)
+        await run_turn(self.session, [TextPart(text=text)], asker, self.view)
         self.view.pause()
 
     async def _command(self, text: str) -> bool:

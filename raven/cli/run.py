@@ -79,7 +79,6 @@ async def _run(
     cwd: Path | None,
     yes: bool,
 ) -> int:
-    import asyncio
     import signal
     import sys
 
@@ -113,10 +112,9 @@ async def _run(
             if isinstance(event, TurnEnded):
                 ended.append(event)
 
-        cancel = asyncio.Event()
-        with StopSignals(lambda _: cancel.set(), (signal.SIGINT, *STOP_SIGNALS)) as signals:
+        with StopSignals(lambda _: live.cancel_turn(), (signal.SIGINT, *STOP_SIGNALS)) as signals:
             view.waiting()
-            stop = await run_turn(live, [TextPart(text=prompt)], asker, emit, cancel)
+            stop = await run_turn(live, [TextPart(text=prompt)], asker, emit)
         view.pause()
         err.print(f"[dim]session {live.id} · model {live.model.id}[/]")
         code = _exit_code(stop, ended[-1].error if ended else None, err)

@@ -5,17 +5,30 @@ emit callable, and translate the events they receive.
 """
 
 from raven.engine.asker import ApprovalRequest, Asker, Decision
+from raven.engine.errors import (
+    SessionBusy,
+    SessionClosed,
+    SessionNotFound,
+    TurnStuck,
+    UnknownMode,
+    UnknownModel,
+)
 from raven.engine.events import (
     AgentText,
     AgentThought,
     Emit,
+    ModeChanged,
+    ModelChanged,
     Notice,
     PlanUpdated,
+    SessionEnded,
+    SessionEvent,
     TitleChanged,
     ToolCallStarted,
     ToolCallUpdated,
     TurnEnded,
     TurnEvent,
+    TurnStarted,
     UsageUpdated,
 )
 from raven.engine.runtime import Runtime
@@ -31,15 +44,26 @@ __all__ = [
     "Decision",
     "Emit",
     "LiveSession",
+    "ModeChanged",
+    "ModelChanged",
     "Notice",
     "PlanUpdated",
     "Question",
     "Runtime",
+    "SessionBusy",
+    "SessionClosed",
+    "SessionEnded",
+    "SessionEvent",
+    "SessionNotFound",
     "TitleChanged",
     "ToolCallStarted",
     "ToolCallUpdated",
     "TurnEnded",
     "TurnEvent",
+    "TurnStarted",
+    "TurnStuck",
+    "UnknownMode",
+    "UnknownModel",
     "UsageUpdated",
     "run_turn",
 ]

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from raven.messages import Part
 from raven.providers import StopReason
 from raven.tools import FileDiff, PlanStep, ToolKind
 
@@ -96,3 +97,29 @@ TurnEvent = (
 )
 
 Emit = Callable[[TurnEvent], None]
+
+
+@dataclass(frozen=True)
+class TurnStarted:
+    """A turn began on the user's prompt (the parts as given)."""
+
+    parts: tuple[Part, ...]
+
+
+@dataclass(frozen=True)
+class ModeChanged:
+    mode_id: str
+
+
+@dataclass(frozen=True)
+class ModelChanged:
+    model_id: str
+
+
+@dataclass(frozen=True)
+class SessionEnded:
+    """The session was closed; subscribers should let it go."""
+
+
+SessionEvent = TurnStarted | TitleChanged | ModeChanged | ModelChanged | TurnEnded | SessionEnded
+"""What every subscriber of a session hears, whichever face runs its turns."""

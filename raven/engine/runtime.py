@@ -10,7 +10,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
-from raven.config import ConfigError, ModelSpec, ModeSpec, Paths, RavenConfig
+from raven.config import ECHO_MODEL_ID, ConfigError, ModelSpec, ModeSpec, Paths, RavenConfig
+from raven.engine.errors import UnknownMode, UnknownModel
+from raven.engine.events import ModeChanged, ModelChanged, SessionEnded
 from raven.engine.session import LiveSession
 from raven.messages import AssistantMessage, Message, ToolResultMessage
 from raven.providers import Provider, create_provider, pick_model
@@ -54,15 +56,20 @@ class Runtime:
         self.store.close()
 
     def model(self, model_id: str | None) -> ModelSpec:
+        """The named model, else the default; raises `UnknownModel` or `NoModelConfigured`."""
+        if model_id and self.config.find_model(model_id) is None:
+            raise UnknownModel(model_id, [m.id for m in self.config.models] + [ECHO_MODEL_ID])
         return pick_model(self.config, model_id, config_file=self.paths.config_file)
 
     def mode(self, mode_id: str | None) -> ModeSpec | None:
-        """The named mode, else the default one, else the first; None when none are declared."""
+        """The named mode, else the default one, else the first; None when none are declared.
+
+        Raises `UnknownMode`.
+        """
         if mode_id:
             mode = self.config.find_mode(mode_id)
             if mode is None:
-                known = ", ".join(m.id for m in self.config.modes) or "none are declared"
-                raise ConfigError(f"unknown mode {mode_id!r}; modes: {known}")
+                raise UnknownMode(mode_id, [m.id for m in self.config.modes])
             return mode
         chosen = self.config.default_mode
         if chosen:
@@ -178,14 +185,14 @@ class Runtime:
         session.provider = self.provider(model)
         session.model = model
         session.record = await self.store.call(self.store.update, session.id, model=model.id)
+        session.publish(ModelChanged(model.id))
 
     async def set_mode(self, session: LiveSession, mode_id: str) -> None:
-        if not self.config.modes:
-            raise ConfigError("no modes are declared in the config; there is nothing to switch to")
         mode = self.mode(mode_id)
         session.instructions = self.instructions(session.model, mode)
         session.mode = mode
         session.record = await self.store.call(self.store.update, session.id, mode=mode_id)
+        session.publish(ModeChanged(mode_id))
 
     def release(self, session_id: str) -> None:
         """Drop the session from memory (it stays stored and open); a no-op if it is busy."""
@@ -197,8 +204,10 @@ class Runtime:
         """Forget the live session, let tool sources free what they keep for it, and mark
         it closed; its transcript stays."""
         await self._release(session_id)
-        self._live.pop(session_id, None)
+        live = self._live.pop(session_id, None)
         await self.store.call(self.store.update, session_id, closed=True)
+        if live is not None:
+            live.publish(SessionEnded())
 
     async def delete_session(self, session_id: str) -> bool:
         await self._release(session_id)

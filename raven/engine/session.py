@@ -10,17 +10,23 @@ import asyncio
 import contextlib
 import dataclasses
 import fnmatch
-from collections.abc import Iterator, Sequence
+import logging
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from raven.config import Limits, ModelSpec, ModeSpec
+from raven.engine.errors import SessionBusy, TurnStuck
+from raven.engine.events import SessionEvent, TitleChanged
 from raven.messages import Message
 from raven.providers import Provider
 from raven.sessions import SessionRecord, SessionStore
 from raven.tools import Tool, ToolSource
 
+log = logging.getLogger(__name__)
+
 Remembered = dict[str, bool]
+Subscriber = Callable[[SessionEvent], None]
 
 
 @dataclass
@@ -46,6 +52,12 @@ class LiveSession:
     _steering: list[str] = field(default_factory=list)
     _busy: bool = False
     _source_tools: list[Tool] = field(default_factory=list)
+    _cancel: asyncio.Event | None = None
+    _idle: asyncio.Event = field(default_factory=asyncio.Event)
+    _subscribers: list[Subscriber] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._idle.set()
 
     @property
     def id(self) -> str:
@@ -94,14 +106,57 @@ class LiveSession:
         return True
 
     @contextlib.contextmanager
-    def running(self) -> Iterator[None]:
-        """Mark a turn as running for the duration of the block."""
+    def running(self) -> Iterator[asyncio.Event]:
+        """Mark a turn as running for the duration of the block; yields its cancel event.
+
+        Raises `SessionBusy` if a turn already runs.
+        """
+        if self._busy:
+            raise SessionBusy(self.id)
         self._busy = True
+        self._cancel = asyncio.Event()
+        self._idle.clear()
         try:
-            yield
+            yield self._cancel
         finally:
             self._busy = False
+            self._cancel = None
             self._steering.clear()
+            self._idle.set()
+
+    def cancel_turn(self) -> bool:
+        """Ask the running turn to stop (it ends `cancelled`); False when none runs."""
+        if self._cancel is None:
+            return False
+        self._cancel.set()
+        return True
+
+    async def idle(self, timeout_s: float) -> None:
+        """Return once no turn runs; raises `TurnStuck` after `timeout_s`."""
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self._idle.wait()
+        except TimeoutError:
+            raise TurnStuck(self.id, timeout_s) from None
+
+    def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
+        """Send this session's events to `subscriber`; returns the function that stops it."""
+        self._subscribers.append(subscriber)
+
+        def unsubscribe() -> None:
+            if subscriber in self._subscribers:
+                self._subscribers.remove(subscriber)
+
+        return unsubscribe
+
+    def publish(self, event: SessionEvent) -> None:
+        """Give a session-level event to every subscriber; one that fails is dropped."""
+        for subscriber in list(self._subscribers):
+            try:
+                subscriber(event)
+            except Exception:
+                log.exception("a subscriber of session %s failed; dropped", self.id)
+                self._subscribers.remove(subscriber)
 
     def has_steering(self) -> bool:
         return bool(self._steering)
@@ -131,6 +186,7 @@ class LiveSession:
 
     async def set_title(self, title: str) -> None:
         self.record = await self.store.call(self.store.update, self.id, title=title)
+        self.publish(TitleChanged(title))
 
 
 def _matches(name: str, patterns: Sequence[str]) -> bool:

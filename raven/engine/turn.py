@@ -27,6 +27,7 @@ from raven.engine.events import (
     ToolCallUpdated,
     ToolStatus,
     TurnEnded,
+    TurnStarted,
     UsageUpdated,
 )
 from raven.engine.prompt import system_prompt
@@ -80,33 +81,36 @@ async def run_turn(
 ) -> StopReason:
     """Run one turn of `session` on `prompt`; the last event emitted is always `TurnEnded`.
 
-    Setting `cancel` (or cancelling the calling task) stops the model stream and any
-    running command; the turn then ends `cancelled`.
+    `session.cancel_turn()`, setting `cancel`, or cancelling the calling task stops
+    the model stream and any running command; the turn then ends `cancelled`. The
+    session's subscribers hear the turn start, its title change and its end. Raises
+    `SessionBusy` (before anything else) when a turn already runs in the session.
     """
-    if session.is_busy:
-        message = "A turn is already running in this session; wait for it or cancel it."
-        emit(Notice(message))
-        emit(TurnEnded("end_turn", error=message))
-        return "end_turn"
-    with session.running():
+    with session.running() as stopped:
+        session.publish(TurnStarted(tuple(prompt)))
+
+        def ended(event: TurnEnded) -> None:
+            emit(event)
+            session.publish(event)
+
         work = asyncio.create_task(_turn(session, list(prompt), asker, emit))
-        waiter = asyncio.create_task(cancel.wait()) if cancel else None
+        waiters = [asyncio.create_task(e.wait()) for e in (stopped, cancel) if e is not None]
         try:
-            await asyncio.wait([t for t in (work, waiter) if t], return_when="FIRST_COMPLETED")
+            await asyncio.wait([work, *waiters], return_when="FIRST_COMPLETED")
         except asyncio.CancelledError:
             await _stop(work)
-            emit(TurnEnded("cancelled"))
+            ended(TurnEnded("cancelled"))
             raise
         finally:
-            if waiter:
+            for waiter in waiters:
                 waiter.cancel()
         if not work.done():
             await _stop(work)
         if work.cancelled():
-            emit(TurnEnded("cancelled"))
+            ended(TurnEnded("cancelled"))
             return "cancelled"
         stop, error = work.result()
-        emit(TurnEnded(stop, error=error))
+        ended(TurnEnded(stop, error=error))
         return stop
 
 
@@ -144,6 +148,7 @@ async def _loop(session: LiveSession, prompt: list[Part], asker: Asker, emit: Em
     try:
         if title:
             emit(TitleChanged(title))
+            session.publish(TitleChanged(title))
         for notice in await session.load_tools():
             emit(Notice(notice))
         return await _steps(session, asker, emit)

@@ -118,7 +118,7 @@ async def test_no_modes_declared_means_no_modes_and_set_mode_fails(
     new = await agent.conn.new_session(cwd=str(tmp_path), mcp_servers=[])
     assert new.modes is None
     assert [o.id for o in new.config_options] == ["model"]
-    with pytest.raises(acp.RequestError, match="No modes are declared"):
+    with pytest.raises(acp.RequestError, match="none are declared"):
         await agent.conn.set_session_mode(session_id=new.session_id, mode_id="ask")
 
 

@@ -147,7 +147,7 @@ def test_chat_slash_commands(chat: Terminal) -> None:
     chat.expect("  echo")
     chat.expect("/model ID switches")
     chat.type("/mode ask\n")
-    chat.expect("no modes are declared")
+    chat.expect("none are declared")
     chat.type("/sessions\n")
     chat.expect("ses_")
     chat.type("\x04")

@@ -3,14 +3,18 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from raven.engine import (
     AgentText,
     AgentThought,
     Notice,
+    SessionBusy,
     TitleChanged,
     ToolCallStarted,
     ToolCallUpdated,
     TurnEnded,
+    TurnStarted,
     UsageUpdated,
     run_turn,
 )
@@ -299,17 +303,53 @@ async def test_steering_joins_before_the_next_model_call(
     assert users == ["x", "also check README"]
 
 
-async def test_a_second_turn_on_a_busy_session_is_refused(
+async def test_a_second_turn_on_a_busy_session_is_refused_and_cancel_turn_stops_the_first(
     make_runtime: MakeRuntime, tmp_path: Path
 ) -> None:
-    runtime = make_runtime([{"text": "slow", "delayMs": 300}])
+    runtime = make_runtime([{"text": "slow", "delayMs": 30_000}])
     session = await runtime.new_session(tmp_path)
+    started = asyncio.Event()
+    session.subscribe(lambda e: started.set() if isinstance(e, TurnStarted) else None)
     first = asyncio.create_task(run_turn(session, prompt("a"), RecordingAsker(), Events().append))
-    await asyncio.sleep(0.05)
-    events = Events()
-    assert await run_turn(session, prompt("b"), RecordingAsker(), events.append) == "end_turn"
-    assert "already running" in events.of(Notice)[0].text
-    assert await first == "end_turn"
+    await asyncio.wait_for(started.wait(), 10)
+    with pytest.raises(SessionBusy, match="already running"):
+        await run_turn(session, prompt("b"), RecordingAsker(), Events().append)
+    assert session.cancel_turn() is True
+    await session.idle(10)
+    assert await first == "cancelled"
+    assert session.cancel_turn() is False
+
+
+async def test_session_events_reach_every_subscriber_and_a_failing_one_is_dropped(
+    make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    runtime = make_runtime(modes=[{"id": "a", "name": "A"}, {"id": "b", "name": "B"}])
+    session = await runtime.new_session(tmp_path)
+    first: list[object] = []
+    second: list[object] = []
+
+    def broken(event: object) -> None:
+        raise RuntimeError("this subscriber went away")
+
+    session.subscribe(first.append)
+    session.subscribe(broken)
+    stop_second = session.subscribe(second.append)
+    assert await run_turn(session, prompt("hello"), RecordingAsker(), Events().append) == "end_turn"
+    await runtime.set_mode(session, "b")
+    stop_second()
+    await runtime.set_model(session, "echo")
+    await runtime.close_session(session.id)
+    kinds = [type(e).__name__ for e in first]
+    assert kinds == [
+        "TurnStarted",
+        "TitleChanged",
+        "TurnEnded",
+        "ModeChanged",
+        "ModelChanged",
+        "SessionEnded",
+    ]
+    assert [type(e).__name__ for e in second] == kinds[:4]
+    assert first[0] == TurnStarted((TextPart(text="hello"),))
 
 
 async def test_opening_a_session_answers_tool_calls_a_killed_process_left_open(

@@ -1,0 +1,63 @@
+"""The engine's errors for callers: what a face did wrong or asked too early.
+
+RavenError
+├── ConfigError
+│   ├── UnknownModel     a model id that is not configured
+│   └── UnknownMode      a mode id that is not declared (or none are)
+├── SessionNotFound      no session has that id (from the session store)
+├── SessionClosed        the session was closed; open it again first
+├── SessionBusy          a turn already runs in it, in this process or another
+└── TurnStuck            a turn did not stop within the time it was given
+
+Each face maps these once, to its protocol's codes.
+"""
+
+from __future__ import annotations
+
+from raven.config import ConfigError
+from raven.errors import RavenError
+from raven.sessions import SessionNotFound
+
+
+class UnknownModel(ConfigError):
+    def __init__(self, model_id: str, known: list[str]) -> None:
+        super().__init__(f"unknown model {model_id!r}; models: {', '.join(known)}")
+        self.model_id = model_id
+
+
+class UnknownMode(ConfigError):
+    def __init__(self, mode_id: str, known: list[str]) -> None:
+        listed = ", ".join(known) if known else "none are declared in the config"
+        super().__init__(f"unknown mode {mode_id!r}; modes: {listed}")
+        self.mode_id = mode_id
+
+
+class SessionClosed(RavenError):
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"session {session_id} is closed; load or resume it first")
+        self.session_id = session_id
+
+
+class SessionBusy(RavenError):
+    def __init__(self, session_id: str, where: str = "") -> None:
+        super().__init__(
+            f"a turn is already running in session {session_id}{where}; "
+            "wait for it or cancel it"
+        )
+        self.session_id = session_id
+
+
+class TurnStuck(RavenError):
+    def __init__(self, session_id: str, timeout_s: float) -> None:
+        super().__init__(f"the turn in session {session_id} did not stop within {timeout_s:g}s")
+        self.session_id = session_id
+
+
+__all__ = [
+    "SessionBusy",
+    "SessionClosed",
+    "SessionNotFound",
+    "TurnStuck",
+    "UnknownMode",
+    "UnknownModel",
+]

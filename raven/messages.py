@@ -39,6 +39,10 @@ class ToolCall(_Model):
     """Parsed arguments; `{}` when the model sent none."""
     raw_arguments: str | None = None
     """The model's argument text when it was not a JSON object."""
+    title: str | None = None
+    """How the call was shown to people, e.g. "Read notes.txt"; set when it is stored."""
+    kind: str | None = None
+    """The tool's kind (read, edit, execute, fetch, other); set when it is stored."""
 
 
 class UserMessage(_Model):

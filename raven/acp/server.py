@@ -20,7 +20,7 @@ from raven.acp.asker import AcpAsker
 from raven.acp.content import prompt_parts, stdio_specs, title_command
 from raven.acp.options import MODE_OPTION, MODEL_OPTION, config_options
 from raven.acp.options import session_setup as setup
-from raven.acp.translate import event_update, replay_updates
+from raven.acp.translate import REPLAY_MAX_MESSAGES, event_update, replay_updates
 from raven.config import ConfigError
 from raven.engine import (
     LiveSession,
@@ -32,6 +32,7 @@ from raven.engine import (
     TurnStuck,
     UnknownMode,
     UnknownModel,
+    history_events,
     run_turn,
 )
 from raven.errors import RavenError
@@ -160,7 +161,7 @@ class AcpServer:
 
     async def _load(self, params: dict[str, Any]) -> dict[str, Any]:
         state = await self._open(p.parse(p.OpenSessionParams, params))
-        for update in replay_updates(state.live.history):
+        for update in replay_updates(history_events(state.live.history[-REPLAY_MAX_MESSAGES:])):
             self._update(state.live.id, update)
         return setup(self._require_runtime().config, state.live)
 
@@ -170,8 +171,8 @@ class AcpServer:
 
     async def _list(self, params: dict[str, Any]) -> dict[str, Any]:
         parsed = p.parse(p.ListSessionsParams, params)
-        store = self._require_runtime().store
-        page = await store.call(store.page, parsed.cwd, parsed.cursor, LIST_PAGE_SIZE)
+        runtime = self._require_runtime()
+        page = await runtime.list_sessions(parsed.cwd, parsed.cursor, LIST_PAGE_SIZE)
         sessions = []
         for record in page.sessions:
             info: dict[str, Any] = {

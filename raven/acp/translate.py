@@ -5,31 +5,24 @@ Redaction is not done here: every frame is redacted where it is written (`acp.st
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Sequence
+import dataclasses
+from collections.abc import Iterable
 from typing import Any
 
 from raven.engine import (
     AgentText,
     AgentThought,
+    HistoryEvent,
     Notice,
     PlanUpdated,
     TitleChanged,
     ToolCallStarted,
     ToolCallUpdated,
     TurnEvent,
+    TurnStarted,
     UsageUpdated,
 )
-from raven.messages import (
-    AssistantMessage,
-    ImagePart,
-    Message,
-    TextPart,
-    ToolCall,
-    ToolResultMessage,
-    UserMessage,
-)
-from raven.tools import ToolKind, builtin_tools
+from raven.messages import ImagePart, TextPart
 
 REPLAY_MAX_MESSAGES = 500
 REPLAY_MAX_TEXT_BYTES = 16 * 1024
@@ -109,45 +102,21 @@ def event_update(event: TurnEvent, context_window: int | None = None) -> Update 
     return None
 
 
-def replay_updates(messages: Sequence[Message]) -> Iterable[Update]:
-    """The newest `REPLAY_MAX_MESSAGES` messages as updates, each text capped in size."""
-    kinds = _tool_kinds()
-    for msg in messages[-REPLAY_MAX_MESSAGES:]:
-        if isinstance(msg, UserMessage):
-            for part in msg.parts:
+def replay_updates(events: Iterable[HistoryEvent]) -> Iterable[Update]:
+    """A stored transcript's events as updates, through the live translation, texts capped."""
+    for event in events:
+        if isinstance(event, TurnStarted):
+            for part in event.parts:
                 text = part.text if isinstance(part, TextPart) else _image_note(part)
                 yield chunk("user_message_chunk", _cap(text))
-        elif isinstance(msg, AssistantMessage):
-            if msg.thought:
-                yield chunk("agent_thought_chunk", _cap(msg.thought))
-            if msg.text:
-                yield chunk("agent_message_chunk", _cap(msg.text))
-            for call in msg.tool_calls:
-                yield _replayed_call(call, kinds.get(call.name, "other"))
-        elif isinstance(msg, ToolResultMessage):
-            yield {
-                "sessionUpdate": "tool_call_update",
-                "toolCallId": msg.call_id,
-                "status": "failed" if msg.is_error else "completed",
-                "content": [{"type": "content", "content": text_block(_cap(msg.content))}],
-            }
-
-
-def _replayed_call(call: ToolCall, kind: ToolKind) -> Update:
-    args = call.raw_arguments or json.dumps(call.arguments, ensure_ascii=False)
-    title = f"{call.name} {args}" if len(args) <= 80 else f"{call.name} {args[:79]}…"
-    return {
-        "sessionUpdate": "tool_call",
-        "toolCallId": call.id,
-        "title": title,
-        "kind": kind,
-        "status": "pending",
-        "rawInput": call.arguments,
-    }
-
-
-def _tool_kinds() -> dict[str, ToolKind]:
-    return {t.name: t.kind for t in builtin_tools()}
+            continue
+        if isinstance(event, AgentText | AgentThought):
+            event = dataclasses.replace(event, text=_cap(event.text))
+        elif isinstance(event, ToolCallUpdated) and event.content:
+            event = dataclasses.replace(event, content=_cap(event.content))
+        update = event_update(event)
+        if update is not None:
+            yield update
 
 
 def _image_note(part: ImagePart) -> str:

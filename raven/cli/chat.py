@@ -14,7 +14,6 @@ import typer
 from raven.cli.options import ConfigOption
 
 if TYPE_CHECKING:
-
     from rich.console import Console
 
     from raven.cli.terminal import LineReader, TerminalView
@@ -141,7 +140,7 @@ class Chat:
             elif name == "/new":
                 await self._new()
             elif name == "/sessions":
-                self._list()
+                await self._list()
             elif name == "/resume" and arg:
                 await self._resume(arg)
             elif name == "/model" and not arg:
@@ -175,8 +174,8 @@ class Chat:
         print_transcript(self.session.record, self.session.history[-20:], self.err)
         self._banner()
 
-    def _list(self) -> None:
-        page = self.runtime.store.page(limit=15)
+    async def _list(self) -> None:
+        page = await self.runtime.list_sessions(limit=15)
         for r in page.sessions:
             self.err.print(f"[dim]{r.id}[/]  {r.updated_at[:16].replace('T', ' ')}  {r.title}")
 

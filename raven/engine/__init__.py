@@ -31,6 +31,7 @@ from raven.engine.events import (
     TurnStarted,
     UsageUpdated,
 )
+from raven.engine.history import HistoryEvent, history_events
 from raven.engine.runtime import Runtime
 from raven.engine.session import LiveSession
 from raven.engine.turn import run_turn
@@ -43,6 +44,7 @@ __all__ = [
     "Asker",
     "Decision",
     "Emit",
+    "HistoryEvent",
     "LiveSession",
     "ModeChanged",
     "ModelChanged",
@@ -65,5 +67,6 @@ __all__ = [
     "UnknownMode",
     "UnknownModel",
     "UsageUpdated",
+    "history_events",
     "run_turn",
 ]

@@ -41,8 +41,7 @@ class SessionClosed(RavenError):
 class SessionBusy(RavenError):
     def __init__(self, session_id: str, where: str = "") -> None:
         super().__init__(
-            f"a turn is already running in session {session_id}{where}; "
-            "wait for it or cancel it"
+            f"a turn is already running in session {session_id}{where}; wait for it or cancel it"
         )
         self.session_id = session_id
 

@@ -13,10 +13,12 @@ from typing import Protocol
 from raven.config import ECHO_MODEL_ID, ConfigError, ModelSpec, ModeSpec, Paths, RavenConfig
 from raven.engine.errors import UnknownMode, UnknownModel
 from raven.engine.events import ModeChanged, ModelChanged, SessionEnded
+from raven.engine.history import HistoryEvent, history_events
 from raven.engine.session import LiveSession
 from raven.messages import AssistantMessage, Message, ToolResultMessage
 from raven.providers import Provider, create_provider, pick_model
-from raven.sessions import SessionStore, new_record
+from raven.sessions import SessionPage, SessionRecord, SessionStore, new_record
+from raven.sessions.store import DEFAULT_PAGE_SIZE
 from raven.tools import ToolSource, builtin_tools
 
 log = logging.getLogger(__name__)
@@ -127,6 +129,29 @@ class Runtime:
                 tool_sources=list(self.tool_sources),
             )
         )
+
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, limit: int = DEFAULT_PAGE_SIZE
+    ) -> SessionPage:
+        """Stored sessions, most recently updated first; `cursor` continues a page."""
+        return await self.store.call(self.store.page, cwd, cursor, limit)
+
+    async def get_session(self, session_id: str) -> SessionRecord:
+        """The stored session; raises `SessionNotFound`."""
+        return await self.store.call(self.store.get, session_id)
+
+    async def history(self, session_id: str, last: int | None = None) -> list[HistoryEvent]:
+        """The session's transcript (its newest `last` messages) as the events a turn emits."""
+        messages = await self.store.call(self.store.messages, session_id, last)
+        return list(history_events(messages))
+
+    async def rename_session(self, session_id: str, title: str) -> SessionRecord:
+        """Give the session a new title; its subscribers hear of it."""
+        live = self._live.get(session_id)
+        if live is not None:
+            await live.set_title(title)
+            return live.record
+        return await self.store.call(self.store.update, session_id, title=title)
 
     async def find_session(self, prefix: str) -> str:
         """The id of the one stored session `prefix` names (a whole id or a unique prefix).

@@ -224,9 +224,33 @@ async def _call_model(session: LiveSession, emit: Emit) -> tuple[AssistantMessag
         emit(UsageUpdated(used, session.provider.context_window, estimated=True))
     if finish in ("max_tokens", "refusal"):
         calls = []
+    calls = _described(session, calls)
     message = AssistantMessage(text="".join(text), thought="".join(thought), tool_calls=calls)
     await session.commit(message)
     return message, finish
+
+
+def _described(session: LiveSession, calls: list[ToolCall]) -> list[ToolCall]:
+    """The calls with the title and kind people see, stored with them for replays."""
+    tools = {t.name: t for t in session.offered_tools()}
+    ctx = ToolContext(cwd=session.cwd, limits=session.limits, ask=_no_answer, session_id=session.id)
+    described = []
+    for call in calls:
+        tool = tools.get(call.name)
+        title, kind = call.name, "other"
+        if tool is not None:
+            kind = tool.kind
+            try:
+                if call.raw_arguments is None:
+                    title = tool.title(tool.args_model.model_validate(call.arguments), ctx)
+            except (ToolError, ValidationError):
+                title = tool.name
+        described.append(call.model_copy(update={"title": title, "kind": kind}))
+    return described
+
+
+async def _no_answer(question: Question) -> str | None:
+    return None
 
 
 async def _run_tools(
@@ -271,7 +295,7 @@ async def _prepare(
     except (ToolError, ValidationError) as exc:
         emit(ToolCallStarted(call.id, tool.name, tool.name, tool.kind, call.arguments))
         return ToolOutput(_invalid(exc), is_error=True)
-    title = tool.title(args, ctx)
+    title = call.title or tool.title(args, ctx)
     locations = tool.locations(args, ctx)
     emit(ToolCallStarted(call.id, tool.name, title, tool.kind, call.arguments, locations))
     if tool.needs_approval:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -35,6 +36,44 @@ def _m001_sessions_and_messages(db: sqlite3.Connection) -> None:
     )
 
 
+_KINDS_IN_2026 = {
+    "read_file": "read",
+    "list_dir": "read",
+    "search": "read",
+    "write_file": "edit",
+    "edit_file": "edit",
+    "run_command": "execute",
+    "a2a_send": "fetch",
+}
+"""The built-in tools' kinds when tool calls began to be stored with their kind."""
+_TITLE_ARGS_CHARS = 80
+
+
+def _m002_tool_calls_keep_title_and_kind(db: sqlite3.Connection) -> None:
+    """Give stored tool calls a title and kind: the built-ins' kinds, else "other"."""
+    rows = db.execute(
+        "SELECT session_id, seq, body FROM messages WHERE body LIKE '%\"tool_calls\"%'"
+    ).fetchall()
+    for session_id, seq, body in rows:
+        message = json.loads(body)
+        calls = message.get("tool_calls") or []
+        if message.get("role") != "assistant" or not calls:
+            continue
+        for call in calls:
+            call.setdefault("kind", _KINDS_IN_2026.get(call.get("name", ""), "other"))
+            call.setdefault("title", _fallback_title(call))
+        db.execute(
+            "UPDATE messages SET body = ? WHERE session_id = ? AND seq = ?",
+            (json.dumps(message, ensure_ascii=False), session_id, seq),
+        )
+
+
+def _fallback_title(call: dict[str, object]) -> str:
+    args = call.get("raw_arguments") or json.dumps(call.get("arguments") or {}, ensure_ascii=False)
+    text = f"{call.get('name', 'tool')} {args}"
+    return text if len(text) <= _TITLE_ARGS_CHARS else text[: _TITLE_ARGS_CHARS - 1] + "…"
+
+
 def _run_script(db: sqlite3.Connection, script: str) -> None:
     # executescript() would commit the surrounding transaction; run statements one by one.
     for statement in script.split(";"):
@@ -44,6 +83,7 @@ def _run_script(db: sqlite3.Connection, script: str) -> None:
 
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("sessions_and_messages", _m001_sessions_and_messages),
+    ("tool_calls_keep_title_and_kind", _m002_tool_calls_keep_title_and_kind),
 ]
 
 

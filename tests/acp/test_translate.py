@@ -18,6 +18,7 @@ from raven.engine import (
     ToolCallUpdated,
     TurnEnded,
     UsageUpdated,
+    history_events,
 )
 from raven.messages import AssistantMessage, ToolCall, ToolResultMessage, user_text
 from raven.tools import FileDiff, PlanStep
@@ -68,11 +69,15 @@ def test_replay_covers_messages_tool_calls_and_results() -> None:
         AssistantMessage(
             text="let me look",
             thought="plan",
-            tool_calls=[ToolCall(id="t", name="read_file", arguments={"path": "x"})],
+            tool_calls=[
+                ToolCall(
+                    id="t", name="notes__read", arguments={"path": "x"}, title="Read x", kind="read"
+                )
+            ],
         ),
-        ToolResultMessage(call_id="t", name="read_file", content="data", is_error=False),
+        ToolResultMessage(call_id="t", name="notes__read", content="data", is_error=False),
     ]
-    updates = list(replay_updates(history))
+    updates = list(replay_updates(history_events(history)))
     for update in updates:
         valid(update)
     kinds = [u["sessionUpdate"] for u in updates]
@@ -83,7 +88,8 @@ def test_replay_covers_messages_tool_calls_and_results() -> None:
         "tool_call",
         "tool_call_update",
     ]
-    assert updates[3]["kind"] == "read"
+    # an MCP tool replays with the kind and title it was shown with, not "other"
+    assert updates[3]["kind"] == "read" and updates[3]["title"] == "Read x"
 
 
 def test_an_estimated_usage_says_so() -> None:

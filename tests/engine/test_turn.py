@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -412,3 +413,29 @@ async def test_a_server_that_reports_no_usage_gets_an_estimate(
     (usage,) = events.of(UsageUpdated)
     assert usage.estimated and usage.context_window == 4096
     assert usage.used_tokens >= 100
+
+
+async def test_history_replays_as_the_events_a_turn_emitted(
+    make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    (tmp_path / "notes.txt").write_text("hi\n")
+    runtime = make_runtime(
+        [{"toolCalls": [call("read_file", path="notes.txt")]}, {"text": "It says hi."}]
+    )
+    session = await runtime.new_session(tmp_path)
+    live = Events()
+    await run_turn(session, prompt("read it"), RecordingAsker(), live.append)
+    stored = runtime.store.messages(session.id)
+    (called,) = [m for m in stored if isinstance(m, AssistantMessage) and m.tool_calls]
+    assert (called.tool_calls[0].title, called.tool_calls[0].kind) == ("Read notes.txt", "read")
+    replayed = await runtime.history(session.id)
+    assert replayed[0] == TurnStarted((TextPart(text="read it"),))
+    # locations are not stored: a replay shows the call as it was titled
+    assert replayed[1] == dataclasses.replace(live.of(ToolCallStarted)[0], locations=[])
+    done = [e for e in live.of(ToolCallUpdated) if e.status == "completed"][0]
+    assert replayed[2] == ToolCallUpdated(done.call_id, "completed", done.content)
+    assert replayed[3] == AgentText("It says hi.")
+    page = await runtime.list_sessions(cwd=str(tmp_path))
+    assert [r.id for r in page.sessions] == [session.id]
+    renamed = await runtime.rename_session(session.id, "Reading")
+    assert renamed.title == "Reading" and (await runtime.get_session(session.id)).title == "Reading"

@@ -74,7 +74,7 @@ def test_migrations_apply_once(tmp_path: Path) -> None:
     again = SessionStore(tmp_path / "raven.db")
     rows = again._db.execute("SELECT version, name FROM schema_migrations").fetchall()
     again.close()
-    assert rows == [(1, "sessions_and_messages")]
+    assert rows == [(1, "sessions_and_messages"), (2, "tool_calls_keep_title_and_kind")]
 
 
 _WRITER = textwrap.dedent("""
@@ -159,3 +159,37 @@ def test_an_existing_store_others_could_read_is_narrowed(tmp_path: Path) -> None
     path.chmod(0o644)
     SessionStore(path).close()
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_the_migration_gives_old_tool_calls_a_title_and_kind(tmp_path: Path) -> None:
+    import json
+    import sqlite3
+
+    path = tmp_path / "raven.db"
+    store = SessionStore(path)
+    record = store.create(str(tmp_path), face="test", model="m")
+    old_body = {
+        "role": "assistant",
+        "text": "",
+        "thought": "",
+        "tool_calls": [
+            {"id": "a", "name": "read_file", "arguments": {"path": "x"}},
+            {"id": "b", "name": "notes__add", "arguments": {"text": "y"}},
+        ],
+    }
+    store.close()
+    db = sqlite3.connect(path)
+    db.execute(
+        "INSERT INTO messages VALUES (?, 1, ?, '2026-01-01T00:00:00Z')",
+        (record.id, json.dumps(old_body)),
+    )
+    db.execute("DELETE FROM schema_migrations WHERE version = 2")
+    db.commit()
+    db.close()
+    reopened = SessionStore(path)
+    (message,) = reopened.messages(record.id)
+    reopened.close()
+    assert isinstance(message, AssistantMessage)
+    first, second = message.tool_calls
+    assert (first.kind, second.kind) == ("read", "other")
+    assert first.title == 'read_file {"path": "x"}' and second.title.startswith("notes__add")

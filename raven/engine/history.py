@@ -1,0 +1,45 @@
+"""A stored transcript as the events a live turn emits, so every face replays with its own
+live translator. Pure; never touches the store."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import get_args
+
+from raven.engine.events import (
+    AgentText,
+    AgentThought,
+    ToolCallStarted,
+    ToolCallUpdated,
+    ToolStatus,
+    TurnEvent,
+    TurnStarted,
+)
+from raven.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage
+from raven.tools import ToolKind
+
+HistoryEvent = TurnStarted | TurnEvent
+_KINDS = frozenset(get_args(ToolKind))
+
+
+def history_events(messages: Sequence[Message]) -> Iterator[HistoryEvent]:
+    """Each message as the events that showed it: a prompt, thought, text, tool calls, results."""
+    for message in messages:
+        if isinstance(message, UserMessage):
+            yield TurnStarted(tuple(message.parts))
+        elif isinstance(message, AssistantMessage):
+            if message.thought:
+                yield AgentThought(message.thought)
+            if message.text:
+                yield AgentText(message.text)
+            for call in message.tool_calls:
+                yield _started(call)
+        elif isinstance(message, ToolResultMessage):
+            status: ToolStatus = "failed" if message.is_error else "completed"
+            yield ToolCallUpdated(message.call_id, status, message.content)
+
+
+def _started(call: ToolCall) -> ToolCallStarted:
+    """Calls are stored with their title and kind (older ones were given them by a migration)."""
+    kind: ToolKind = call.kind if call.kind in _KINDS else "other"  # type: ignore[assignment]
+    return ToolCallStarted(call.id, call.name, call.title or call.name, kind, call.arguments)

@@ -432,7 +432,7 @@ async def test_history_replays_as_the_events_a_turn_emitted(
     assert replayed[0] == TurnStarted((TextPart(text="read it"),))
     # locations are not stored: a replay shows the call as it was titled
     assert replayed[1] == dataclasses.replace(live.of(ToolCallStarted)[0], locations=[])
-    done = [e for e in live.of(ToolCallUpdated) if e.status == "completed"][0]
+    done = next(e for e in live.of(ToolCallUpdated) if e.status == "completed")
     assert replayed[2] == ToolCallUpdated(done.call_id, "completed", done.content)
     assert replayed[3] == AgentText("It says hi.")
     page = await runtime.list_sessions(cwd=str(tmp_path))

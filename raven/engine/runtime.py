@@ -194,6 +194,7 @@ class Runtime:
                 record=record,
                 store=self.store,
                 history=history,
+                version=len(history),
                 model=model,
                 provider=self.provider(model),
                 mode=mode,

@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import fnmatch
 import logging
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,7 @@ from raven.engine.errors import SessionBusy, TurnStuck
 from raven.engine.events import SessionEvent, TitleChanged
 from raven.messages import Message
 from raven.providers import Provider
-from raven.sessions import SessionRecord, SessionStore
+from raven.sessions import SessionRecord, SessionStore, TurnElsewhere
 from raven.tools import Tool, ToolSource
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,8 @@ class LiveSession:
     """Not stored yet: the first commit stores the session with its first message."""
     instructions: str | None = None
     """The mode's or model's own system prompt; None means Raven's default."""
+    version: int = 0
+    """Messages of the session written so far, as this process knows them."""
     _steering: list[str] = field(default_factory=list)
     _busy: bool = False
     _source_tools: list[Tool] = field(default_factory=list)
@@ -124,6 +127,25 @@ class LiveSession:
             self._steering.clear()
             self._idle.set()
 
+    async def claim(self) -> None:
+        """Claim the session for this process's turn, first taking in the messages other
+        processes wrote since; raises `SessionBusy` while another process has a turn here."""
+        if self.deferred:
+            return
+        pid = os.getpid()
+        try:
+            version = await self.store.call(self.store.claim_turn, self.id, pid)
+        except TurnElsewhere as exc:
+            raise SessionBusy(self.id, f" (in another Raven process, pid {exc.pid})") from None
+        if version != self.version:
+            self.history = await self.store.call(self.store.messages, self.id)
+            self.version = version
+
+    async def unclaim(self) -> None:
+        """End this process's claim (done even when the turn was cancelled)."""
+        if not self.deferred:
+            await asyncio.shield(self.store.call(self.store.release_turn, self.id, os.getpid()))
+
     def cancel_turn(self) -> bool:
         """Ask the running turn to stop (it ends `cancelled`); False when none runs."""
         if self._cancel is None:
@@ -178,6 +200,7 @@ class LiveSession:
         create = self.record if self.deferred else None
         self.deferred = False
         self.history.append(message)
+        self.version += 1
         if title is not None:
             self.record = dataclasses.replace(self.record, title=title)
         return asyncio.create_task(

@@ -87,31 +87,47 @@ async def run_turn(
     `SessionBusy` (before anything else) when a turn already runs in the session.
     """
     with session.running() as stopped:
-        session.publish(TurnStarted(tuple(prompt)))
-
-        def ended(event: TurnEnded) -> None:
-            emit(event)
-            session.publish(event)
-
-        work = asyncio.create_task(_turn(session, list(prompt), asker, emit))
-        waiters = [asyncio.create_task(e.wait()) for e in (stopped, cancel) if e is not None]
+        await session.claim()
         try:
-            await asyncio.wait([work, *waiters], return_when="FIRST_COMPLETED")
-        except asyncio.CancelledError:
-            await _stop(work)
-            ended(TurnEnded("cancelled"))
-            raise
+            return await _run_claimed(session, prompt, asker, emit, stopped, cancel)
         finally:
-            for waiter in waiters:
-                waiter.cancel()
-        if not work.done():
-            await _stop(work)
-        if work.cancelled():
-            ended(TurnEnded("cancelled"))
-            return "cancelled"
-        stop, error = work.result()
-        ended(TurnEnded(stop, error=error))
-        return stop
+            await session.unclaim()
+
+
+async def _run_claimed(
+    session: LiveSession,
+    prompt: Sequence[Part],
+    asker: Asker,
+    emit: Emit,
+    stopped: asyncio.Event,
+    cancel: asyncio.Event | None,
+) -> StopReason:
+    """The turn itself, once the session is this process's."""
+    session.publish(TurnStarted(tuple(prompt)))
+
+    def ended(event: TurnEnded) -> None:
+        emit(event)
+        session.publish(event)
+
+    work = asyncio.create_task(_turn(session, list(prompt), asker, emit))
+    waiters = [asyncio.create_task(e.wait()) for e in (stopped, cancel) if e is not None]
+    try:
+        await asyncio.wait([work, *waiters], return_when="FIRST_COMPLETED")
+    except asyncio.CancelledError:
+        await _stop(work)
+        ended(TurnEnded("cancelled"))
+        raise
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+    if not work.done():
+        await _stop(work)
+    if work.cancelled():
+        ended(TurnEnded("cancelled"))
+        return "cancelled"
+    stop, error = work.result()
+    ended(TurnEnded(stop, error=error))
+    return stop
 
 
 async def _stop(work: asyncio.Task[tuple[StopReason, str | None]]) -> None:

@@ -13,6 +13,7 @@ from raven.sessions.store import (
     SessionRecord,
     SessionStore,
     StoreUnavailable,
+    TurnElsewhere,
     new_record,
 )
 
@@ -24,5 +25,6 @@ __all__ = [
     "SessionRecord",
     "SessionStore",
     "StoreUnavailable",
+    "TurnElsewhere",
     "new_record",
 ]

@@ -74,6 +74,20 @@ def _fallback_title(call: dict[str, object]) -> str:
     return text if len(text) <= _TITLE_ARGS_CHARS else text[: _TITLE_ARGS_CHARS - 1] + "…"
 
 
+def _m003_turn_claims_and_versions(db: sqlite3.Connection) -> None:
+    """`version` counts a session's messages as written; `turn_pid` is the process whose
+    turn runs in it, so two processes never interleave turns in one session."""
+    _run_script(
+        db,
+        """
+        ALTER TABLE sessions ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE sessions ADD COLUMN turn_pid INTEGER;
+        UPDATE sessions SET version =
+            (SELECT COUNT(*) FROM messages WHERE messages.session_id = sessions.id)
+        """,
+    )
+
+
 def _run_script(db: sqlite3.Connection, script: str) -> None:
     # executescript() would commit the surrounding transaction; run statements one by one.
     for statement in script.split(";"):
@@ -84,6 +98,7 @@ def _run_script(db: sqlite3.Connection, script: str) -> None:
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("sessions_and_messages", _m001_sessions_and_messages),
     ("tool_calls_keep_title_and_kind", _m002_tool_calls_keep_title_and_kind),
+    ("turn_claims_and_versions", _m003_turn_claims_and_versions),
 ]
 
 

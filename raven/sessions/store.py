@@ -48,6 +48,15 @@ class AmbiguousSession(RavenError):
         self.matches = matches
 
 
+class TurnElsewhere(RavenError):
+    """Another live process runs a turn in the session."""
+
+    def __init__(self, session_id: str, pid: int) -> None:
+        super().__init__(f"session {session_id} has a turn running in process {pid}")
+        self.session_id = session_id
+        self.pid = pid
+
+
 class StoreUnavailable(RavenError):
     """The database file cannot be opened or is not a Raven session store."""
 
@@ -249,7 +258,8 @@ class SessionStore:
             if create is not None:
                 _insert_session(db, create)
             touched = db.execute(
-                "UPDATE sessions SET updated_at = ?, title = COALESCE(?, title) WHERE id = ?",
+                "UPDATE sessions SET updated_at = ?, title = COALESCE(?, title), "
+                "version = version + 1 WHERE id = ?",
                 (stamp, title, session_id),
             )
             if touched.rowcount == 0:
@@ -271,6 +281,30 @@ class SessionStore:
         with self._lock:
             rows = self._db.execute(sql, params).fetchall()
         return [MESSAGE_ADAPTER.validate_json(body) for (body,) in reversed(rows)]
+
+    def claim_turn(self, session_id: str, pid: int) -> int:
+        """Mark a turn of process `pid` as running in the session; returns its version (the
+        number of messages written). Raises `TurnElsewhere` while another live process has
+        a turn there; a claim left by a process that died is taken over."""
+        with self._write() as db:
+            row = db.execute(
+                "SELECT turn_pid, version FROM sessions WHERE id = ?", (session_id,)
+            ).fetchone()
+            if row is None:
+                raise SessionNotFound(session_id)
+            holder, version = row
+            if holder is not None and holder != pid and _process_alive(holder):
+                raise TurnElsewhere(session_id, holder)
+            db.execute("UPDATE sessions SET turn_pid = ? WHERE id = ?", (pid, session_id))
+        return int(version)
+
+    def release_turn(self, session_id: str, pid: int) -> None:
+        """End the claim `claim_turn` made for `pid` (a no-op if it holds none)."""
+        with self._write() as db:
+            db.execute(
+                "UPDATE sessions SET turn_pid = NULL WHERE id = ? AND turn_pid = ?",
+                (session_id, pid),
+            )
 
     def update(
         self,
@@ -318,6 +352,16 @@ def new_record(
         updated_at=stamp,
         closed=False,
     )
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _insert_session(db: sqlite3.Connection, record: SessionRecord) -> None:

@@ -74,7 +74,11 @@ def test_migrations_apply_once(tmp_path: Path) -> None:
     again = SessionStore(tmp_path / "raven.db")
     rows = again._db.execute("SELECT version, name FROM schema_migrations").fetchall()
     again.close()
-    assert rows == [(1, "sessions_and_messages"), (2, "tool_calls_keep_title_and_kind")]
+    assert [name for _, name in rows] == [
+        "sessions_and_messages",
+        "tool_calls_keep_title_and_kind",
+        "turn_claims_and_versions",
+    ]
 
 
 _WRITER = textwrap.dedent("""

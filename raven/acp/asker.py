@@ -9,24 +9,20 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from raven.acp import protocol as p
 from raven.acp.protocol import ELICITATION_CREATE, REQUEST_PERMISSION, ClientCapabilities
 from raven.engine import ApprovalRequest, Decision, Question
 from raven.jsonrpc import Connection, ConnectionClosed, RpcError
 
 log = logging.getLogger(__name__)
 
-PERMISSION_OPTIONS: list[dict[str, str]] = [
+PERMISSION_OPTIONS: list[p.PermissionOption] = [
     {"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"},
     {"optionId": "allow_always", "name": "Always allow", "kind": "allow_always"},
     {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
     {"optionId": "reject_always", "name": "Always reject", "kind": "reject_always"},
 ]
-_DECISIONS: dict[str, Decision] = {
-    "allow_once": "allow_once",
-    "allow_always": "allow_always",
-    "reject_once": "reject_once",
-    "reject_always": "reject_always",
-}
+_DECISIONS: dict[str, Decision] = {o["optionId"]: o["kind"] for o in PERMISSION_OPTIONS}
 SKIP_OPTION = "skip"
 
 
@@ -44,15 +40,9 @@ class AcpAsker:
         self._timeout_s = timeout_s
 
     async def approve(self, request: ApprovalRequest) -> Decision:
-        tool_call: dict[str, Any] = {
-            "toolCallId": request.call_id,
-            "title": request.title,
-            "kind": request.kind,
-            "status": "pending",
-            "rawInput": request.raw_input,
-        }
-        if request.locations:
-            tool_call["locations"] = [{"path": str(p)} for p in request.locations]
+        tool_call = p.tool_call(
+            request.call_id, request.title, request.kind, request.raw_input, request.locations
+        )
         options = [o for o in PERMISSION_OPTIONS if o["kind"] in request.offered]
         outcome = await self._permission(tool_call, options)
         return _DECISIONS.get(outcome or "", "reject_once")
@@ -63,29 +53,26 @@ class AcpAsker:
             return await self._elicit(question)
         if not question.choices:
             return None
-        options = [
+        options: list[p.PermissionOption] = [
             {"optionId": f"choice_{i}", "name": choice, "kind": "allow_once"}
             for i, choice in enumerate(question.choices)
         ]
         options.append({"optionId": SKIP_OPTION, "name": "Skip", "kind": "reject_once"})
-        tool_call = {"toolCallId": question.call_id, "title": question.text}
-        chosen = await self._permission(tool_call, options)
+        chosen = await self._permission(p.tool_call(question.call_id, question.text), options)
         if chosen is None or not chosen.startswith("choice_"):
             return None
         index = int(chosen.removeprefix("choice_"))
         return question.choices[index] if index < len(question.choices) else None
 
     async def _permission(
-        self, tool_call: dict[str, Any], options: list[dict[str, str]]
+        self, tool_call: p.ToolCallFields, options: list[p.PermissionOption]
     ) -> str | None:
         params = {"sessionId": self._session_id, "toolCall": tool_call, "options": options}
-        result = await self._request(REQUEST_PERMISSION, params)
-        outcome = result.get("outcome") if isinstance(result, dict) else None
-        if isinstance(outcome, dict) and outcome.get("outcome") == "selected":
-            option = outcome.get("optionId")
-            if isinstance(option, str) and any(o["optionId"] == option for o in options):
-                return option
-        return None
+        result = p.read(p.RequestPermissionResult, await self._request(REQUEST_PERMISSION, params))
+        if result is None or not isinstance(result.outcome, p.SelectedOutcome):
+            return None
+        chosen = result.outcome.option_id
+        return chosen if any(o["optionId"] == chosen for o in options) else None
 
     async def _elicit(self, question: Question) -> str | None:
         answer: dict[str, Any] = {"type": "string", "title": "Answer"}
@@ -103,11 +90,10 @@ class AcpAsker:
         }
         if question.call_id:
             params["toolCallId"] = question.call_id
-        result = await self._request(ELICITATION_CREATE, params)
-        if not isinstance(result, dict) or result.get("action") != "accept":
+        result = p.read(p.ElicitationResult, await self._request(ELICITATION_CREATE, params))
+        if result is None or result.action != "accept" or result.content is None:
             return None
-        content = result.get("content")
-        value = content.get("answer") if isinstance(content, dict) else None
+        value = result.content.get("answer")
         return str(value) if value not in (None, "") else None
 
     async def _request(self, method: str, params: dict[str, Any]) -> Any:

@@ -1,12 +1,16 @@
-"""ACP v1 wire vocabulary: method names, error codes and the typed params Raven reads.
+"""ACP v1 wire vocabulary: method names, error codes, the params and results Raven reads,
+and the shapes it sends.
 
-Declared once for the server and the client. Inbound params are parsed here into
-pydantic models (unknown keys ignored, as ACP allows); nothing here does I/O.
+Declared once for the server and the client. What Raven reads is parsed here into
+pydantic models (unknown keys ignored, as ACP allows); what it sends is typed with
+TypedDicts and built by the functions here. Nothing here does I/O.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypeVar
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypedDict, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
@@ -167,3 +171,78 @@ def parse(model: type[M], params: dict[str, Any]) -> M:
             f"{'.'.join(str(p) for p in e['loc']) or 'params'}: {e['msg']}" for e in exc.errors()
         )
         raise RpcError(INVALID_PARAMS, f"Invalid params: {problems}") from None
+
+
+# -- what Raven sends ---------------------------------------------------------------------
+
+ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other"]
+PermissionKind = Literal["allow_once", "allow_always", "reject_once", "reject_always"]
+
+
+class PermissionOption(TypedDict):
+    optionId: str
+    name: str
+    kind: PermissionKind
+
+
+class Location(TypedDict):
+    path: str
+
+
+class ToolCallFields(TypedDict, total=False):
+    """The fields a `tool_call` update and a permission request's `toolCall` share."""
+
+    toolCallId: str
+    title: str
+    kind: str
+    status: str
+    rawInput: dict[str, Any]
+    locations: list[Location]
+
+
+def tool_call(
+    call_id: str,
+    title: str,
+    kind: str | None = None,
+    raw_input: dict[str, Any] | None = None,
+    locations: Sequence[Path] = (),
+) -> ToolCallFields:
+    """A tool call as ACP shows it, `pending`; built here for every frame that carries one."""
+    fields: ToolCallFields = {"toolCallId": call_id, "title": title}
+    if kind is not None:
+        fields["kind"] = kind
+        fields["status"] = "pending"
+    if raw_input is not None:
+        fields["rawInput"] = raw_input
+    if locations:
+        fields["locations"] = [{"path": str(p)} for p in locations]
+    return fields
+
+
+# -- what Raven reads back ------------------------------------------------------------------
+
+
+class SelectedOutcome(Wire):
+    outcome: Literal["selected"]
+    option_id: str
+
+
+class CancelledOutcome(Wire):
+    outcome: Literal["cancelled"]
+
+
+class RequestPermissionResult(Wire):
+    outcome: Annotated[SelectedOutcome | CancelledOutcome, Field(discriminator="outcome")]
+
+
+class ElicitationResult(Wire):
+    action: Literal["accept", "decline", "cancel"]
+    content: dict[str, Any] | None = None
+
+
+def read(model: type[M], value: Any) -> M | None:
+    """A peer's result as `model`, or None when it does not fit (the caller treats it as "no")."""
+    try:
+        return model.model_validate(value)
+    except ValidationError:
+        return None

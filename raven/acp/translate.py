@@ -9,6 +9,7 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
+from raven.acp.protocol import tool_call
 from raven.engine import (
     AgentText,
     AgentThought,
@@ -45,19 +46,10 @@ def event_update(event: TurnEvent, context_window: int | None = None) -> Update 
     if isinstance(event, AgentThought):
         return chunk("agent_thought_chunk", event.text)
     if isinstance(event, ToolCallStarted):
-        update: Update = {
-            "sessionUpdate": "tool_call",
-            "toolCallId": event.call_id,
-            "title": event.title,
-            "kind": event.kind,
-            "status": "pending",
-            "rawInput": event.raw_input,
-        }
-        if event.locations:
-            update["locations"] = [{"path": str(p)} for p in event.locations]
-        return update
+        fields = tool_call(event.call_id, event.title, event.kind, event.raw_input, event.locations)
+        return {"sessionUpdate": "tool_call", **fields}
     if isinstance(event, ToolCallUpdated):
-        update = {
+        update: Update = {
             "sessionUpdate": "tool_call_update",
             "toolCallId": event.call_id,
             "status": event.status,

@@ -262,6 +262,8 @@ class TerminalAsker:
                 return "reject_once"
             decision = _CHOICES.get(line.strip().lower())
             if decision in request.offered:
+                if decision in ("allow_once", "allow_always"):
+                    self._view.waiting(f"running {request.title}")
                 return decision
 
     async def ask(self, question: Question) -> str | None:

@@ -81,6 +81,12 @@ class Editor:
         answer = self.elicitation_answers.pop(0)
         return answer
 
+    async def wait_for(self, kind: str, timeout_s: float = 10) -> None:
+        """Return once an update of `kind` has arrived."""
+        async with asyncio.timeout(timeout_s):
+            while kind not in self.kinds():
+                await asyncio.sleep(0.01)
+
     def kinds(self, session_id: str | None = None) -> list[str]:
         return [u.session_update for s, u in self.updates if session_id in (None, s)]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -57,6 +56,16 @@ def user(text: str, **ids: str) -> Message:
     return Message(
         message_id=os.urandom(8).hex(), role=Role.ROLE_USER, parts=[Part(text=text)], **ids
     )
+
+
+async def reaches(server: A2AServer, task_id: str, state: str) -> dict[str, Any]:
+    """The task once it is in `state`, asking GetTask until then (15 s at most)."""
+    async with asyncio.timeout(15):
+        while True:
+            task: dict[str, Any] = server.call("GetTask", {"id": task_id})["result"]
+            if task["status"]["state"] == state:
+                return task
+            await asyncio.sleep(0.05)
 
 
 async def last(stream: Any) -> Any:
@@ -469,13 +478,7 @@ async def test_an_unanswered_question_times_out_and_the_turn_goes_on(serve: Any)
     )
     task = server.call("SendMessage", message("ask"))["result"]["task"]
     assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
-    deadline = time.monotonic() + 15
-    while True:
-        fetched = server.call("GetTask", {"id": task["id"]})["result"]
-        if fetched["status"]["state"] == "TASK_STATE_COMPLETED":
-            break
-        assert time.monotonic() < deadline, fetched["status"]["state"]
-        await asyncio.sleep(0.1)
+    fetched = await reaches(server, task["id"], "TASK_STATE_COMPLETED")
     assert fetched["status"]["message"]["parts"][0]["text"] == "Carrying on without an answer."
     assert any("no answer" in p.get("text", "") for m in fetched["history"] for p in m["parts"])
 
@@ -483,8 +486,8 @@ async def test_an_unanswered_question_times_out_and_the_turn_goes_on(serve: Any)
 async def test_a_full_queue_rejects_new_tasks_clearly(serve: Any) -> None:
     server = serve([{"text": "busy", "delayMs": 1500}], max_concurrent_tasks=1, max_queued_tasks=0)
     params = message("first") | {"configuration": {"returnImmediately": True}}
-    server.call("SendMessage", params)
-    await asyncio.sleep(0.3)
+    first = server.call("SendMessage", params)["result"]["task"]
+    await reaches(server, first["id"], "TASK_STATE_WORKING")
     second = server.call("SendMessage", message("second"))["result"]["task"]
     assert second["status"]["state"] == "TASK_STATE_REJECTED"
     assert "busy" in second["status"]["message"]["parts"][0]["text"]
@@ -529,7 +532,7 @@ async def test_a_second_task_in_a_busy_conversation_is_rejected(serve: Any) -> N
     server = serve([{"text": "slow", "delayMs": 1500}])
     params = message("first") | {"configuration": {"returnImmediately": True}}
     first = server.call("SendMessage", params)["result"]["task"]
-    await asyncio.sleep(0.3)
+    await reaches(server, first["id"], "TASK_STATE_WORKING")
     second = server.call("SendMessage", message("second", contextId=first["contextId"]))
     task = second["result"]["task"]
     assert task["status"]["state"] == "TASK_STATE_REJECTED"

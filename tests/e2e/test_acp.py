@@ -107,8 +107,7 @@ async def test_new_session_offers_model_and_mode_pickers(start: Any, tmp_path: P
     assert options["model"].category == "model" and options["model"].current_value == "scripted"
     assert {o.value for o in options["model"].options} == {"scripted", "echo"}
     assert options["mode"].category == "mode" and options["mode"].current_value == "ask"
-    await asyncio.sleep(0.1)
-    assert agent.editor.of("available_commands_update")
+    await agent.editor.wait_for("available_commands_update")
 
 
 async def test_no_modes_declared_means_no_modes_and_set_mode_fails(
@@ -305,7 +304,7 @@ async def test_a_second_prompt_while_busy_is_refused(start: Any, tmp_path: Path)
     agent = await start([{"text": "slow", "delayMs": 500}])
     sid = await agent.new_session(tmp_path)
     first = asyncio.create_task(agent.conn.prompt(session_id=sid, prompt=text("one")))
-    await asyncio.sleep(0.1)
+    await agent.editor.wait_for("session_info_update")  # the turn titled the session
     with pytest.raises(acp.RequestError, match="already running"):
         await agent.conn.prompt(session_id=sid, prompt=text("two"))
     assert (await first).stop_reason == "end_turn"
@@ -474,7 +473,7 @@ async def test_steer_joins_a_running_turn(start: Any, tmp_path: Path) -> None:
     idle = await agent.conn.ext_method("raven/session/steer", {"sessionId": sid, "text": "x"})
     assert idle == {"status": "no_turn"}
     prompt = asyncio.create_task(agent.conn.prompt(session_id=sid, prompt=text("go")))
-    await asyncio.sleep(0.15)
+    await agent.editor.wait_for("session_info_update")  # the turn titled the session
     steered = await agent.conn.ext_method(
         "raven/session/steer", {"sessionId": sid, "text": "check the tests too"}
     )

@@ -9,6 +9,7 @@ import pytest
 from raven.engine import (
     AgentText,
     AgentThought,
+    LiveSession,
     Notice,
     SessionBusy,
     TitleChanged,
@@ -26,6 +27,13 @@ from tests.processes import alive, pid_from
 
 def prompt(text: str) -> list[TextPart]:
     return [TextPart(text=text)]
+
+
+def turn_started(session: LiveSession) -> asyncio.Event:
+    """Set once a turn has started in `session` (its subscribers hear `TurnStarted`)."""
+    started = asyncio.Event()
+    session.subscribe(lambda e: started.set() if isinstance(e, TurnStarted) else None)
+    return started
 
 
 def call(name: str, **arguments: object) -> dict[str, object]:
@@ -254,10 +262,11 @@ async def test_cancel_stops_the_model_stream_at_once(
     runtime = make_runtime([{"text": "slow", "delayMs": 60_000}])
     session = await runtime.new_session(tmp_path)
     cancel = asyncio.Event()
+    started = turn_started(session)
     turn = asyncio.create_task(
         run_turn(session, prompt("x"), RecordingAsker(), Events().append, cancel)
     )
-    await asyncio.sleep(0.05)
+    await asyncio.wait_for(started.wait(), 10)
     cancel.set()
     assert await asyncio.wait_for(turn, 1) == "cancelled"
 
@@ -296,8 +305,9 @@ async def test_steering_joins_before_the_next_model_call(
     )
     session = await runtime.new_session(tmp_path)
     assert session.steer("too early") is False
+    started = turn_started(session)
     turn = asyncio.create_task(run_turn(session, prompt("x"), RecordingAsker(), Events().append))
-    await asyncio.sleep(0.05)
+    await asyncio.wait_for(started.wait(), 10)
     assert session.steer("also check README") is True
     assert await turn == "end_turn"
     users = [m.text for m in session.history if isinstance(m, UserMessage)]
@@ -309,8 +319,7 @@ async def test_a_second_turn_on_a_busy_session_is_refused_and_cancel_turn_stops_
 ) -> None:
     runtime = make_runtime([{"text": "slow", "delayMs": 30_000}])
     session = await runtime.new_session(tmp_path)
-    started = asyncio.Event()
-    session.subscribe(lambda e: started.set() if isinstance(e, TurnStarted) else None)
+    started = turn_started(session)
     first = asyncio.create_task(run_turn(session, prompt("a"), RecordingAsker(), Events().append))
     await asyncio.wait_for(started.wait(), 10)
     with pytest.raises(SessionBusy, match="already running"):

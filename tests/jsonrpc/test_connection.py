@@ -66,7 +66,9 @@ async def test_requests_are_answered_once_and_notifications_never(wired: Any) ->
     pipe.feed({"jsonrpc": "2.0", "id": "s", "method": "fail"})
     pipe.feed({"jsonrpc": "2.0", "id": 3, "method": "boom", "params": {}})
     written = await pipe.wait_for(3)
-    await asyncio.sleep(0.05)
+    async with asyncio.timeout(5):
+        while not handler.notes:  # the notification is handled, and never answered
+            await asyncio.sleep(0)
     by_id = {m["id"]: m for m in written}
     assert len(written) == 3
     assert by_id[1]["result"] == {"method": "hello", "params": {"a": 1}}

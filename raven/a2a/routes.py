@@ -322,6 +322,10 @@ def _result(method: str, typed: Any, result: Any) -> Any:
         if not typed.include_artifacts:
             for task in body.get("tasks", []):
                 task.pop("artifacts", None)
+        # The tasks in this page, as the conformance kit and other SDKs read the field; the
+        # SDK's handler echoes the size asked for instead.
+        body["pageSize"] = len(body.get("tasks", []))
+        body["nextPageToken"] = body.get("nextPageToken") or ""
         return body
     return MessageToDict(result)
 

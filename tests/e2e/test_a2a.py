@@ -537,3 +537,18 @@ async def test_a_second_task_in_a_busy_conversation_is_rejected(serve: Any) -> N
     task = second["result"]["task"]
     assert task["status"]["state"] == "TASK_STATE_REJECTED"
     assert "already has a task" in task["status"]["message"]["parts"][0]["text"]
+
+
+def test_list_tasks_pages_as_conformance_kits_read_them(serve: Any) -> None:
+    server = serve()
+    empty = server.call("ListTasks", {})["result"]
+    assert empty["pageSize"] == 0 and empty["totalSize"] == 0 and empty["nextPageToken"] == ""
+    ids = [server.call("SendMessage", message(f"t{i}"))["result"]["task"]["id"] for i in range(3)]
+    fewer = server.call("ListTasks", {"pageSize": 5})["result"]
+    assert fewer["pageSize"] == 3 and fewer["totalSize"] == 3 and fewer["nextPageToken"] == ""
+    assert [t["id"] for t in fewer["tasks"]] == ids[::-1]  # newest first
+    first = server.call("ListTasks", {"pageSize": 2})["result"]
+    assert first["pageSize"] == 2 and first["totalSize"] == 3 and first["nextPageToken"]
+    rest = server.call("ListTasks", {"pageSize": 2, "pageToken": first["nextPageToken"]})
+    assert rest["result"]["pageSize"] == 1 and rest["result"]["nextPageToken"] == ""
+    assert server.call("ListTasks", {"status": "working"})["error"]["code"] == -32602

@@ -16,13 +16,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from a2a.helpers import new_text_part
+from a2a.helpers import get_message_text, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.id_generator import IDGenerator, IDGeneratorContext
 from a2a.server.tasks import TaskUpdater
-from a2a.types import Task, TaskState, TaskStatus
+from a2a.types import Message, Task, TaskState, TaskStatus
 
 from raven.config import A2AServerConfig
 from raven.engine import (
@@ -64,10 +64,25 @@ class _Done:
 
 
 @dataclass
+class _Steered:
+    """A follow-up message the running turn took as steering; it joins the task's history."""
+
+    message: Message
+
+
+@dataclass
 class _Chunk:
     """Answer text generated since the last chunk, for the `response` artifact."""
 
     text: str
+
+
+@dataclass
+class _Conversation:
+    """One context's turn, taken by its tasks one at a time, in arrival order."""
+
+    turn: asyncio.Lock = field(default_factory=asyncio.Lock)
+    waiting: int = 0
 
 
 @dataclass
@@ -76,13 +91,18 @@ class _Job:
     context_id: str
     session: LiveSession
     cancel: asyncio.Event = field(default_factory=asyncio.Event)
-    events: asyncio.Queue[_Question | _Chunk | _Done] = field(default_factory=asyncio.Queue)
+    events: asyncio.Queue[_Question | _Chunk | _Steered | _Done] = field(
+        default_factory=asyncio.Queue
+    )
     pending: _Question | None = None
     turn: asyncio.Task[None] | None = None
     call_context: ServerCallContext | None = None
     timer: asyncio.Task[None] | None = None
     resuming: bool = False
     """The question timed out and was answered with "no answer"; the next execute resumes."""
+    conversation: _Conversation | None = None
+    holds_conversation: bool = False
+    """The job's turn is its conversation's; the next task waits until this one ends."""
     artifact_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     streamed: int = 0
     """Characters of the answer already published as `response` artifact chunks."""
@@ -178,6 +198,7 @@ class RavenExecutor(AgentExecutor):
         self._settings = settings
         self._workdir = workdir
         self._jobs: dict[str, _Job] = {}
+        self._conversations: dict[str, _Conversation] = {}
         self._slots = asyncio.Semaphore(settings.max_concurrent_tasks)
         self._waiting = 0
         self.context_ids = MintedContexts()
@@ -207,17 +228,27 @@ class RavenExecutor(AgentExecutor):
             if self._waiting >= self._settings.max_queued_tasks and self._slots.locked():
                 await _reject(updater, "Raven is busy: too many tasks are waiting. Try later.")
                 return
-            job = await self._start(context)
-            if job is None:
-                await _reject(
-                    updater,
-                    "This conversation already has a task running or "
-                    "waiting for input; finish that task first.",
-                )
+            started = await self._start(context)
+            if isinstance(started, str):
+                await _reject(updater, started)
                 return
+            if started is None:
+                return  # cancelled while it waited its turn
+            job = started
         job.call_context = context.call_context
         await updater.start_work()
         await self._publish(job, updater)
+
+    def steer(self, task_id: str, message: Message) -> bool:
+        """Hand a follow-up message to the task's running turn (not one waiting for an answer);
+        False when there is no such turn. The model sees it at its next step."""
+        job = self._jobs.get(task_id)
+        if job is None or job.pending is not None or job.resuming or job.turn is None:
+            return False
+        if job.turn.done() or not job.session.steer(get_message_text(message)):
+            return False
+        job.events.put_nowait(_Steered(message))
+        return True
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         job = self._jobs.pop(context.task_id or "", None)
@@ -226,7 +257,8 @@ class RavenExecutor(AgentExecutor):
             self._cancel_timer(job)
             if job.turn is not None:
                 await asyncio.wait([job.turn], timeout=5)
-            self._runtime.release(job.session.id)
+                self._runtime.release(job.session.id)
+                self._end_conversation_turn(job)
         assert context.task_id and context.context_id
         await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
 
@@ -238,26 +270,49 @@ class RavenExecutor(AgentExecutor):
         if turns:
             await asyncio.wait(turns, timeout=5)
 
-    async def _start(self, context: RequestContext) -> _Job | None:
-        """A job for a new turn once a slot is free; None if its session is taken."""
+    async def _start(self, context: RequestContext) -> _Job | str | None:
+        """A job whose turn has started: once the tasks before it in its conversation have
+        ended (arrival order) and a slot is free. A reason to reject it when its
+        conversation's queue is full; None when it was cancelled while it waited."""
         assert context.task_id and context.context_id
         session = await self._session(context)
-        if any(j.session is session for j in self._jobs.values()):
-            return None
-        job = _Job(context.task_id, context.context_id, session)
+        conversation = self._conversations.setdefault(session.id, _Conversation())
+        if conversation.waiting >= self._settings.max_queued_per_context:
+            limit = self._settings.max_queued_per_context
+            return (
+                f"This conversation already has {limit} tasks waiting behind the running "
+                "one; wait for them to finish, or start another conversation."
+            )
+        job = _Job(context.task_id, context.context_id, session, conversation=conversation)
         self._jobs[job.task_id] = job
-        self._waiting += 1
+        conversation.waiting += 1
         try:
-            await self._slots.acquire()
+            if not await _take(conversation.turn, job.cancel):
+                return None
+            job.holds_conversation = True
+            self._waiting += 1
+            try:
+                await self._slots.acquire()
+            finally:
+                self._waiting -= 1
         except BaseException:
             self._jobs.pop(job.task_id, None)
+            self._end_conversation_turn(job)
             raise
         finally:
-            self._waiting -= 1
+            conversation.waiting -= 1
         job.turn = asyncio.create_task(
             self._run(job, context.get_user_input()), name=f"a2a:{job.task_id}"
         )
         return job
+
+    def _end_conversation_turn(self, job: _Job) -> None:
+        """Let the next task of the job's conversation start (once per job)."""
+        if job.holds_conversation and job.conversation is not None:
+            job.holds_conversation = False
+            job.conversation.turn.release()
+            if not job.conversation.turn.locked() and not job.conversation.waiting:
+                self._conversations.pop(job.session.id, None)
 
     async def _run(self, job: _Job, prompt: str) -> None:
         text: list[str] = []
@@ -292,8 +347,11 @@ class RavenExecutor(AgentExecutor):
     async def _publish(self, job: _Job, updater: TaskUpdater) -> None:
         """Publish answer chunks, then the job's next stop: a question (task parks) or the end."""
         event = await job.events.get()
-        while isinstance(event, _Chunk):
-            await self._artifact(job, updater, event.text, last=False)
+        while isinstance(event, _Chunk | _Steered):
+            if isinstance(event, _Chunk):
+                await self._artifact(job, updater, event.text, last=False)
+            else:
+                await updater.update_status(TaskState.TASK_STATE_WORKING, message=event.message)
             event = await job.events.get()
         if isinstance(event, _Question):
             await updater.requires_input(updater.new_agent_message([new_text_part(event.text)]))
@@ -301,6 +359,7 @@ class RavenExecutor(AgentExecutor):
             return
         self._jobs.pop(job.task_id, None)
         self._runtime.release(job.session.id)
+        self._end_conversation_turn(job)
         if event.stop == "cancelled":
             return
         if event.error:
@@ -349,6 +408,29 @@ class RavenExecutor(AgentExecutor):
                 self._workdir, session_id=session_id, deferred=True
             )
         return await self._runtime.open_session(session_id, create_in=self._workdir)
+
+
+async def _take(lock: asyncio.Lock, cancelled: asyncio.Event) -> bool:
+    """Acquire `lock` in its turn unless `cancelled` is set first; True when it is held."""
+    wanted = asyncio.ensure_future(lock.acquire())
+    stop = asyncio.ensure_future(cancelled.wait())
+    held = False
+    try:
+        await asyncio.wait([wanted, stop], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stop.cancel()
+        if not wanted.done():
+            wanted.cancel()
+        elif not wanted.cancelled():
+            held = not (cancelled.is_set() or _being_cancelled())
+            if not held:
+                lock.release()
+    return held
+
+
+def _being_cancelled() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 async def _reject(updater: TaskUpdater, text: str) -> None:

@@ -144,6 +144,10 @@ class _Binding:
             typed = _params(method, params)
             if isinstance(typed, a2a_types.SendMessageRequest):
                 await self._prepare_follow_up(typed, context)
+                if typed.message.task_id and self._mount.executor.steer(
+                    typed.message.task_id, typed.message
+                ):
+                    return await self._steered(request, request_id, method, typed, context)
             if method in _STREAMING:
                 return await self._stream(request, request_id, method, typed, context)
             result = await self._unary[method](typed, context)
@@ -173,6 +177,27 @@ class _Binding:
             raise UnsupportedOperationError(message=f"Task {task_id} is in terminal state: {state}")
         if not request.message.context_id:
             request.message.context_id = task.context_id
+
+    async def _steered(
+        self,
+        request: web.Request,
+        request_id: Any,
+        method: str,
+        typed: a2a_types.SendMessageRequest,
+        context: ServerCallContext,
+    ) -> web.StreamResponse:
+        """Answer a follow-up the running turn took: the task as it is (SendMessage), or its
+        events from here on (SendStreamingMessage)."""
+        task_id = typed.message.task_id
+        if method == "SendStreamingMessage":
+            subscribe = a2a_types.SubscribeToTaskRequest(id=task_id)
+            return await self._stream(request, request_id, "SubscribeToTask", subscribe, context)
+        task = await self._mount.task_store.get(task_id, context)
+        if task is None:
+            raise TaskNotFoundError(message=f"Task {task_id} not found")
+        task.history.append(typed.message)
+        body = MessageToDict(a2a_types.SendMessageResponse(task=task))
+        return _json({"jsonrpc": "2.0", "id": request_id, "result": body})
 
     async def _stream(
         self,

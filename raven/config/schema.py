@@ -152,6 +152,8 @@ class A2AServerConfig(_Model):
     """`memory`, `sqlite` (in the data directory), or an SQLAlchemy async URL."""
     max_concurrent_tasks: int = Field(default=4, ge=1)
     max_queued_tasks: int = Field(default=32, ge=0)
+    max_queued_per_context: int = Field(default=8, ge=0)
+    """Tasks of one conversation waiting behind its running task; more are rejected."""
     approvals: ApprovalPolicy = "ask"
     cwd: str | None = None
     """Working directory of inbound sessions; default `<data dir>/a2a-work`."""

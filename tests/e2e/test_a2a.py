@@ -528,15 +528,84 @@ async def test_two_replicas_share_tasks_through_postgresql(
                 assert replica.stop() == 0
 
 
-async def test_a_second_task_in_a_busy_conversation_is_rejected(serve: Any) -> None:
-    server = serve([{"text": "slow", "delayMs": 1500}])
-    params = message("first") | {"configuration": {"returnImmediately": True}}
-    first = server.call("SendMessage", params)["result"]["task"]
+IMMEDIATELY = {"configuration": {"returnImmediately": True}}
+
+
+def transcript(home: Path) -> list[tuple[str, str]]:
+    """(role, text) of the one A2A session's messages, in order."""
+    store = SessionStore(home / "data" / "raven.db")
+    try:
+        (record,) = [r for r in store.page().sessions if r.face == "a2a"]
+        messages = store.messages(record.id)
+    finally:
+        store.close()
+    return [(m.role, getattr(m, "text", "")) for m in messages if m.role != "tool"]
+
+
+async def test_tasks_of_a_busy_conversation_queue_and_run_in_arrival_order(
+    serve: Any, home: Path
+) -> None:
+    server = serve([{"text": f"r{i}", "delayMs": 300} for i in range(5)])
+    first = server.call("SendMessage", message("t0") | IMMEDIATELY)["result"]["task"]
+    assert first["status"]["state"] in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING")
+    context = {"contextId": first["contextId"]}
+    queued = [
+        server.call("SendMessage", message(f"t{i}", **context) | IMMEDIATELY)["result"]["task"]
+        for i in range(1, 5)
+    ]
+    assert {t["status"]["state"] for t in queued} == {"TASK_STATE_SUBMITTED"}
+    done = [await reaches(server, t["id"], "TASK_STATE_COMPLETED") for t in [first, *queued]]
+    assert [t["status"]["message"]["parts"][0]["text"] for t in done] == [
+        f"r{i}" for i in range(5)
+    ]
+    expected = [turn for i in range(5) for turn in (("user", f"t{i}"), ("assistant", f"r{i}"))]
+    assert transcript(home) == expected
+
+
+async def test_a_full_conversation_queue_rejects_with_the_reason(serve: Any) -> None:
+    server = serve([{"text": "slow", "delayMs": 1500}], max_queued_per_context=1)
+    first = server.call("SendMessage", message("one") | IMMEDIATELY)["result"]["task"]
     await reaches(server, first["id"], "TASK_STATE_WORKING")
-    second = server.call("SendMessage", message("second", contextId=first["contextId"]))
-    task = second["result"]["task"]
-    assert task["status"]["state"] == "TASK_STATE_REJECTED"
-    assert "already has a task" in task["status"]["message"]["parts"][0]["text"]
+    context = {"contextId": first["contextId"]}
+    second = server.call("SendMessage", message("two", **context) | IMMEDIATELY)["result"]
+    assert second["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+    third = server.call("SendMessage", message("three", **context))["result"]["task"]
+    assert third["status"]["state"] == "TASK_STATE_REJECTED"
+    assert "1 tasks waiting" in third["status"]["message"]["parts"][0]["text"]
+
+
+async def test_a_queued_task_can_be_cancelled_before_it_runs(serve: Any, home: Path) -> None:
+    server = serve([{"text": "first done", "delayMs": 1000}])
+    first = server.call("SendMessage", message("one") | IMMEDIATELY)["result"]["task"]
+    await reaches(server, first["id"], "TASK_STATE_WORKING")
+    context = {"contextId": first["contextId"]}
+    queued = server.call("SendMessage", message("two", **context) | IMMEDIATELY)["result"]["task"]
+    cancelled = server.call("CancelTask", {"id": queued["id"]})["result"]
+    assert cancelled["status"]["state"] == "TASK_STATE_CANCELED"
+    await reaches(server, first["id"], "TASK_STATE_COMPLETED")
+    after = server.call("GetTask", {"id": queued["id"]})["result"]
+    assert after["status"]["state"] == "TASK_STATE_CANCELED"
+    assert [text for role, text in transcript(home) if role == "user"] == ["one"]
+
+
+async def test_a_follow_up_to_a_working_task_steers_it(serve: Any, home: Path) -> None:
+    server = serve(
+        [
+            {"toolCalls": [{"name": "list_dir", "arguments": {}}], "delayMs": 800},
+            {"text": "done, tests checked too"},
+        ]
+    )
+    task = server.call("SendMessage", message("tidy up") | IMMEDIATELY)["result"]["task"]
+    await reaches(server, task["id"], "TASK_STATE_WORKING")
+    follow = message("check the tests too", taskId=task["id"], contextId=task["contextId"])
+    answered = server.call("SendMessage", follow | IMMEDIATELY)["result"]["task"]
+    assert answered["status"]["state"] == "TASK_STATE_WORKING"
+    final = await reaches(server, task["id"], "TASK_STATE_COMPLETED")
+    assert final["status"]["message"]["parts"][0]["text"] == "done, tests checked too"
+    users = [text for role, text in transcript(home) if role == "user"]
+    assert users == ["tidy up", "check the tests too"]
+    texts = [p.get("text", "") for m in final["history"] for p in m["parts"]]
+    assert "tidy up" in texts and "check the tests too" in texts
 
 
 def test_list_tasks_pages_as_conformance_kits_read_them(serve: Any) -> None:

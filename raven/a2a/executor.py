@@ -30,16 +30,22 @@ from raven.engine import (
     ApprovalRequest,
     Decision,
     LiveSession,
+    PlanUpdated,
     Question,
     Runtime,
+    ToolCallStarted,
+    ToolCallUpdated,
     TurnEnded,
     TurnEvent,
     run_turn,
 )
 from raven.messages import TextPart
+from raven.redact import redact
 
 log = logging.getLogger(__name__)
 
+PROGRESS_METADATA = {"raven": {"progress": True}}
+"""Marks the working-status messages that report progress (GetTask shows them on request)."""
 STREAM_INTERVAL_S = 0.25
 """Answer text reaches peers as artifact chunks at most this often."""
 FAILED_MESSAGE = "Raven could not complete this task. The operator can find the details in its log."
@@ -71,6 +77,13 @@ class _Steered:
 
 
 @dataclass
+class _Progress:
+    """A line of progress for the peer: a tool call started or ended, the plan changed."""
+
+    text: str
+
+
+@dataclass
 class _Chunk:
     """Answer text generated since the last chunk, for the `response` artifact."""
 
@@ -91,7 +104,7 @@ class _Job:
     context_id: str
     session: LiveSession
     cancel: asyncio.Event = field(default_factory=asyncio.Event)
-    events: asyncio.Queue[_Question | _Chunk | _Steered | _Done] = field(
+    events: asyncio.Queue[_Question | _Chunk | _Steered | _Progress | _Done] = field(
         default_factory=asyncio.Queue
     )
     pending: _Question | None = None
@@ -319,6 +332,8 @@ class RavenExecutor(AgentExecutor):
         ended: list[TurnEnded] = []
         throttle = _Throttle(job, STREAM_INTERVAL_S)
 
+        titles: dict[str, str] = {}
+
         def emit(event: TurnEvent) -> None:
             if isinstance(event, AgentText):
                 text.append(event.text)
@@ -326,6 +341,8 @@ class RavenExecutor(AgentExecutor):
             elif isinstance(event, TurnEnded):
                 throttle.stop()
                 ended.append(event)
+            elif (line := _progress_line(event, titles)) is not None:
+                job.events.put_nowait(_Progress(redact(line)))
 
         try:
             stop = await run_turn(
@@ -347,11 +364,16 @@ class RavenExecutor(AgentExecutor):
     async def _publish(self, job: _Job, updater: TaskUpdater) -> None:
         """Publish answer chunks, then the job's next stop: a question (task parks) or the end."""
         event = await job.events.get()
-        while isinstance(event, _Chunk | _Steered):
+        while isinstance(event, _Chunk | _Steered | _Progress):
             if isinstance(event, _Chunk):
                 await self._artifact(job, updater, event.text, last=False)
-            else:
+            elif isinstance(event, _Steered):
                 await updater.update_status(TaskState.TASK_STATE_WORKING, message=event.message)
+            else:
+                message = updater.new_agent_message(
+                    [new_text_part(event.text)], metadata=PROGRESS_METADATA
+                )
+                await updater.update_status(TaskState.TASK_STATE_WORKING, message=message)
             event = await job.events.get()
         if isinstance(event, _Question):
             await updater.requires_input(updater.new_agent_message([new_text_part(event.text)]))
@@ -408,6 +430,21 @@ class RavenExecutor(AgentExecutor):
                 self._workdir, session_id=session_id, deferred=True
             )
         return await self._runtime.open_session(session_id, create_in=self._workdir)
+
+
+def _progress_line(event: TurnEvent, titles: dict[str, str]) -> str | None:
+    """What a peer is told of a turn event while the task works: titles and states only,
+    never a tool's arguments or output."""
+    if isinstance(event, ToolCallStarted):
+        titles[event.call_id] = event.title
+        return f"→ {event.title}"
+    if isinstance(event, ToolCallUpdated) and event.status != "in_progress":
+        mark = "✓" if event.status == "completed" else "✗"
+        return f"{mark} {titles.get(event.call_id, event.call_id)}"
+    if isinstance(event, PlanUpdated):
+        marks = {"completed": "[x]", "in_progress": "[~]", "pending": "[ ]"}
+        return "Plan:\n" + "\n".join(f"{marks[s.status]} {s.content}" for s in event.steps)
+    return None
 
 
 async def _take(lock: asyncio.Lock, cancelled: asyncio.Event) -> bool:

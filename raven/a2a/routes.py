@@ -335,6 +335,10 @@ def _result(method: str, typed: Any, result: Any) -> Any:
         if method in ("GetTask", "CancelTask"):
             raise TaskNotFoundError()
         return None
+    if method == "GetTask" and not typed.HasField("history_length"):
+        body = MessageToDict(result)
+        body["history"] = [m for m in body.get("history", []) if not _is_progress(m)]
+        return body
     if method == "SendMessage":
         wrapped = (
             a2a_types.SendMessageResponse(message=result)
@@ -353,6 +357,10 @@ def _result(method: str, typed: Any, result: Any) -> Any:
         body["nextPageToken"] = body.get("nextPageToken") or ""
         return body
     return MessageToDict(result)
+
+
+def _is_progress(message: dict[str, Any]) -> bool:
+    return bool(message.get("metadata", {}).get("raven", {}).get("progress"))
 
 
 def rpc_url(request: web.Request, settings: A2AServerConfig) -> str:

@@ -21,7 +21,15 @@ from urllib.parse import urlsplit
 import httpx
 from a2a.client.card_resolver import parse_agent_card
 from a2a.helpers import get_message_text
-from a2a.types import AgentCard, AgentInterface, Role, SendMessageResponse, Task, TaskState
+from a2a.types import (
+    AgentCard,
+    AgentInterface,
+    Message,
+    Role,
+    SendMessageResponse,
+    Task,
+    TaskState,
+)
 from google.protobuf.json_format import ParseDict
 
 from raven.a2a_client.credentials import OriginScopedBearer, credential_for
@@ -225,12 +233,23 @@ def _task_reply(task: Task, raw: dict[str, Any]) -> PeerReply:
     ):
         detail = f": {status_text}" if status_text else ""
         raise PeerError(f"the peer's task {task.id} ended {state}{detail}")
-    texts = [get_message_text(m) for m in task.history if m.role == Role.ROLE_AGENT]
+    texts = [
+        get_message_text(m)
+        for m in task.history
+        if m.role == Role.ROLE_AGENT and not _is_progress(m)
+    ]
     # An artifact streamed in chunks (`append`) holds its text as consecutive parts.
     texts += ["".join(p.text for p in artifact.parts) for artifact in task.artifacts]
     texts.append(status_text)
     unique = list(dict.fromkeys(t.strip() for t in texts if t and t.strip()))
     return PeerReply(state, "\n\n".join(unique), task.id, task.context_id, raw)
+
+
+def _is_progress(message: Message) -> bool:
+    """A Raven peer's progress line (its working-status messages), not part of the answer."""
+    raven = message.metadata.fields.get("raven") if message.HasField("metadata") else None
+    progress = raven.struct_value.fields.get("progress") if raven is not None else None
+    return progress is not None and progress.bool_value
 
 
 def scrub(value: Any, secrets: list[str]) -> Any:

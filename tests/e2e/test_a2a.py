@@ -555,9 +555,7 @@ async def test_tasks_of_a_busy_conversation_queue_and_run_in_arrival_order(
     ]
     assert {t["status"]["state"] for t in queued} == {"TASK_STATE_SUBMITTED"}
     done = [await reaches(server, t["id"], "TASK_STATE_COMPLETED") for t in [first, *queued]]
-    assert [t["status"]["message"]["parts"][0]["text"] for t in done] == [
-        f"r{i}" for i in range(5)
-    ]
+    assert [t["status"]["message"]["parts"][0]["text"] for t in done] == [f"r{i}" for i in range(5)]
     expected = [turn for i in range(5) for turn in (("user", f"t{i}"), ("assistant", f"r{i}"))]
     assert transcript(home) == expected
 
@@ -606,6 +604,40 @@ async def test_a_follow_up_to_a_working_task_steers_it(serve: Any, home: Path) -
     assert users == ["tidy up", "check the tests too"]
     texts = [p.get("text", "") for m in final["history"] for p in m["parts"]]
     assert "tidy up" in texts and "check the tests too" in texts
+
+
+async def test_peers_see_tool_progress_while_a_task_works(serve: Any, tmp_path: Path) -> None:
+    plan = [{"content": "look around", "status": "in_progress", "priority": "high"}]
+    server = serve(
+        [
+            {"toolCalls": [{"name": "update_plan", "arguments": {"entries": plan}}]},
+            {"toolCalls": [{"name": "list_dir", "arguments": {"path": "."}}]},
+            {"text": "Looked."},
+        ]
+    )
+    client, http = await sdk_client(server, streaming=True)
+    try:
+        events = await last(client.send_message(SendMessageRequest(message=user("look"))))
+        task_id = events[0].task.id
+        plain = await client.get_task(GetTaskRequest(id=task_id))
+        full = await client.get_task(GetTaskRequest(id=task_id, history_length=50))
+    finally:
+        await client.close()
+        await http.aclose()
+    working = [
+        get_message_text(e.status_update.status.message)
+        for e in events
+        if e.HasField("status_update")
+        and e.status_update.status.state == TaskState.TASK_STATE_WORKING
+        and e.status_update.status.HasField("message")
+    ]
+    assert "Plan:\n[~] look around" in working
+    assert "→ List ." in working and "✓ List ." in working
+    assert not any("path" in line for line in working)  # titles only, never arguments
+    final = [e for e in events if e.HasField("status_update")][-1].status_update.status
+    assert get_message_text(final.message) == "Looked."
+    assert not any("→" in get_message_text(m) for m in plain.history)
+    assert any("→ List ." == get_message_text(m) for m in full.history)
 
 
 def test_list_tasks_pages_as_conformance_kits_read_them(serve: Any) -> None:

@@ -1,7 +1,9 @@
 """ACP latency: spawn → initialize answered, session/new, and a prompt round trip.
 
 `raven acp` with the echo model next to a minimal agent built on the official
-ACP SDK (bench/floor/sdk_echo_agent.py), measured in the same run by the same driver.
+ACP SDK (bench/floor/sdk_echo_agent.py) and `python -c pass`, measured in the same
+run by the same driver; then the ratios the start-up aims are written in, and the
+peak RSS of each agent after initialize and after its first echo turn.
 
     uv run python bench/acp.py [--runs 20]
 """
@@ -22,8 +24,19 @@ from typing import Any
 HERE = Path(__file__).parent
 
 
-async def one_run(argv: list[str], env: dict[str, str], cwd: str) -> tuple[float, float, float]:
-    """(spawn→initialize, session/new, prompt round trip) in milliseconds."""
+Sample = tuple[float, float, float, float, float]
+
+
+def peak_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def one_run(argv: list[str], env: dict[str, str], cwd: str) -> Sample:
+    """(spawn→initialize, session/new, prompt round trip) in ms, and peak RSS in MiB after
+    initialize and after the prompt."""
     start = time.perf_counter()
     proc = await asyncio.create_subprocess_exec(
         *argv,
@@ -44,15 +57,34 @@ async def one_run(argv: list[str], env: dict[str, str], cwd: str) -> tuple[float
 
     await call(0, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
     t_init = time.perf_counter()
+    rss_init = peak_rss_mib(proc.pid)
     new = await call(1, "session/new", {"cwd": cwd, "mcpServers": []})
     t_new = time.perf_counter()
     sid = new["result"]["sessionId"]
     prompt = [{"type": "text", "text": "hello from the benchmark"}]
     await call(2, "session/prompt", {"sessionId": sid, "prompt": prompt})
     t_prompt = time.perf_counter()
+    rss_turn = peak_rss_mib(proc.pid)
     proc.stdin.close()
     await proc.wait()
-    return ((t_init - start) * 1000, (t_new - t_init) * 1000, (t_prompt - t_new) * 1000)
+    return (
+        (t_init - start) * 1000,
+        (t_new - t_init) * 1000,
+        (t_prompt - t_new) * 1000,
+        rss_init,
+        rss_turn,
+    )
+
+
+async def python_floor(env: dict[str, str], runs: int) -> float:
+    """Median ms of `python -c pass`."""
+    walls = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        proc = await asyncio.create_subprocess_exec(sys.executable, "-c", "pass", env=env)
+        await proc.wait()
+        walls.append((time.perf_counter() - start) * 1000)
+    return statistics.median(walls)
 
 
 async def main() -> None:
@@ -67,12 +99,23 @@ async def main() -> None:
             "raven acp": [sys.executable, "-m", "raven", "acp"],
             "ACP SDK echo agent": [sys.executable, str(HERE / "floor" / "sdk_echo_agent.py")],
         }
-        print(f"{'agent':22} {'initialize ms':>14} {'session/new ms':>15} {'prompt ms':>10}")
+        header = f"{'agent':22} {'initialize ms':>14} {'session/new ms':>15} {'prompt ms':>10}"
+        print(header + f" {'RSS init MiB':>13} {'RSS turn MiB':>13}")
+        medians: dict[str, list[float]] = {}
         for name, argv in agents.items():
             await one_run(argv, env, home)
             samples = [await one_run(argv, env, home) for _ in range(runs)]
-            medians = [statistics.median(s[i] for s in samples) for i in range(3)]
-            print(f"{name:22} {medians[0]:14.0f} {medians[1]:15.1f} {medians[2]:10.1f}")
+            medians[name] = [statistics.median(s[i] for s in samples) for i in range(5)]
+            m = medians[name]
+            print(f"{name:22} {m[0]:14.0f} {m[1]:15.1f} {m[2]:10.1f} {m[3]:13.1f} {m[4]:13.1f}")
+        floor = await python_floor(env, runs)
+        raven, sdk = medians["raven acp"], medians["ACP SDK echo agent"]
+        print(f"python -c pass {floor:.0f} ms")
+        print(f"initialize: {raven[0] / sdk[0]:.2f}x the SDK agent (aim <= 0.15x), ", end="")
+        print(f"{raven[0] / floor:.1f}x python -c pass (aim <= 8x)")
+        new_ratio = (raven[0] + raven[1]) / (sdk[0] + sdk[1])
+        print(f"spawn -> session/new: {new_ratio:.2f}x the SDK agent (aim <= 0.3x)")
+        print(f"peak RSS after initialize: {raven[3]:.1f} MiB (aim < 40)")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """Start-up cost of the commands people and editors launch most.
 
-Wall time and peak RSS of `raven --help` and `raven run --model echo hi`, 10 runs
-each, medians printed next to `python -c pass` as the floor.
+Wall time and peak RSS of `raven --help`, `raven --version` and `raven run --model
+echo hi`, 10 runs each; medians, and each as a multiple of `python -c pass` (the
+floor) measured in the same run. Aims: run within 15x, --help and --version within 8x.
 
     uv run python bench/startup.py [--runs N]
 
@@ -21,6 +22,7 @@ import time
 COMMANDS = {
     "python -c pass": [sys.executable, "-c", "pass"],
     "raven --help": [sys.executable, "-m", "raven", "--help"],
+    "raven --version": [sys.executable, "-m", "raven", "--version"],
     "raven run --model echo hi": [sys.executable, "-m", "raven", "run", "--model", "echo", "hi"],
 }
 
@@ -44,13 +46,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as home:
         env = {**os.environ, "RAVEN_HOME": home}
         env.pop("PYTHONDONTWRITEBYTECODE", None)
-        print(f"{'command':32} {'median ms':>10} {'min ms':>8} {'peak RSS MiB':>13}")
+        print(f"{'command':32} {'median ms':>10} {'min ms':>8} {'x floor':>8} {'peak RSS MiB':>13}")
+        floor = 0.0
         for name, argv in COMMANDS.items():
             measure(argv, env)
             samples = [measure(argv, env) for _ in range(runs)]
             walls = [w * 1000 for w, _ in samples]
+            median = statistics.median(walls)
+            floor = floor or median
             rss = statistics.median(r for _, r in samples)
-            print(f"{name:32} {statistics.median(walls):10.0f} {min(walls):8.0f} {rss:13.1f}")
+            print(f"{name:32} {median:10.0f} {min(walls):8.0f} {median / floor:8.1f} {rss:13.1f}")
 
 
 if __name__ == "__main__":

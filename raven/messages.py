@@ -14,7 +14,7 @@ from pydantic.alias_generators import to_camel
 
 class _Model(BaseModel):
     # Stored snake_case; shown camelCase (dump with by_alias=True), as on every wire.
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, defer_build=True)
 
 
 class TextPart(_Model):

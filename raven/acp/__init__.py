@@ -3,8 +3,8 @@
 Owns the ACP method table, event translation and the editor-facing asker. Never
 writes to stdout except through its JSON-RPC connection; never reaches into
 another face.
+
+Importing this package loads nothing: `raven acp` answers `initialize` before the
+server and the engine are loaded (`raven.acp.lazy`). Import `raven.acp.server` for
+`AcpServer`.
 """
-
-from raven.acp.server import AcpServer
-
-__all__ = ["AcpServer"]

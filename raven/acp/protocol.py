@@ -15,9 +15,8 @@ from typing import Annotated, Any, Literal, TypedDict, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
+from raven.acp.handshake import PROTOCOL_VERSION
 from raven.jsonrpc import INVALID_PARAMS, RpcError
-
-PROTOCOL_VERSION = 1
 
 INITIALIZE = "initialize"
 AUTHENTICATE = "authenticate"
@@ -40,7 +39,9 @@ RESOURCE_NOT_FOUND = -32002
 
 
 class Wire(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="ignore", defer_build=True
+    )
 
 
 class ElicitationCapabilities(Wire):

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from raven import __version__
 from raven.acp import protocol as p
 from raven.acp.asker import AcpAsker
 from raven.acp.content import prompt_parts, stdio_specs, title_command
+from raven.acp.handshake import initialize_result
 from raven.acp.options import MODE_OPTION, MODEL_OPTION, config_options
 from raven.acp.options import session_setup as setup
 from raven.acp.translate import REPLAY_MAX_MESSAGES, event_update, replay_updates
@@ -129,22 +129,15 @@ class AcpServer:
 
     # -- methods ---------------------------------------------------------------------------
 
-    async def _initialize(self, params: dict[str, Any]) -> dict[str, Any]:
+    def accept_initialize(self, params: dict[str, Any]) -> None:
+        """Take in the editor's `initialize` (its capabilities), answered or not yet."""
         parsed = p.parse(p.InitializeParams, params)
         self._capabilities = parsed.client_capabilities
         self._initialized = True
-        return {
-            "protocolVersion": p.PROTOCOL_VERSION,
-            "agentCapabilities": {
-                "loadSession": True,
-                "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
-                "mcpCapabilities": {"http": False, "sse": False},
-                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
-                "_meta": {"raven": {"steer": True}},
-            },
-            "agentInfo": {"name": "raven", "title": "Raven", "version": __version__},
-            "authMethods": [],
-        }
+
+    async def _initialize(self, params: dict[str, Any]) -> dict[str, Any]:
+        self.accept_initialize(params)
+        return initialize_result()
 
     async def _authenticate(self, params: dict[str, Any]) -> dict[str, Any]:
         return {}

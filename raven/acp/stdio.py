@@ -13,12 +13,15 @@ import logging
 import os
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from raven.acp.server import AcpServer
-from raven.engine import Runtime
+from raven.acp.lazy import LazyServer
 from raven.jsonrpc import Connection, FrameReader, open_stdio
 from raven.redact import redact_json
 from raven.signals import StopSignals
+
+if TYPE_CHECKING:
+    from raven.engine import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +42,7 @@ async def serve_stdio(runtime_factory: Callable[[], Runtime], frames_fd: int) ->
     Returns the exit code: 0 after end of input, 128 + the signal's number after a signal.
     """
     reader, write = await open_stdio(0, frames_fd)
-    server = AcpServer(runtime_factory)
+    server = LazyServer(runtime_factory)
     connection = Connection(FrameReader(reader), write, server, outbound=redact_json)
     server.attach(connection)
     log.info("raven acp started (pid %d)", os.getpid())

@@ -1,89 +1,46 @@
-"""The `raven` program: assembles the command groups and maps errors to exit codes."""
+"""The `raven` program's entry point.
+
+`raven acp` (editors start it for every window) and `raven --version` start
+without loading typer; everything else, and any option the fast paths do not
+read, goes through the typer application in `raven.cli.app`.
+"""
 
 from __future__ import annotations
 
 import sys
-from typing import Annotated
-
-import typer
-
-from raven.cli import a2a_cmd, acp, chat, config_cmd, mcp_cmd, run, sessions_cmd
-from raven.cli.help import Typer
-
-app = Typer(
-    name="raven",
-    help="Raven: a personal agent for the command line that speaks ACP, A2A and MCP.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-
-
-def _show_version(value: bool) -> None:
-    if not value:
-        return
-    import platform
-
-    from raven import __version__
-    from raven.config import resolve_paths
-
-    typer.echo(f"raven {__version__}")
-    typer.echo(f"python {platform.python_version()} ({sys.executable})")
-    typer.echo(f"config {resolve_paths(None).config_file}")
-    raise typer.Exit(0)
-
-
-@app.callback()
-def _root(
-    version: Annotated[
-        bool,
-        typer.Option(
-            "--version",
-            help="Print the version, the Python in use and the config path, then exit.",
-            callback=_show_version,
-            is_eager=True,
-        ),
-    ] = False,
-) -> None:
-    """Raven: a personal agent for the command line that speaks ACP, A2A and MCP."""
-
-
-app.command("run")(run.run_command)
-app.command("chat")(chat.chat_command)
-app.command("acp")(acp.acp_command)
-app.add_typer(config_cmd.app, name="config")
-app.add_typer(sessions_cmd.app, name="sessions")
-app.add_typer(mcp_cmd.app, name="mcp")
-app.add_typer(a2a_cmd.app, name="a2a")
 
 
 def main() -> None:
-    """Run the CLI; Raven's errors become a message on stderr and their exit code."""
-    from raven.errors import RavenError
+    args = sys.argv[1:]
+    if args[:1] == ["acp"]:
+        from raven.cli.acp_launch import Usage, fast_options, launch
+        from raven.errors import RavenError
 
-    try:
-        code = app(standalone_mode=False, prog_name="raven")
-    except RavenError as exc:
-        print(f"raven: error: {exc}", file=sys.stderr)
-        sys.exit(exc.exit_code)
-    except typer.Abort:
-        print("raven: aborted", file=sys.stderr)
-        sys.exit(130)
-    except typer.TyperException as exc:
-        # Usage errors (typer's vendored click exceptions) print typer's usage message.
-        show = getattr(exc, "show", None)
-        if callable(show):
-            show()
+        try:
+            options = fast_options(args[1:])
+        except Usage:
+            pass  # typer reads it and explains
         else:
-            print(f"raven: error: {exc.format_message()}", file=sys.stderr)
-        sys.exit(exc.exit_code)
-    except Exception as exc:
-        import logging
+            try:
+                sys.exit(launch(options["config"], options["model"], options["mode"]))
+            except RavenError as exc:
+                print(f"raven: error: {exc}", file=sys.stderr)
+                sys.exit(exc.exit_code)
+    if args == ["--version"]:
+        print_version()
+        sys.exit(0)
+    from raven.cli.app import run_app
 
-        logging.getLogger("raven").exception("unexpected error")
-        print(
-            f"raven: unexpected error: {type(exc).__name__}: {exc} (details in the log)",
-            file=sys.stderr,
-        )
-        sys.exit(1)
-    sys.exit(code if isinstance(code, int) else 0)
+    run_app()
+
+
+def print_version() -> None:
+    """The version, the Python running it and the config file in use."""
+    import platform
+
+    from raven import __version__
+    from raven.config.paths import resolve_paths
+
+    print(f"raven {__version__}")
+    print(f"python {platform.python_version()} ({sys.executable})")
+    print(f"config {resolve_paths(None).config_file}")

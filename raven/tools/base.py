@@ -124,7 +124,7 @@ class ToolSource(Protocol):
 
 
 class Args(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class Tool(Protocol):

@@ -247,3 +247,62 @@ async def test_an_unknown_model_flag_is_exit_2_before_any_frame(env: dict[str, s
     wire = await Wire.start(env, "--model", "nope")
     assert await asyncio.wait_for(wire.proc.wait(), 10) == 2
     assert wire.proc.stdout is not None and await wire.proc.stdout.read() == b""
+
+
+async def test_initialize_is_answered_before_any_heavy_import(
+    env: dict[str, str], home: Path
+) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        *RAVEN[:1],
+        "-X",
+        "importtime",
+        *RAVEN[1:],
+        "acp",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(json.dumps(INIT).encode() + b"\n"), 30)
+    assert proc.returncode == 0
+    assert json.loads(out)["result"]["protocolVersion"] == 1
+    imported = {line.rsplit("|", 1)[-1].strip() for line in err.decode().splitlines()}
+    assert "raven.acp.lazy" in imported
+    heavy = ("typer", "rich", "httpx", "aiohttp", "a2a", "mcp", "pydantic", "raven.engine")
+    assert sorted(m for m in imported if m.split(".")[0] in heavy or m in heavy) == []
+
+
+async def test_the_fast_initialize_says_what_the_full_server_says(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    write_config(home, {"defaultModel": "echo"})
+    wire = await Wire.start(env)
+    await wire.send(INIT)
+    fast = await wire.recv()
+    await wire.send(session_new(tmp_path, 2))
+    assert "result" in await wire.reply_to(2)
+    await wire.send({**INIT, "id": 3})
+    full = await wire.reply_to(3)
+    assert await wire.close() == 0
+    assert fast["result"] == full["result"]
+
+
+async def test_requests_before_initialize_are_refused_on_the_fast_path(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    wire = await Wire.start(env)
+    await wire.send(session_new(tmp_path, 1))
+    error = (await wire.recv())["error"]
+    assert error["code"] == -32600 and "initialize" in error["message"]
+    assert await wire.close() == 0
+
+
+def test_raven_acp_help_still_lists_its_options(env: dict[str, str]) -> None:
+    from tests.conftest import raven
+
+    shown = raven("acp", "--help", env={**env, "COLUMNS": "120"})
+    assert shown.returncode == 0
+    for option in ("--model", "--mode", "--config"):
+        assert option in shown.stdout
+    wrong = raven("acp", "--bogus", env=env)
+    assert wrong.returncode == 2 and "No such option" in wrong.stderr

@@ -70,7 +70,7 @@ def test_the_rules_cover_every_package() -> None:
 
 def test_scripted_run_path_does_not_import_network_stacks() -> None:
     code = (
-        "import sys, raven.cli.main, raven.engine, raven.providers.scripted;"
+        "import sys, raven.cli.app, raven.engine, raven.providers.scripted;"
         "print(sorted(m for m in ('httpx','aiohttp','a2a','mcp') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from raven.cli import a2a_cmd, acp, chat, config_cmd, mcp_cmd, run, sessions_cmd
+from raven.cli import a2a_cmd, acp, agents_cmd, chat, config_cmd, mcp_cmd, run, sessions_cmd
 from raven.cli.help import Typer
 
 app = Typer(
@@ -49,6 +49,7 @@ app.add_typer(config_cmd.app, name="config")
 app.add_typer(sessions_cmd.app, name="sessions")
 app.add_typer(mcp_cmd.app, name="mcp")
 app.add_typer(a2a_cmd.app, name="a2a")
+app.add_typer(agents_cmd.app, name="agents")
 
 
 def run_app() -> None:

@@ -15,7 +15,8 @@ def build_runtime(
 ) -> Runtime:
     """The runtime for `face`; `mcp` and `a2a` load only when configured.
 
-    `a2a_send` is offered when peers are configured, never inside a sub-agent.
+    `a2a_send` is offered when peers are configured, `delegate` when sub-agents are;
+    neither inside a sub-agent.
     """
     sources: list[Any] = []
     if any(s.enabled for s in config.mcp_servers):
@@ -26,4 +27,8 @@ def build_runtime(
         from raven.a2a_client import A2ASendSource
 
         sources.append(A2ASendSource(config.a2a))
+    if any(a.enabled for a in config.agents) and not is_subagent(env):
+        from raven.acp_client import AgentsSource
+
+        sources.append(AgentsSource(config.agents))
     return Runtime(config, paths, face=face, tool_sources=sources)

@@ -1,0 +1,348 @@
+"""Driving one ACP sub-agent unattended: initialize, one session, prompts, permissions.
+
+Speaks ACP through Raven's own JSON-RPC layer and the wire shapes of `raven.acp.protocol`.
+Never invents an option id; answers `fs/*`, `terminal/*` and anything unknown with
+method-not-found; every wait has its deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+from raven.acp import protocol as p
+from raven.acp.handshake import PROTOCOL_VERSION
+from raven.acp_client.policy import choose, pick
+from raven.acp_client.process import ChildProcess
+from raven.config import AgentSpec
+from raven.errors import RavenError
+from raven.jsonrpc import METHOD_NOT_FOUND, Connection, ConnectionClosed, FrameReader, RpcError
+from raven.tools import ALL_DECISIONS, Decision, Permission, Progress, Question, clip
+
+log = logging.getLogger(__name__)
+
+CANCEL_GRACE_S = 5.0
+MAX_ANSWER_CHARS = 60_000
+REQUEST_TIMEOUT_S = 30.0
+
+
+class SubAgentError(RavenError):
+    """The sub-agent could not be started, answered badly, died, or timed out."""
+
+
+@dataclass(frozen=True)
+class AgentInfo:
+    name: str
+    version: str
+    capabilities: dict[str, Any]
+
+
+@dataclass
+class Outcome:
+    answer: str
+    stop_reason: str
+    decisions: list[str] = field(default_factory=list)
+    """Each permission decision taken, as a line for people ("allowed once: Write a.txt")."""
+
+
+@dataclass
+class _Turn:
+    progress: Callable[[Progress], None]
+    approve: Callable[[Permission], Awaitable[Decision]] | None
+    ask: Callable[[Question], Awaitable[str | None]] | None
+    chunks: list[str] = field(default_factory=list)
+    decisions: list[str] = field(default_factory=list)
+    titles: dict[str, str] = field(default_factory=dict)
+    kinds: dict[str, str] = field(default_factory=dict)
+
+
+class SubAgent:
+    """One sub-agent process with its one ACP session, reused across prompts."""
+
+    def __init__(self, spec: AgentSpec, cwd: Path) -> None:
+        self.spec = spec
+        self.cwd = cwd
+        self.info: AgentInfo | None = None
+        self._child: ChildProcess | None = None
+        self._connection: Connection | None = None
+        self._serving: asyncio.Task[None] | None = None
+        self._session_id = ""
+        self._turn: _Turn | None = None
+
+    async def start(self, new_session: bool = True) -> AgentInfo:
+        """Spawn, initialize and (unless told not to) open a session, within `readyTimeoutS`."""
+        try:
+            self._child = await ChildProcess.spawn(
+                self.spec.name, self.spec.command, self.spec.args, self.spec.env, self.cwd
+            )
+        except OSError as exc:
+            raise SubAgentError(
+                f"sub-agent {self.spec.name}: cannot start {self.spec.command!r}: {exc.strerror}"
+            ) from None
+        proc = self._child.proc
+        assert proc.stdin is not None and proc.stdout is not None
+        stdin = proc.stdin
+
+        async def write(data: bytes) -> None:
+            stdin.write(data)
+            await stdin.drain()
+
+        self._connection = Connection(FrameReader(proc.stdout), write, self)
+        self._serving = asyncio.create_task(self._connection.serve())
+        try:
+            async with asyncio.timeout(self.spec.ready_timeout_s):
+                self.info = await self._initialize()
+                if new_session:
+                    result = await self._request(
+                        p.SESSION_NEW, {"cwd": str(self.cwd), "mcpServers": []}
+                    )
+                    self._session_id = str(result["sessionId"])
+        except TimeoutError:
+            await self.stop()
+            raise SubAgentError(
+                f"sub-agent {self.spec.name} did not get ready within "
+                f"{self.spec.ready_timeout_s:g}s{self._tail()}"
+            ) from None
+        except BaseException:
+            await self.stop()
+            raise
+        return self.info
+
+    async def prompt(
+        self,
+        task: str,
+        progress: Callable[[Progress], None],
+        approve: Callable[[Permission], Awaitable[Decision]] | None = None,
+        ask: Callable[[Question], Awaitable[str | None]] | None = None,
+    ) -> Outcome:
+        """Run one task to its end; a timeout or the caller's cancellation cancels it."""
+        turn = self._turn = _Turn(progress, approve, ask)
+        params = {"sessionId": self._session_id, "prompt": [{"type": "text", "text": task}]}
+        assert self._connection is not None
+        request = asyncio.ensure_future(
+            self._connection.request(p.SESSION_PROMPT, params, self.spec.prompt_timeout_s + 60)
+        )
+        try:
+            async with asyncio.timeout(self.spec.prompt_timeout_s):
+                result = await asyncio.shield(request)
+        except TimeoutError:
+            await self._cancel(request)
+            raise SubAgentError(
+                f"sub-agent {self.spec.name} did not finish within "
+                f"{self.spec.prompt_timeout_s:g}s; the task was cancelled"
+            ) from None
+        except asyncio.CancelledError:
+            await self._cancel(request)
+            raise
+        except ConnectionClosed:
+            raise SubAgentError(self._died()) from None
+        except RpcError as exc:
+            raise SubAgentError(
+                f"sub-agent {self.spec.name} refused the task: {exc.message}"
+            ) from None
+        finally:
+            self._turn = None
+        stop = result.get("stopReason", "end_turn") if isinstance(result, dict) else "end_turn"
+        answer = clip("".join(turn.chunks), MAX_ANSWER_CHARS)
+        return Outcome(answer, str(stop), turn.decisions)
+
+    async def stop(self) -> None:
+        if self._child is not None:
+            await self._child.stop()
+        if self._serving is not None:
+            with contextlib.suppress(asyncio.TimeoutError, Exception):
+                await asyncio.wait_for(self._serving, CANCEL_GRACE_S)
+
+    @property
+    def is_alive(self) -> bool:
+        return self._child is not None and self._child.proc.returncode is None
+
+    # -- what the sub-agent asks of Raven ----------------------------------------------------
+
+    async def handle_request(self, method: str, params: dict[str, Any]) -> Any:
+        if method == p.REQUEST_PERMISSION:
+            return await self._permission(params)
+        if method == p.ELICITATION_CREATE:
+            return await self._elicit(params)
+        raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}", {"method": method})
+
+    async def handle_notification(self, method: str, params: dict[str, Any]) -> None:
+        if method == p.SESSION_UPDATE and self._turn is not None:
+            update = params.get("update")
+            if isinstance(update, dict):
+                self._relay(self._turn, update)
+
+    async def _permission(self, params: dict[str, Any]) -> dict[str, Any]:
+        options = cast(
+            list[p.PermissionOption],
+            [o for o in params.get("options", []) if isinstance(o, dict) and "optionId" in o],
+        )
+        call = params.get("toolCall") if isinstance(params.get("toolCall"), dict) else {}
+        assert isinstance(call, dict)
+        turn = self._turn
+        title = str(
+            call.get("title")
+            or (turn.titles.get(call.get("toolCallId", "")) if turn else "")
+            or "a tool call"
+        )
+        kind = call.get("kind") or (turn.kinds.get(call.get("toolCallId", "")) if turn else None)
+        if self.spec.permissions == "ask" and turn is not None and turn.approve is not None:
+            chosen = await self._ask_person(turn.approve, options, title, kind, call)
+        else:
+            chosen = choose(self.spec.permissions, options, kind)
+        picked = next((o for o in options if o["optionId"] == chosen), None)
+        note = f"{picked['kind'].replace('_', ' ')}: {title}" if picked else f"cancelled: {title}"
+        if turn is not None:
+            turn.decisions.append(note)
+        log.info("sub-agent %s: %s", self.spec.name, note)
+        if chosen is None:
+            return {"outcome": {"outcome": "cancelled"}}
+        return {"outcome": {"outcome": "selected", "optionId": chosen}}
+
+    async def _ask_person(
+        self,
+        approve: Callable[[Permission], Awaitable[Decision]],
+        options: list[p.PermissionOption],
+        title: str,
+        kind: str | None,
+        call: dict[str, Any],
+    ) -> str | None:
+        offered = tuple(d for d in ALL_DECISIONS if any(o.get("kind") == d for o in options))
+        if not offered:
+            return None
+        raw = call.get("rawInput") if isinstance(call.get("rawInput"), dict) else {}
+        decision = await approve(
+            Permission(
+                key=f"{self.spec.name}:{kind or title}",
+                title=f"{self.spec.name}: {title}",
+                kind=kind if kind in ("read", "edit", "execute", "fetch") else "other",  # type: ignore[arg-type]
+                raw_input=raw or {},
+                offered=offered,
+            )
+        )
+        return pick(options, (decision,))
+
+    async def _elicit(self, params: dict[str, Any]) -> dict[str, Any]:
+        turn = self._turn
+        if self.spec.permissions != "ask" or turn is None or turn.ask is None:
+            return {"action": "decline"}
+        schema = (
+            params.get("requestedSchema") if isinstance(params.get("requestedSchema"), dict) else {}
+        )
+        assert isinstance(schema, dict)
+        fields = list((schema.get("properties") or {}).keys())
+        if len(fields) != 1:
+            return {"action": "decline"}
+        answer = await turn.ask(Question(f"{self.spec.name} asks: {params.get('message', '')}"))
+        if answer is None:
+            return {"action": "decline"}
+        return {"action": "accept", "content": {fields[0]: answer}}
+
+    def _relay(self, turn: _Turn, update: dict[str, Any]) -> None:
+        """The child's updates: its text forms the answer; its tool calls and plan, progress."""
+        kind = update.get("sessionUpdate")
+        if kind == "agent_message_chunk":
+            content = update.get("content")
+            if isinstance(content, dict) and content.get("type") == "text":
+                turn.chunks.append(str(content.get("text", "")))
+        elif kind == "tool_call":
+            call_id = str(update.get("toolCallId", ""))
+            title = str(update.get("title", "a tool call"))
+            turn.titles[call_id] = title
+            turn.kinds[call_id] = str(update.get("kind", "other"))
+            detail = {
+                "agent": self.spec.name,
+                "toolCallId": call_id,
+                "title": title,
+                "kind": turn.kinds[call_id],
+                "status": update.get("status", "pending"),
+            }
+            turn.progress(Progress(f"{self.spec.name}: → {title}", detail))
+        elif kind == "tool_call_update" and update.get("status") in ("completed", "failed"):
+            call_id = str(update.get("toolCallId", ""))
+            title = turn.titles.get(call_id, call_id)
+            mark = "✓" if update["status"] == "completed" else "✗"
+            detail = {
+                "agent": self.spec.name,
+                "toolCallId": call_id,
+                "title": title,
+                "status": update["status"],
+            }
+            turn.progress(Progress(f"{self.spec.name}: {mark} {title}", detail))
+        elif kind == "plan" and isinstance(update.get("entries"), list):
+            steps = [
+                {"content": str(e.get("content", "")), "status": str(e.get("status", "pending"))}
+                for e in update["entries"]
+                if isinstance(e, dict)
+            ]
+            lines = "; ".join(s["content"] for s in steps)
+            turn.progress(
+                Progress(
+                    f"{self.spec.name} plans: {lines}", {"agent": self.spec.name, "plan": steps}
+                )
+            )
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    async def _initialize(self) -> AgentInfo:
+        capabilities: dict[str, Any] = {}
+        if self.spec.permissions == "ask":
+            capabilities["elicitation"] = {"form": {}}
+        result = await self._request(
+            p.INITIALIZE,
+            {
+                "protocolVersion": PROTOCOL_VERSION,
+                "clientCapabilities": capabilities,
+                "clientInfo": {"name": "raven", "title": "Raven"},
+            },
+        )
+        if not isinstance(result, dict) or result.get("protocolVersion") != PROTOCOL_VERSION:
+            got = result.get("protocolVersion") if isinstance(result, dict) else result
+            raise SubAgentError(
+                f"sub-agent {self.spec.name} speaks ACP protocol version {got!r}, "
+                f"not {PROTOCOL_VERSION}"
+            )
+        info = result.get("agentInfo") if isinstance(result.get("agentInfo"), dict) else {}
+        assert isinstance(info, dict)
+        caps = result.get("agentCapabilities")
+        return AgentInfo(
+            str(info.get("name", self.spec.name)),
+            str(info.get("version", "")),
+            caps if isinstance(caps, dict) else {},
+        )
+
+    async def _request(self, method: str, params: dict[str, Any]) -> Any:
+        assert self._connection is not None
+        try:
+            return await self._connection.request(method, params, REQUEST_TIMEOUT_S)
+        except ConnectionClosed:
+            raise SubAgentError(self._died()) from None
+        except RpcError as exc:
+            raise SubAgentError(
+                f"sub-agent {self.spec.name} answered {method} with an error: {exc.message}"
+            ) from None
+
+    async def _cancel(self, request: asyncio.Future[Any]) -> None:
+        """`session/cancel`, then the process group killed if the prompt has not settled."""
+        if self._connection is not None:
+            with contextlib.suppress(Exception):
+                self._connection.notify(p.SESSION_CANCEL, {"sessionId": self._session_id})
+        try:
+            await asyncio.wait_for(asyncio.shield(request), CANCEL_GRACE_S)
+        except BaseException:
+            if self._child is not None:
+                self._child.kill_group()
+            request.cancel()
+            await self.stop()
+
+    def _died(self) -> str:
+        return self._child.describe_exit() if self._child else f"sub-agent {self.spec.name} is gone"
+
+    def _tail(self) -> str:
+        tail = self._child.stderr_tail if self._child else ""
+        return f"; its stderr ends:\n{tail}" if tail else ""

@@ -1,0 +1,48 @@
+"""A one-shot command-line agent (`claude -p {task}`, say): the task in, stdout out.
+
+`{task}` in the arguments becomes the task as one argument; without it the task
+goes to stdin. A non-zero exit is a failure carrying the tail of stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from raven.acp_client.agent import MAX_ANSWER_CHARS, Outcome, SubAgentError
+from raven.acp_client.process import ChildProcess
+from raven.config import AgentSpec
+from raven.tools import clip
+
+TASK_PLACEHOLDER = "{task}"
+
+
+async def run_cli(spec: AgentSpec, task: str, cwd: Path) -> Outcome:
+    """Run the command once on `task`; its stdout is the answer."""
+    via_args = any(TASK_PLACEHOLDER in a for a in spec.args)
+    args = [a.replace(TASK_PLACEHOLDER, task) for a in spec.args]
+    try:
+        child = await ChildProcess.spawn(spec.name, spec.command, args, spec.env, cwd)
+    except OSError as exc:
+        raise SubAgentError(
+            f"sub-agent {spec.name}: cannot start {spec.command!r}: {exc.strerror}"
+        ) from None
+    proc = child.proc
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        async with asyncio.timeout(spec.prompt_timeout_s):
+            if not via_args:
+                proc.stdin.write(task.encode())
+                await proc.stdin.drain()
+            proc.stdin.close()
+            out = await proc.stdout.read()
+            code = await proc.wait()
+    except TimeoutError:
+        raise SubAgentError(
+            f"sub-agent {spec.name} did not finish within {spec.prompt_timeout_s:g}s; stopped"
+        ) from None
+    finally:
+        await child.stop()
+    if code != 0:
+        raise SubAgentError(child.describe_exit())
+    return Outcome(clip(out.decode("utf-8", "replace").strip(), MAX_ANSWER_CHARS), "end_turn")

@@ -1,0 +1,35 @@
+"""Choosing a sub-agent's permission option by the agent's policy. Pure; never invents an id.
+
+`auto` takes allow_always, then allow_once; with no allow option, reject_once, then
+reject_always; with no options, the cancelled outcome. `read-only` allows only
+tool calls of a reading kind and rejects the rest. (`ask` is decided by a person,
+through the parent turn; see `raven.acp_client.agent`.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from raven.acp.protocol import PermissionOption
+
+READING_KINDS = frozenset({"read", "search", "fetch", "think"})
+_ALLOW = ("allow_always", "allow_once")
+_REJECT = ("reject_once", "reject_always")
+
+
+def pick(options: Sequence[PermissionOption], kinds: Sequence[str]) -> str | None:
+    """The id of the first offered option whose kind comes first in `kinds`; None if none."""
+    for kind in kinds:
+        for option in options:
+            if option.get("kind") == kind:
+                return option["optionId"]
+    return None
+
+
+def choose(policy: str, options: Sequence[PermissionOption], tool_kind: str | None) -> str | None:
+    """The option id `policy` selects for a tool call of `tool_kind`; None means cancelled."""
+    if not options:
+        return None
+    allowed = policy == "auto" or (policy == "read-only" and tool_kind in READING_KINDS)
+    order = (*_ALLOW, *_REJECT) if allowed else _REJECT
+    return pick(options, order)

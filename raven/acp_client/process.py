@@ -1,0 +1,114 @@
+"""A sub-agent's process: spawned in its own process group, stderr drained, stopped for good.
+
+Never leaves a child behind: `stop` closes stdin, waits, then TERMs and KILLs the
+whole group. stderr is read continuously (an unread pipe would stall the child)
+into the log, keeping its tail for error reports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from collections import deque
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from raven.config import SUBAGENT_ENV
+from raven.jsonrpc import MAX_FRAME_BYTES
+
+log = logging.getLogger(__name__)
+
+STDERR_TAIL_LINES = 20
+STOP_GRACE_S = 2.0
+KILL_GRACE_S = 3.0
+
+
+class ChildProcess:
+    """One running sub-agent process and the tail of what it wrote to stderr."""
+
+    def __init__(self, name: str, proc: asyncio.subprocess.Process) -> None:
+        self.name = name
+        self.proc = proc
+        self._tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
+        self._drain = asyncio.create_task(self._read_stderr())
+
+    @classmethod
+    async def spawn(
+        cls,
+        name: str,
+        command: str,
+        args: Sequence[str],
+        env: Mapping[str, str],
+        cwd: Path,
+        stdin_data: bool = True,
+    ) -> ChildProcess:
+        """Start `command` in a new process group with the parent's environment, `env`, and
+        RAVEN_SUBAGENT=1; raises OSError when it cannot be started."""
+        proc = await asyncio.create_subprocess_exec(
+            command,
+            *args,
+            stdin=asyncio.subprocess.PIPE if stdin_data else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env={**os.environ, **env, SUBAGENT_ENV: "1"},
+            cwd=cwd,
+            start_new_session=True,
+            limit=MAX_FRAME_BYTES,
+        )
+        return cls(name, proc)
+
+    @property
+    def stderr_tail(self) -> str:
+        return "\n".join(self._tail)
+
+    def describe_exit(self) -> str:
+        """Why the child is gone, with the tail of its stderr."""
+        code = self.proc.returncode
+        what = "has stopped" if code is None else f"exited with code {code}"
+        tail = self.stderr_tail
+        return f"sub-agent {self.name} {what}" + (f"; its stderr ends:\n{tail}" if tail else "")
+
+    async def stop(self) -> None:
+        """Close stdin, give the child a moment, then TERM and KILL its process group."""
+        if self.proc.stdin is not None and not self.proc.stdin.is_closing():
+            self.proc.stdin.close()
+        if not await self._exited(STOP_GRACE_S):
+            self._signal_group(signal.SIGTERM)
+            if not await self._exited(KILL_GRACE_S):
+                self._signal_group(signal.SIGKILL)
+                await self._exited(KILL_GRACE_S)
+        # Anything the child left in its group goes too.
+        self._signal_group(signal.SIGKILL)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._drain, KILL_GRACE_S)
+
+    def kill_group(self) -> None:
+        self._signal_group(signal.SIGKILL)
+
+    async def _exited(self, timeout_s: float) -> bool:
+        try:
+            await asyncio.wait_for(self.proc.wait(), timeout_s)
+        except TimeoutError:
+            return False
+        return True
+
+    def _signal_group(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, sig)
+
+    async def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        child_log = logging.getLogger(f"raven.subagent.{self.name}")
+        while True:
+            try:
+                line = await self.proc.stderr.readline()
+            except (ValueError, asyncio.LimitOverrunError):
+                continue  # a line longer than the buffer: skipped, reading goes on
+            if not line:
+                return
+            text = line.decode("utf-8", "replace").rstrip()
+            self._tail.append(text[:500])
+            child_log.info("%s", text)

@@ -1,0 +1,163 @@
+"""`raven agents list | run`: the configured sub-agents, probed and driven by hand."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from raven.cli.help import Typer
+from raven.cli.options import ConfigOption
+
+if TYPE_CHECKING:
+    from raven.config import AgentSpec
+
+app = Typer(help="List and try the sub-agents Raven drives.", no_args_is_help=True)
+
+TRUST_NOTE = (
+    "Sub-agents run unattended with your rights: under `auto` their edits and commands "
+    "are approved without asking."
+)
+EXIT_FAILED = 1
+EXIT_STOPPED_SHORT = 3
+EXIT_CANCELLED = 130
+
+
+@app.command("list")
+def list_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    config: ConfigOption = None,
+) -> None:
+    """Each configured agent with its status: ACP agents answer initialize, CLI ones exist."""
+    import asyncio
+    import json
+
+    from raven.cli.options import load
+
+    cfg, _ = load(config, "cli")
+    rows = asyncio.run(_probe_all(cfg.agents))
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        typer.echo("no sub-agents are configured (add them under agents)")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("agent", "protocol", "permissions", "status", "reports", box=None)
+    for row in rows:
+        reports = " ".join(x for x in (row.get("agentName"), row.get("agentVersion")) if x)
+        table.add_row(row["name"], row["protocol"], row["permissions"], row["status"], reports)
+    console = Console(highlight=False)
+    console.print(table)
+    console.print(f"[dim]{TRUST_NOTE}[/]")
+
+
+async def _probe_all(agents: list[AgentSpec]) -> list[dict[str, Any]]:
+    import asyncio
+
+    return list(await asyncio.gather(*(_probe(a) for a in agents)))
+
+
+async def _probe(spec: AgentSpec) -> dict[str, Any]:
+    import shutil
+
+    from raven.acp_client import SubAgent, SubAgentError
+
+    row: dict[str, Any] = {
+        "name": spec.name,
+        "description": spec.description,
+        "protocol": spec.protocol,
+        "permissions": spec.permissions,
+        "enabled": spec.enabled,
+    }
+    if not spec.enabled:
+        return {**row, "status": "disabled"}
+    if shutil.which(spec.command) is None:
+        return {**row, "status": f"command not found: {spec.command}"}
+    if spec.protocol == "cli":
+        return {**row, "status": "ready"}
+    agent = SubAgent(spec, Path.cwd())
+    try:
+        info = await agent.start(new_session=False)
+    except SubAgentError as exc:
+        return {**row, "status": f"failed: {exc}"}
+    finally:
+        await agent.stop()
+    return {
+        **row,
+        "status": "ready",
+        "agentName": info.name,
+        "agentVersion": info.version,
+        "capabilities": info.capabilities,
+    }
+
+
+@app.command("run")
+def run_command(
+    name: Annotated[str, typer.Argument(help="Agent name from agents.")],
+    prompt: Annotated[str, typer.Argument(help="The task.")],
+    cwd: Annotated[Path | None, typer.Option("--cwd", help="Working directory.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    config: ConfigOption = None,
+) -> int:
+    """Give one task to one agent, as `delegate` would; its answer, then the decisions taken."""
+    import asyncio
+    import json
+    import signal
+
+    from raven.acp_client import AgentsSource, SubAgentError
+    from raven.cli.options import load, workdir
+    from raven.config import ConfigError
+    from raven.tools import Progress, ToolContext, ToolError
+
+    cfg, _ = load(config, "cli")
+    if not any(a.name == name for a in cfg.agents if a.enabled):
+        known = ", ".join(a.name for a in cfg.agents if a.enabled) or "none configured"
+        raise ConfigError(f"no enabled sub-agent {name!r} (agents: {known})")
+    where = workdir(cwd)
+
+    def progress(update: Progress) -> None:
+        if update.text and not as_json:
+            typer.echo(update.text, err=True)
+
+    async def main() -> int:
+        source = AgentsSource(cfg.agents)
+        ctx = ToolContext(
+            cwd=where, limits=cfg.limits, ask=_no_answer, session_id="cli", progress=progress
+        )
+        work = asyncio.ensure_future(source.delegate(ctx, name, prompt))
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGINT, work.cancel)
+        try:
+            outcome = await work
+        except asyncio.CancelledError:
+            typer.echo("cancelled", err=True)
+            return EXIT_CANCELLED
+        except (ToolError, SubAgentError) as exc:
+            typer.echo(f"raven: {exc}", err=True)
+            return EXIT_FAILED
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
+            await source.aclose()
+        if as_json:
+            body = {
+                "agent": name,
+                "answer": outcome.answer,
+                "stopReason": outcome.stop_reason,
+                "decisions": outcome.decisions,
+            }
+            typer.echo(json.dumps(body, indent=2))
+        else:
+            typer.echo(outcome.answer)
+            for decision in outcome.decisions:
+                typer.echo(f"decision: {decision}", err=True)
+        return 0 if outcome.stop_reason == "end_turn" else EXIT_STOPPED_SHORT
+
+    return asyncio.run(main())
+
+
+async def _no_answer(question: object) -> None:
+    return None

@@ -140,7 +140,7 @@ class SubAgent:
             await self._cancel(request)
             raise
         except ConnectionClosed:
-            raise SubAgentError(self._died()) from None
+            raise SubAgentError(await self._died()) from None
         except RpcError as exc:
             raise SubAgentError(
                 f"sub-agent {self.spec.name} refused the task: {exc.message}"
@@ -321,7 +321,7 @@ class SubAgent:
         try:
             return await self._connection.request(method, params, REQUEST_TIMEOUT_S)
         except ConnectionClosed:
-            raise SubAgentError(self._died()) from None
+            raise SubAgentError(await self._died()) from None
         except RpcError as exc:
             raise SubAgentError(
                 f"sub-agent {self.spec.name} answered {method} with an error: {exc.message}"
@@ -340,8 +340,13 @@ class SubAgent:
             request.cancel()
             await self.stop()
 
-    def _died(self) -> str:
-        return self._child.describe_exit() if self._child else f"sub-agent {self.spec.name} is gone"
+    async def _died(self) -> str:
+        """Why the child went away, once it has (its exit code and the tail of its stderr)."""
+        if self._child is None:
+            return f"sub-agent {self.spec.name} is gone"
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._child.proc.wait(), CANCEL_GRACE_S)
+        return self._child.describe_exit()
 
     def _tail(self) -> str:
         tail = self._child.stderr_tail if self._child else ""

@@ -7,6 +7,7 @@ goes to stdin. A non-zero exit is a failure carrying the tail of stderr.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 
 from raven.acp_client.agent import MAX_ANSWER_CHARS, Outcome, SubAgentError
@@ -32,8 +33,10 @@ async def run_cli(spec: AgentSpec, task: str, cwd: Path) -> Outcome:
     try:
         async with asyncio.timeout(spec.prompt_timeout_s):
             if not via_args:
-                proc.stdin.write(task.encode())
-                await proc.stdin.drain()
+                # A command that exits without reading its input closes the pipe early.
+                with contextlib.suppress(ConnectionError):
+                    proc.stdin.write(task.encode())
+                    await proc.stdin.drain()
             proc.stdin.close()
             out = await proc.stdout.read()
             code = await proc.wait()

@@ -1,0 +1,113 @@
+"""A small ACP agent on the official ACP Python SDK, for driving from Raven's ACP client.
+
+Its behaviour is the first argument:
+  allow-once   asks permission for an edit offering only allow_once; answers with the outcome
+  reject-only  asks permission offering only reject options
+  read-exec    asks for an execute call, then for a read call; reports both outcomes
+  crash        starts a tool call, writes to stderr, then exits 3 mid-turn
+  flood        writes 1 MiB to stderr, then answers
+  hang         never answers a prompt (until cancelled; ignores the cancel with "stubborn")
+  elicit       asks an elicitation question and answers with what it got
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from typing import Any
+
+import acp
+from acp import schema
+
+BEHAVIOUR = sys.argv[1]
+STUBBORN = "stubborn" in sys.argv[2:]
+
+
+def option(kind: str) -> schema.PermissionOption:
+    return schema.PermissionOption(option_id=f"opt-{kind}", name=kind, kind=kind)
+
+
+class Agent:
+    def __init__(self) -> None:
+        self.conn: Any = None
+
+    def on_connect(self, conn: Any) -> None:
+        self.conn = conn
+
+    async def initialize(self, protocol_version: int, **kwargs: Any) -> schema.InitializeResponse:
+        return schema.InitializeResponse(
+            protocol_version=1,
+            agent_info=schema.Implementation(name="sdk-test-agent", version="9.9"),
+        )
+
+    async def new_session(self, cwd: str, **kwargs: Any) -> schema.NewSessionResponse:
+        return schema.NewSessionResponse(session_id="s1")
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        return None
+
+    async def say(self, session_id: str, text: str) -> None:
+        await self.conn.session_update(session_id, acp.update_agent_message_text(text))
+
+    async def ask(self, session_id: str, call_id: str, kind: str, kinds: list[str]) -> str:
+        await self.conn.session_update(
+            session_id, acp.start_tool_call(call_id, f"Do {kind}", kind=kind, status="pending")
+        )
+        result = await self.conn.request_permission(
+            session_id=session_id,
+            tool_call=schema.ToolCallUpdate(tool_call_id=call_id, title=f"Do {kind}", kind=kind),
+            options=[option(k) for k in kinds],
+        )
+        outcome = result.outcome
+        return getattr(outcome, "option_id", None) or outcome.outcome
+
+    async def prompt(self, session_id: str, prompt: Any, **kwargs: Any) -> schema.PromptResponse:
+        if BEHAVIOUR == "allow-once":
+            got = await self.ask(session_id, "c1", "edit", ["allow_once", "reject_once"])
+            await self.say(session_id, f"outcome {got}")
+        elif BEHAVIOUR == "reject-only":
+            got = await self.ask(session_id, "c1", "edit", ["reject_once", "reject_always"])
+            await self.say(session_id, f"outcome {got}")
+        elif BEHAVIOUR == "read-exec":
+            kinds = ["allow_once", "allow_always", "reject_once", "reject_always"]
+            first = await self.ask(session_id, "c1", "execute", kinds)
+            second = await self.ask(session_id, "c2", "read", kinds)
+            await self.say(session_id, f"execute {first}, read {second}")
+        elif BEHAVIOUR == "crash":
+            await self.conn.session_update(session_id, acp.start_tool_call("c1", "Work"))
+            sys.stderr.write("fatal: the disk caught fire\n")
+            sys.stderr.flush()
+            os._exit(3)
+        elif BEHAVIOUR == "flood":
+            for _ in range(1024):
+                sys.stderr.write("x" * 1023 + "\n")
+            sys.stderr.flush()
+            await self.say(session_id, "survived the flood")
+        elif BEHAVIOUR == "hang":
+            with open(os.environ["HANG_PIDFILE"], "w") as fh:
+                fh.write(str(os.getpid()))
+            while True:
+                try:
+                    await asyncio.sleep(3600)
+                except asyncio.CancelledError:
+                    if not STUBBORN:
+                        raise
+        elif BEHAVIOUR == "elicit":
+            schema_ = schema.ElicitationSchema(
+                type="object", properties={"colour": {"type": "string", "title": "Colour"}}
+            )
+            result = await self.conn.create_elicitation(
+                "Which colour?",
+                mode=schema.ElicitationFormSessionMode(
+                    mode="form", session_id=session_id, requested_schema=schema_
+                ),
+            )
+            await self.say(
+                session_id, f"elicitation {result.action} {getattr(result, 'content', None)}"
+            )
+        return schema.PromptResponse(stop_reason="end_turn")
+
+
+if __name__ == "__main__":
+    asyncio.run(acp.run_agent(Agent(), use_unstable_protocol=True))

@@ -1,0 +1,232 @@
+"""Raven's ACP client driving real agents over pipes: another `raven acp`, and small agents on
+the official ACP SDK that misbehave in the ways sub-agents do."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from raven.acp_client import AgentsSource, SubAgent, SubAgentError
+from raven.config import AgentSpec, Limits
+from raven.tools import Permission, Progress, Question, ToolContext, ToolError
+from tests.conftest import RAVEN
+from tests.processes import alive, pid_from
+
+SDK_AGENT = Path(__file__).with_name("sdk_agent.py")
+
+
+def sdk_spec(behaviour: str, *extra: str, **fields: Any) -> AgentSpec:
+    return AgentSpec(
+        name=f"sdk-{behaviour}",
+        command=sys.executable,
+        args=[str(SDK_AGENT), behaviour, *extra],
+        **fields,
+    )
+
+
+def group_gone(pid: int) -> bool:
+    try:
+        os.killpg(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+async def drive(spec: AgentSpec, cwd: Path, **callbacks: Any) -> tuple[Any, list[Progress], int]:
+    """One task through a fresh `SubAgent`; (outcome, progress seen, the child's pid)."""
+    seen: list[Progress] = []
+    agent = SubAgent(spec, cwd)
+    await agent.start()
+    assert agent._child is not None
+    pid = agent._child.proc.pid
+    try:
+        outcome = await agent.prompt("go", seen.append, **callbacks)
+    finally:
+        await agent.stop()
+    assert group_gone(pid)
+    return outcome, seen, pid
+
+
+@pytest.fixture
+def child_raven(tmp_path: Path) -> AgentSpec:
+    """A `raven acp` whose scripted model writes a file (asking first), then says so."""
+    home = tmp_path / "child"
+    home.mkdir()
+    steps = [
+        {"toolCalls": [{"name": "write_file", "arguments": {"path": "out.txt", "content": "hi"}}]},
+        {"text": "I wrote out.txt."},
+    ]
+    (home / "script.json").write_text(json.dumps(steps))
+    (home / "config.json").write_text(
+        json.dumps(
+            {
+                "models": [{"id": "s", "provider": "scripted", "script": "script.json"}],
+                "modes": [{"id": "ask", "name": "Ask"}],
+                "defaultMode": "ask",
+            }
+        )
+    )
+    return AgentSpec(
+        name="helper",
+        command=RAVEN[0],
+        args=[*RAVEN[1:], "acp", "--config", str(home / "config.json")],
+    )
+
+
+async def test_raven_drives_raven_and_allows_always_unattended(
+    child_raven: AgentSpec, tmp_path: Path
+) -> None:
+    outcome, seen, _ = await drive(child_raven, tmp_path)
+    assert outcome.answer == "I wrote out.txt." and outcome.stop_reason == "end_turn"
+    assert (tmp_path / "out.txt").read_text() == "hi"
+    assert outcome.decisions == ["allow always: Write out.txt"]
+    assert [p.text for p in seen] == ["helper: → Write out.txt", "helper: ✓ Write out.txt"]
+    assert seen[0].detail is not None and seen[0].detail["kind"] == "edit"
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "policy", "answer"),
+    [
+        ("allow-once", "auto", "outcome opt-allow_once"),
+        ("reject-only", "auto", "outcome opt-reject_once"),
+        ("read-exec", "read-only", "execute opt-reject_once, read opt-allow_always"),
+        ("elicit", "auto", "elicitation decline None"),
+    ],
+)
+async def test_permission_policies_pick_only_offered_options(
+    behaviour: str, policy: str, answer: str, tmp_path: Path
+) -> None:
+    outcome, _, _ = await drive(sdk_spec(behaviour, permissions=policy), tmp_path)
+    assert outcome.answer == answer
+
+
+async def test_ask_forwards_the_childs_options_to_the_person(tmp_path: Path) -> None:
+    asked: list[Permission] = []
+    questions: list[Question] = []
+
+    async def approve(permission: Permission) -> Any:
+        asked.append(permission)
+        return "allow_once"
+
+    async def ask(question: Question) -> str:
+        questions.append(question)
+        return "teal"
+
+    spec = sdk_spec("allow-once", permissions="ask")
+    outcome, _, _ = await drive(spec, tmp_path, approve=approve, ask=ask)
+    assert outcome.answer == "outcome opt-allow_once"
+    (permission,) = asked
+    assert permission.offered == ("allow_once", "reject_once")
+    assert permission.title == "sdk-allow-once: Do edit" and permission.kind == "edit"
+    elicit = sdk_spec("elicit", permissions="ask")
+    answered, _, _ = await drive(elicit, tmp_path, approve=approve, ask=ask)
+    assert answered.answer == "elicitation accept {'colour': 'teal'}"
+    assert questions[0].text == "sdk-elicit asks: Which colour?"
+
+
+async def test_a_child_that_dies_mid_turn_is_a_clear_error_with_its_stderr(
+    tmp_path: Path,
+) -> None:
+    agent = SubAgent(sdk_spec("crash"), tmp_path)
+    await agent.start()
+    assert agent._child is not None
+    pid = agent._child.proc.pid
+    with pytest.raises(SubAgentError, match="exited with code 3") as info:
+        await agent.prompt("go", lambda p: None)
+    await agent.stop()
+    assert "the disk caught fire" in str(info.value)
+    assert group_gone(pid)
+
+
+async def test_a_stderr_flood_does_not_hang_the_turn(tmp_path: Path) -> None:
+    outcome, _, _ = await drive(sdk_spec("flood"), tmp_path)
+    assert outcome.answer == "survived the flood"
+
+
+async def test_a_hanging_child_is_cancelled_then_killed_leaving_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("raven.acp_client.agent.CANCEL_GRACE_S", 0.5)
+    pidfile = tmp_path / "pid"
+    spec = sdk_spec("hang", "stubborn", prompt_timeout_s=1, env={"HANG_PIDFILE": str(pidfile)})
+    agent = SubAgent(spec, tmp_path)
+    await agent.start()
+    with pytest.raises(SubAgentError, match="did not finish within 1s"):
+        await agent.prompt("go", lambda p: None)
+    hung = await pid_from(pidfile)
+    await agent.stop()
+    assert not alive(hung) and group_gone(hung)
+
+
+async def test_an_agent_that_never_answers_initialize_times_out(tmp_path: Path) -> None:
+    spec = AgentSpec(name="mute", command="sleep", args=["60"], ready_timeout_s=0.5)
+    with pytest.raises(SubAgentError, match=r"did not get ready within 0\.5s"):
+        await SubAgent(spec, tmp_path).start()
+
+
+def context(tmp_path: Path, session_id: str = "s") -> ToolContext:
+    async def no_answer(question: Question) -> None:
+        return None
+
+    return ToolContext(cwd=tmp_path, limits=Limits(), ask=no_answer, session_id=session_id)
+
+
+async def test_cli_backends_take_the_task_as_an_argument_or_on_stdin(tmp_path: Path) -> None:
+    source = AgentsSource(
+        [
+            AgentSpec(name="arg", protocol="cli", command="echo", args=["task:", "{task}"]),
+            AgentSpec(name="pipe", protocol="cli", command="tr", args=["a-z", "A-Z"]),
+            AgentSpec(
+                name="bad", protocol="cli", command="sh", args=["-c", "echo oops >&2; exit 4"]
+            ),
+            AgentSpec(name="deaf", protocol="cli", command="sh", args=["-c", "exit 0"]),
+        ]
+    )
+    ctx = context(tmp_path)
+    assert (await source.delegate(ctx, "arg", "two words")).answer == "task: two words"
+    assert (await source.delegate(ctx, "pipe", "shout this")).answer == "SHOUT THIS"
+    with pytest.raises(ToolError, match="exited with code 4") as info:
+        await source.delegate(ctx, "bad", "x")
+    assert "oops" in str(info.value)
+    # a command that never reads its input (the pipe closes under the task) still answers
+    assert (await source.delegate(ctx, "deaf", "x" * 1_000_000)).answer == ""
+    await source.aclose()
+
+
+async def test_two_delegations_to_different_agents_run_together(tmp_path: Path) -> None:
+    def meeting(me: str, other: str) -> AgentSpec:
+        script = f"touch {me}; while [ ! -f {other} ]; do sleep 0.02; done; echo {me} met {other}"
+        return AgentSpec(
+            name=me, protocol="cli", command="sh", args=["-c", script], prompt_timeout_s=10
+        )
+
+    source = AgentsSource([meeting("a", "b"), meeting("b", "a")])
+    ctx = context(tmp_path)
+    outcomes = await asyncio.gather(
+        source.delegate(ctx, "a", "meet"), source.delegate(ctx, "b", "meet")
+    )
+    assert [o.answer for o in outcomes] == ["a met b", "b met a"]
+
+
+async def test_one_child_per_session_reused_and_released(
+    child_raven: AgentSpec, tmp_path: Path
+) -> None:
+    source = AgentsSource([child_raven])
+    ctx = context(tmp_path, "parent-1")
+    first = await source.delegate(ctx, "helper", "write it")
+    child = source._children[("parent-1", "helper")]
+    assert child._child is not None
+    pid = child._child.proc.pid
+    second = await source.delegate(ctx, "helper", "again")
+    assert source._children[("parent-1", "helper")] is child
+    assert first.answer == "I wrote out.txt." and second.answer  # the same session answered
+    await source.release("parent-1")
+    assert ("parent-1", "helper") not in source._children and group_gone(pid)
+    with pytest.raises(ToolError, match="no sub-agent 'ghost'"):
+        await source.delegate(ctx, "ghost", "x")

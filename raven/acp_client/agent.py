@@ -27,6 +27,7 @@ from raven.tools import ALL_DECISIONS, Decision, Permission, Progress, Question,
 log = logging.getLogger(__name__)
 
 CANCEL_GRACE_S = 5.0
+STOP_FLUSH_S = 1.0
 MAX_ANSWER_CHARS = 60_000
 REQUEST_TIMEOUT_S = 30.0
 
@@ -152,11 +153,14 @@ class SubAgent:
         return Outcome(answer, str(stop), turn.decisions)
 
     async def stop(self) -> None:
+        """Stop the child for good and end the connection's tasks."""
         if self._child is not None:
             await self._child.stop()
         if self._serving is not None:
             with contextlib.suppress(asyncio.TimeoutError, Exception):
                 await asyncio.wait_for(self._serving, CANCEL_GRACE_S)
+        if self._connection is not None:
+            await self._connection.finish(STOP_FLUSH_S)
 
     @property
     def is_alive(self) -> bool:

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import signal
+import subprocess
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -17,7 +18,7 @@ from acp import schema
 
 from raven.messages import AssistantMessage, user_text
 from raven.sessions import SessionStore
-from tests.conftest import write_config
+from tests.conftest import RAVEN, write_config
 from tests.e2e.acp_harness import Editor, RavenAcp
 from tests.processes import alive, pid_from
 
@@ -638,3 +639,53 @@ async def test_a_stop_signal_stops_the_turn_and_its_commands(
     await asyncio.wait_for(agent._pump, 10)
     with contextlib.suppress(Exception):
         await asyncio.wait_for(prompt, 5)
+
+
+async def test_a_delegated_sub_agent_works_as_progress_of_the_delegate_call(
+    start: Any, tmp_path: Path
+) -> None:
+    child_home = tmp_path / "child"
+    child_home.mkdir()
+    write = {"name": "write_file", "arguments": {"path": "by-child.txt", "content": "child"}}
+    (child_home / "script.json").write_text(
+        json.dumps([{"toolCalls": [write]}, {"text": "Child done."}])
+    )
+    (child_home / "config.json").write_text(
+        json.dumps({"models": [{"id": "s", "provider": "scripted", "script": "script.json"}]})
+    )
+    helper = {
+        "name": "helper",
+        "command": RAVEN[0],
+        "args": [*RAVEN[1:], "acp", "--config", str(child_home / "config.json")],
+    }
+    agent = await start(
+        [
+            {"toolCalls": [call("delegate", agent="helper", task="write by-child.txt")]},
+            {"text": "The helper wrote it."},
+        ],
+        agents=[helper],
+    )
+    agent.editor.permission_answers = ["allow_once"]
+    sid = await agent.new_session(tmp_path)
+    result = await agent.conn.prompt(session_id=sid, prompt=text("delegate it"))
+    assert result.stop_reason == "end_turn"
+    assert (tmp_path / "by-child.txt").read_text() == "child"
+    (asked,) = agent.editor.permissions
+    assert asked.tool_call.title.startswith("Delegate to helper")
+    progress = [
+        c.content.text
+        for u in agent.editor.of("tool_call_update", sid)
+        if u.status == "in_progress"
+        for c in (u.content or [])
+        if c.type == "content"
+    ]
+    assert progress == ["helper: → Write by-child.txt", "helper: ✓ Write by-child.txt"]
+    done = [u for u in agent.editor.of("tool_call_update", sid) if u.status == "completed"]
+    final = done[-1].content[0].content.text
+    assert final.startswith("Child done.") and "allow always: Write by-child.txt" in final
+    assert agent.editor.text(sid).endswith("The helper wrote it.")
+    assert await agent.close() == 0
+    leftovers = subprocess.run(
+        ["pgrep", "-f", str(child_home / "config.json")], capture_output=True, text=True
+    )
+    assert leftovers.stdout == ""

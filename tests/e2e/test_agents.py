@@ -1,0 +1,83 @@
+"""`raven agents list | run` launched as a user launches them, and `delegate` in a turn."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from tests.conftest import RAVEN, raven, write_config
+
+SDK_AGENT = Path(__file__).parents[1] / "acp_client" / "sdk_agent.py"
+
+
+def configure(home: Path, tmp_path: Path) -> None:
+    child = tmp_path / "child.json"
+    child.write_text(json.dumps({"defaultModel": "echo"}))
+    write_config(
+        home,
+        {
+            "defaultModel": "echo",
+            "agents": [
+                {
+                    "name": "helper",
+                    "description": "another Raven",
+                    "command": RAVEN[0],
+                    "args": [*RAVEN[1:], "acp", "--config", str(child)],
+                },
+                {"name": "upper", "protocol": "cli", "command": "tr", "args": ["a-z", "A-Z"]},
+                {"name": "ghost", "command": "no-such-agent-command"},
+                {"name": "off", "command": "true", "enabled": False},
+                {
+                    "name": "crash",
+                    "command": sys.executable,
+                    "args": [str(SDK_AGENT), "crash"],
+                },
+            ],
+        },
+    )
+
+
+def test_agents_list_probes_each_and_says_what_it_found(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    configure(home, tmp_path)
+    listed = raven("agents", "list", "--json", env=env)
+    assert listed.returncode == 0, listed.stderr
+    rows = {r["name"]: r for r in json.loads(listed.stdout)}
+    assert rows["helper"]["status"] == "ready" and rows["helper"]["agentName"] == "raven"
+    assert rows["helper"]["capabilities"]["loadSession"] is True
+    assert rows["upper"]["status"] == "ready"
+    assert rows["ghost"]["status"] == "command not found: no-such-agent-command"
+    assert rows["off"]["status"] == "disabled"
+    table = raven("agents", "list", env={**env, "COLUMNS": "160"})
+    assert "unattended" in table.stdout  # the trust boundary is said where agents are listed
+
+
+def test_agents_run_answers_and_fails_clearly(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    configure(home, tmp_path)
+    echoed = raven("agents", "run", "helper", "hello there", "--json", env=env, cwd=tmp_path)
+    assert echoed.returncode == 0, echoed.stderr
+    assert json.loads(echoed.stdout)["answer"] == "hello there"
+    upper = raven("agents", "run", "upper", "quiet words", env=env)
+    assert upper.returncode == 0 and upper.stdout.strip() == "QUIET WORDS"
+    crashed = raven("agents", "run", "crash", "go", env=env)
+    assert crashed.returncode == 1 and "the disk caught fire" in crashed.stderr
+    unknown = raven("agents", "run", "off", "go", env=env)
+    assert unknown.returncode == 2 and "no enabled sub-agent 'off'" in unknown.stderr
+
+
+def test_delegate_is_never_offered_inside_a_sub_agent(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    configure(home, tmp_path)
+    step = {"toolCalls": [{"name": "delegate", "arguments": {"agent": "upper", "task": "x"}}]}
+    (home / "script.json").write_text(json.dumps([step, {"text": "ok"}]))
+    config = json.loads((home / "config.json").read_text())
+    config["models"] = [{"id": "s", "provider": "scripted", "script": "script.json"}]
+    config["defaultModel"] = "s"
+    write_config(home, config)
+    inside = raven("run", "--yes", "go", env={**env, "RAVEN_SUBAGENT": "1"})
+    assert "Unknown tool 'delegate'" in inside.stderr

@@ -23,8 +23,13 @@ SUBAGENTS_EXTENSION_URI = "urn:raven:a2a:subagents:v1"
 BEARER = "bearer"
 
 
-def agent_card(rpc_url: str, roster: list[dict[str, Any]] | None = None) -> AgentCard:
-    """The public card for an RPC endpoint at `rpc_url`; `roster` switches on the extended card."""
+def agent_card(
+    rpc_url: str,
+    roster: list[dict[str, Any]] | None = None,
+    input_modes: list[str] | None = None,
+) -> AgentCard:
+    """The public card for an RPC endpoint at `rpc_url`; `roster` switches on the extended card;
+    `input_modes` say what Raven takes (text alone when not given)."""
     return AgentCard(
         name="Raven",
         description=(
@@ -44,7 +49,7 @@ def agent_card(rpc_url: str, roster: list[dict[str, Any]] | None = None) -> Agen
             )
         },
         security_requirements=[SecurityRequirement(schemes={BEARER: StringList()})],
-        default_input_modes=["text/plain"],
+        default_input_modes=input_modes or ["text/plain"],
         default_output_modes=["text/plain"],
         skills=[
             AgentSkill(

@@ -16,14 +16,17 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from a2a.helpers import get_message_text, new_text_part
+from a2a.helpers import new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.id_generator import IDGenerator, IDGeneratorContext
 from a2a.server.tasks import TaskUpdater
-from a2a.types import Message, Task, TaskState, TaskStatus
+from a2a.types import Message, Part, Task, TaskState, TaskStatus
 
+from raven.a2a.attach import AttachSource
+from raven.a2a.parts import prompt_text
+from raven.a2a_parts import safe_name
 from raven.config import A2AServerConfig
 from raven.engine import (
     AgentText,
@@ -46,6 +49,8 @@ log = logging.getLogger(__name__)
 
 PROGRESS_METADATA = {"raven": {"progress": True}}
 """Marks the working-status messages that report progress (GetTask shows them on request)."""
+INBOX = "inbox"
+"""Under the working directory: one folder per conversation for the files peers send."""
 STREAM_INTERVAL_S = 0.25
 """Answer text reaches peers as artifact chunks at most this often."""
 FAILED_MESSAGE = "Raven could not complete this task. The operator can find the details in its log."
@@ -117,6 +122,8 @@ class _Job:
     holds_conversation: bool = False
     """The job's turn is its conversation's; the next task waits until this one ends."""
     artifact_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    attachments: list[Part] = field(default_factory=list)
+    """Files the turn attached for the peer (`attach_file`)."""
     streamed: int = 0
     """Characters of the answer already published as `response` artifact chunks."""
 
@@ -215,6 +222,7 @@ class RavenExecutor(AgentExecutor):
         self._slots = asyncio.Semaphore(settings.max_concurrent_tasks)
         self._waiting = 0
         self.context_ids = MintedContexts()
+        self._attach_tool = AttachSource(self.attach, settings.max_file_bytes)
         """Hand this to the request handler's context builder."""
         self.on_question_timeout: TimeoutAnswer | None = None
         """Answers a parked task with "no answer" through the request handler (set by the mount)."""
@@ -234,7 +242,7 @@ class RavenExecutor(AgentExecutor):
             )
         if job is not None and job.pending is not None:
             self._cancel_timer(job)
-            job.pending.answer.set_result(context.get_user_input())
+            job.pending.answer.set_result(await self._prompt(context.message, job.context_id))
         elif job is not None and job.resuming:
             job.resuming = False
         else:
@@ -258,7 +266,8 @@ class RavenExecutor(AgentExecutor):
         job = self._jobs.get(task_id)
         if job is None or job.pending is not None or job.resuming or job.turn is None:
             return False
-        if job.turn.done() or not job.session.steer(get_message_text(message)):
+        inbox = self._workdir / INBOX / safe_name(job.context_id, set())
+        if job.turn.done() or not job.session.steer(prompt_text(message, inbox)):
             return False
         job.events.put_nowait(_Steered(message))
         return True
@@ -314,9 +323,8 @@ class RavenExecutor(AgentExecutor):
             raise
         finally:
             conversation.waiting -= 1
-        job.turn = asyncio.create_task(
-            self._run(job, context.get_user_input()), name=f"a2a:{job.task_id}"
-        )
+        prompt = await self._prompt(context.message, job.context_id)
+        job.turn = asyncio.create_task(self._run(job, prompt), name=f"a2a:{job.task_id}")
         return job
 
     def _end_conversation_turn(self, job: _Job) -> None:
@@ -390,6 +398,8 @@ class RavenExecutor(AgentExecutor):
             return
         reply = event.text or "(no answer)"
         await self._artifact(job, updater, reply[job.streamed :] if job.streamed else reply, True)
+        for part in job.attachments:
+            await updater.add_artifact([part], name=part.filename)
         await updater.complete(updater.new_agent_message([new_text_part(reply)]))
 
     async def _artifact(self, job: _Job, updater: TaskUpdater, text: str, last: bool) -> None:
@@ -426,10 +436,28 @@ class RavenExecutor(AgentExecutor):
             self._workdir.mkdir(parents=True, exist_ok=True)
         session_id = f"a2a_{digest}"
         if context.current_task is None and self.context_ids.take(context.context_id):
-            return await self._runtime.new_session(
+            live = await self._runtime.new_session(
                 self._workdir, session_id=session_id, deferred=True
             )
-        return await self._runtime.open_session(session_id, create_in=self._workdir)
+        else:
+            live = await self._runtime.open_session(session_id, create_in=self._workdir)
+        live.own_tools = self._attach_tool
+        return live
+
+    async def _prompt(self, message: Message | None, context_id: str) -> str:
+        """The peer's message as a prompt; its inline files land in the context's inbox."""
+        if message is None:
+            return ""
+        inbox = self._workdir / INBOX / safe_name(context_id, set())
+        return await asyncio.to_thread(prompt_text, message, inbox)
+
+    def attach(self, session_id: str, part: Part) -> bool:
+        """Add `part` to the running task of the session; False when it has none."""
+        job = next((j for j in self._jobs.values() if j.session.id == session_id), None)
+        if job is None:
+            return False
+        job.attachments.append(part)
+        return True
 
 
 def _progress_line(event: TurnEvent, titles: dict[str, str]) -> str | None:

@@ -21,6 +21,7 @@ from a2a.types import AgentCard, Message, Part, Role, SendMessageRequest
 
 from raven.a2a.card import agent_card, extended_card
 from raven.a2a.executor import NO_ANSWER, RavenExecutor
+from raven.a2a.parts import input_modes
 from raven.config import A2AServerConfig, ConfigError, is_subagent
 from raven.engine import Runtime
 from raven.errors import RavenError
@@ -49,7 +50,7 @@ class A2AMount:
     roster: list[dict[str, Any]]
 
     def card(self, rpc_url: str) -> AgentCard:
-        return agent_card(rpc_url, self.roster)
+        return agent_card(rpc_url, self.roster, input_modes(self.settings))
 
     async def aclose(self) -> None:
         await self.executor.aclose()
@@ -73,12 +74,12 @@ def build_mount(
     roster = runtime.config.roster()
     store = task_store(settings.task_store, runtime)
     executor = RavenExecutor(runtime, settings, workdir)
-    public = agent_card("http://localhost" + settings.path, roster)
+    public = agent_card("http://localhost" + settings.path, roster, input_modes(settings))
 
     async def advertised(card: AgentCard, ctx: ServerCallContext) -> AgentCard:
         # The extended card names the same URL as the public card served to this caller.
         url = ctx.state.get("rpc_url") or card.supported_interfaces[0].url
-        return extended_card(agent_card(url, roster), roster)
+        return extended_card(agent_card(url, roster, input_modes(settings)), roster)
 
     handler = DefaultRequestHandler(
         agent_executor=executor,

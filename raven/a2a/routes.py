@@ -41,6 +41,7 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 
 from raven.a2a.auth import Caller, authenticate
 from raven.a2a.mount import A2AMount
+from raven.a2a.parts import check_parts
 from raven.config import A2AServerConfig
 from raven.origins import is_loopback
 
@@ -143,6 +144,7 @@ class _Binding:
                 raise MethodNotFoundError(message=f"Method not found: {method}")
             typed = _params(method, params)
             if isinstance(typed, a2a_types.SendMessageRequest):
+                check_parts(typed.message, self._mount.settings)
                 await self._prepare_follow_up(typed, context)
                 if typed.message.task_id and self._mount.executor.steer(
                     typed.message.task_id, typed.message

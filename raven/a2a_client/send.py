@@ -9,12 +9,16 @@ scrubbed of our credential where it enters, before anything else reads it.
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import json
 import logging
+import mimetypes
 import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -25,6 +29,7 @@ from a2a.types import (
     AgentCard,
     AgentInterface,
     Message,
+    Part,
     Role,
     SendMessageResponse,
     Task,
@@ -33,9 +38,11 @@ from a2a.types import (
 from google.protobuf.json_format import ParseDict
 
 from raven.a2a_client.credentials import OriginScopedBearer, credential_for
+from raven.a2a_parts import MAX_DATA_BYTES, fenced_data, safe_name, save_file
 from raven.config import A2AClientConfig, A2APeer
 from raven.errors import RavenError
 from raven.origins import BadOrigin, Origin, is_loopback, origin_of, show
+from raven.tools import clip
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +62,8 @@ class PeerReply:
     task_id: str = ""
     context_id: str = ""
     raw: dict[str, Any] = field(default_factory=dict)
+    received: list[str] = field(default_factory=list)
+    """What else the peer sent, a line each: files saved (and where), files by URI."""
 
 
 async def send_message(
@@ -64,12 +73,16 @@ async def send_message(
     settings: A2AClientConfig,
     task_id: str | None = None,
     context_id: str | None = None,
+    files: Sequence[Path] = (),
+    inbox: Path | None = None,
 ) -> PeerReply:
-    """Ask the peer behind `card_url`; raises `PeerError` with a clear reason."""
+    """Ask the peer behind `card_url`, sending `files` too; raises `PeerError` with a clear
+    reason. Files in the reply are saved under `inbox/<peer host>/` (listed when no inbox)."""
     try:
         card_origin = origin_of(card_url)
     except BadOrigin as exc:
         raise PeerError(f"card URL {exc}") from None
+    file_parts = await asyncio.to_thread(_file_parts, files, settings.max_file_bytes)
     peer = credential_for(peers, card_origin)
     auth = OriginScopedBearer(card_origin, peer.credential) if peer else None
     secrets = [peer.credential] if peer else []
@@ -85,7 +98,7 @@ async def send_message(
                 "jsonrpc": "2.0",
                 "id": uuid.uuid4().hex,
                 "method": "SendMessage",
-                "params": {"message": _message(text, task_id, context_id)},
+                "params": {"message": _message(text, task_id, context_id, file_parts)},
             }
             reply = await _post_json(http, rpc_url, body, settings, secrets)
     except TimeoutError:
@@ -98,7 +111,29 @@ async def send_message(
         raise PeerError(
             f"cannot reach the peer at {show(card_origin)}: {type(exc).__name__}"
         ) from None
-    return _read_reply(reply)
+    peer_inbox = inbox / safe_name(card_origin[1], set()) if inbox is not None else None
+    return await asyncio.to_thread(_read_reply, reply, peer_inbox, settings.max_file_bytes)
+
+
+def _file_parts(files: Sequence[Path], max_bytes: int) -> list[dict[str, Any]]:
+    parts = []
+    for path in files:
+        if not path.is_file():
+            raise PeerError(f"{path}: no such file; nothing was sent")
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise PeerError(
+                f"{path} is {size} bytes, over a2a.client.maxFileBytes ({max_bytes}); "
+                "nothing was sent"
+            )
+        parts.append(
+            {
+                "raw": base64.b64encode(path.read_bytes()).decode(),
+                "filename": path.name,
+                "mediaType": mimetypes.guess_type(path.name)[0] or "application/octet-stream",
+            }
+        )
+    return parts
 
 
 def _choose_interface(card: AgentCard, card_url: str) -> AgentInterface:
@@ -134,11 +169,13 @@ def _same_loopback(a: Origin, b: Origin) -> bool:
     return a[0] == b[0] and a[2] == b[2] and is_loopback(a[1]) and is_loopback(b[1])
 
 
-def _message(text: str, task_id: str | None, context_id: str | None) -> dict[str, Any]:
+def _message(
+    text: str, task_id: str | None, context_id: str | None, files: list[dict[str, Any]]
+) -> dict[str, Any]:
     message: dict[str, Any] = {
         "messageId": uuid.uuid4().hex,
         "role": "ROLE_USER",
-        "parts": [{"text": text}],
+        "parts": [{"text": text}, *files],
     }
     if task_id:
         message["taskId"] = task_id
@@ -198,7 +235,7 @@ async def _read_json(
     return value
 
 
-def _read_reply(reply: dict[str, Any]) -> PeerReply:
+def _read_reply(reply: dict[str, Any], inbox: Path | None, max_bytes: int) -> PeerReply:
     if "error" in reply:
         error = reply["error"] if isinstance(reply["error"], dict) else {}
         raise PeerError(
@@ -211,19 +248,53 @@ def _read_reply(reply: dict[str, Any]) -> PeerReply:
     except Exception:
         raise PeerError("the peer's reply is not a SendMessage result") from None
     if result.HasField("message"):
+        message = result.message
+        texts, received = _parts([message.parts], inbox, max_bytes)
         return PeerReply(
-            "message",
-            get_message_text(result.message),
-            result.message.task_id,
-            result.message.context_id,
-            reply,
+            "message", "\n\n".join(texts), message.task_id, message.context_id, reply, received
         )
     if not result.HasField("task"):
         raise PeerError("the peer's reply holds neither a task nor a message")
-    return _task_reply(result.task, reply)
+    return _task_reply(result.task, reply, inbox, max_bytes)
 
 
-def _task_reply(task: Task, raw: dict[str, Any]) -> PeerReply:
+def _parts(
+    groups: Sequence[Sequence[Part]], inbox: Path | None, max_bytes: int
+) -> tuple[list[str], list[str]]:
+    """(texts, lines about files) of groups of parts: each group's text joined, data as
+    fenced JSON, inline files saved to `inbox`, files by URI listed; nothing dropped."""
+    texts: list[str] = []
+    received: list[str] = []
+    taken: set[str] = set()
+    seen: set[tuple[str, str]] = set()
+    for parts in groups:
+        texts.append("".join(p.text for p in parts if p.WhichOneof("content") == "text"))
+        for part in parts:
+            kind = part.WhichOneof("content")
+            if kind == "data":
+                texts.append(clip(fenced_data(part), MAX_DATA_BYTES))
+            elif kind == "url":
+                received.append(f"file by reference (not fetched): {part.url}")
+            elif kind == "raw":
+                identity = (part.filename, hashlib.sha256(part.raw).hexdigest())
+                if identity not in seen:  # the same file in an artifact and a message
+                    seen.add(identity)
+                    received.append(_saved(part, inbox, max_bytes, taken))
+    return texts, received
+
+
+def _saved(part: Part, inbox: Path | None, max_bytes: int, taken: set[str]) -> str:
+    name, size = part.filename or "file", len(part.raw)
+    kind = part.media_type or "application/octet-stream"
+    if inbox is None:
+        return f"file {name} ({kind}, {size} bytes): not saved"
+    if size > max_bytes:
+        return f"file {name} ({kind}, {size} bytes): not saved, over a2a.client.maxFileBytes"
+    path = save_file(inbox, name, part.raw, taken)
+    return f"file saved: {path} ({kind}, {size} bytes)"
+
+
+def _task_reply(task: Task, raw: dict[str, Any], inbox: Path | None, max_bytes: int) -> PeerReply:
     state = TaskState.Name(task.status.state).removeprefix("TASK_STATE_").lower().replace("_", "-")
     status_text = get_message_text(task.status.message) if task.status.HasField("message") else ""
     if task.status.state in (
@@ -233,16 +304,14 @@ def _task_reply(task: Task, raw: dict[str, Any]) -> PeerReply:
     ):
         detail = f": {status_text}" if status_text else ""
         raise PeerError(f"the peer's task {task.id} ended {state}{detail}")
-    texts = [
-        get_message_text(m)
-        for m in task.history
-        if m.role == Role.ROLE_AGENT and not _is_progress(m)
-    ]
+    groups = [m.parts for m in task.history if m.role == Role.ROLE_AGENT and not _is_progress(m)]
     # An artifact streamed in chunks (`append`) holds its text as consecutive parts.
-    texts += ["".join(p.text for p in artifact.parts) for artifact in task.artifacts]
-    texts.append(status_text)
+    groups += [a.parts for a in task.artifacts]
+    if task.status.HasField("message"):
+        groups.append(task.status.message.parts)
+    texts, received = _parts(groups, inbox, max_bytes)
     unique = list(dict.fromkeys(t.strip() for t in texts if t and t.strip()))
-    return PeerReply(state, "\n\n".join(unique), task.id, task.context_id, raw)
+    return PeerReply(state, "\n\n".join(unique), task.id, task.context_id, raw, received)
 
 
 def _is_progress(message: Message) -> bool:

@@ -11,12 +11,18 @@ from raven.config import A2AConfig
 from raven.tools import Tool, ToolContext, ToolError, ToolKind, ToolOutput
 from raven.tools.base import Args, BuiltinTool
 
+INBOX = "a2a-inbox"
+"""Under the session's working directory: where files peers send back are saved."""
+
 
 class A2ASendArgs(Args):
     card_url: str = Field(description="URL of the peer's agent card (.well-known/agent-card.json)")
     message: str = Field(min_length=1, description="What to ask the peer")
     task_id: str | None = Field(default=None, description="Continue (answer) this peer task")
     context_id: str | None = Field(default=None, description="Continue this peer conversation")
+    files: list[str] = Field(
+        default_factory=list, description="Files in the working directory to send along"
+    )
 
 
 class A2ASendTool(BuiltinTool):
@@ -35,11 +41,12 @@ class A2ASendTool(BuiltinTool):
         return f"Ask A2A peer {args.card_url}"
 
     def locations(self, args: A2ASendArgs, ctx: ToolContext) -> list[Path]:
-        return []
+        return [ctx.resolve(f) for f in args.files]
 
     async def run(self, args: A2ASendArgs, ctx: ToolContext) -> ToolOutput:
         from raven.a2a_client.send import PeerError, send_message
 
+        files = [ctx.resolve(f) for f in args.files]
         try:
             reply = await send_message(
                 args.card_url,
@@ -48,19 +55,22 @@ class A2ASendTool(BuiltinTool):
                 self._settings.client,
                 args.task_id,
                 args.context_id,
+                files=files,
+                inbox=ctx.cwd / INBOX,
             )
         except PeerError as exc:
             raise ToolError(str(exc)) from None
+        received = "".join(f"\n[{line}]" for line in reply.received)
         if reply.state in ("input-required", "auth-required"):
             return ToolOutput(
-                f"The peer needs input ({reply.state}) and asks:\n{reply.text}\n\n"
+                f"The peer needs input ({reply.state}) and asks:\n{reply.text}{received}\n\n"
                 f"To answer, call a2a_send again with task_id={reply.task_id!r} "
                 f"and context_id={reply.context_id!r}."
             )
         ids = (
             f"\n\n[task_id={reply.task_id}, context_id={reply.context_id}]" if reply.task_id else ""
         )
-        return ToolOutput(f"{reply.text or '(the peer returned no text)'}{ids}")
+        return ToolOutput(f"{reply.text or '(the peer returned no text)'}{received}{ids}")
 
 
 class A2ASendSource:

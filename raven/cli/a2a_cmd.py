@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -81,6 +82,7 @@ def card_command(
     from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 
     from raven.a2a.card import agent_card, extended_card
+    from raven.a2a.parts import input_modes
     from raven.cli.options import load
     from raven.origins import is_loopback
 
@@ -88,7 +90,8 @@ def card_command(
     s = cfg.a2a.server
     roster = cfg.roster()
     host = "localhost" if is_loopback(s.host) else s.host
-    card = agent_card(f"{s.public_url or f'http://{host}:{s.port}'}{s.path}", roster)
+    url = f"{s.public_url or f'http://{host}:{s.port}'}{s.path}"
+    card = agent_card(url, roster, input_modes(s))
     if extended:
         card = extended_card(card, roster)
     typer.echo(json.dumps(agent_card_to_dict(card), indent=2))
@@ -162,9 +165,15 @@ def send_command(
         str | None, typer.Option("--context-id", help="Continue this conversation.")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the raw reply.")] = False,
+    files: Annotated[
+        list[Path] | None, typer.Option("--file", help="Send this file along (repeatable).")
+    ] = None,
     config: ConfigOption = None,
 ) -> None:
-    """Ask a remote A2A agent; its text on stdout (exit 4 when it needs input)."""
+    """Ask a remote A2A agent; its text on stdout (exit 4 when it needs input).
+
+    Files in the reply are saved under ./a2a-inbox/<peer host>/.
+    """
     import asyncio
     import json
 
@@ -174,12 +183,23 @@ def send_command(
     cfg, _ = load(config, "cli")
     try:
         reply = asyncio.run(
-            send_message(card_url, message, cfg.a2a.peers, cfg.a2a.client, task_id, context_id)
+            send_message(
+                card_url,
+                message,
+                cfg.a2a.peers,
+                cfg.a2a.client,
+                task_id,
+                context_id,
+                files=files or [],
+                inbox=Path.cwd() / "a2a-inbox",
+            )
         )
     except PeerError as exc:
         typer.echo(f"raven: {exc}", err=True)
         raise typer.Exit(1) from None
     typer.echo(json.dumps(reply.raw, indent=2) if as_json else reply.text)
+    for line in reply.received:
+        typer.echo(line, err=True)
     if reply.state in ("input-required", "auth-required"):
         typer.echo(
             f"(the peer needs input: answer with --task-id {reply.task_id} "

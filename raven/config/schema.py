@@ -159,7 +159,11 @@ class A2AServerConfig(_Model):
     """Working directory of inbound sessions; default `<data dir>/a2a-work`."""
     input_timeout_s: float = Field(default=300.0, gt=0)
     """How long a task waits in input-required before its question gets "no answer"."""
-    max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+    max_body_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
+    max_file_bytes: int = Field(default=20 * 1024 * 1024, ge=1)
+    """Largest file a peer may send inline (and `attach_file` may return)."""
+    file_media_types: list[str] = Field(default_factory=lambda: ["*/*"])
+    """Media types of files peers may send (glob patterns)."""
     public_url: str | None = None
     """Base URL peers use to reach this server (e.g. behind TLS termination); the card
     advertises it plus `path`. Without it, the listener's own address."""
@@ -195,7 +199,9 @@ class A2APeer(_Model):
 
 class A2AClientConfig(_Model):
     timeout_s: float = Field(default=300.0, gt=0)
-    max_response_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    max_response_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
+    max_file_bytes: int = Field(default=20 * 1024 * 1024, ge=1)
+    """Largest file `a2a_send` sends, or saves from a peer's reply."""
 
 
 class A2AConfig(_Model):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -181,3 +182,15 @@ async def test_a_peer_echoing_our_credential_in_a_failure_never_gets_it_into_the
             peer.card_url, kind, [A2APeer(origin=peer.origin, credential=SECRET)], SETTINGS
         )
     assert SECRET.lower() not in str(info.value).lower()
+
+
+async def test_typed_parts_in_a_reply_are_saved_listed_or_shown(tmp_path: Path) -> None:
+    with echo_peer() as peer:
+        reply = await send_message(peer.card_url, "parts", [], SETTINGS, inbox=tmp_path / "inbox")
+    assert reply.text.startswith("here are your results")
+    assert '"score": 7' in reply.text and "```json" in reply.text
+    (saved,) = (tmp_path / "inbox").rglob("*.txt")
+    assert saved.name == "result.txt" and saved.read_bytes() == b"hello"
+    assert saved.parent.parent == tmp_path / "inbox"  # <inbox>/<peer host>/, no escape
+    assert any(line.startswith("file saved: ") for line in reply.received)
+    assert "file by reference (not fetched): https://example.com/large.zip" in reply.received

@@ -83,7 +83,8 @@ def test_card_is_public_and_describes_the_endpoint(serve: Any) -> None:
     assert card["capabilities"].get("extendedAgentCard", False) is False
     assert card["securitySchemes"] == {"bearer": {"httpAuthSecurityScheme": {"scheme": "bearer"}}}
     assert card["securityRequirements"] == [{"schemes": {"bearer": {}}}]
-    assert card["defaultInputModes"] == ["text/plain"] and card["skills"][0]["id"] == "general"
+    assert card["defaultInputModes"] == ["text/plain", "application/json", "*/*"]
+    assert card["skills"][0]["id"] == "general"
     forwarded = httpx.get(
         server.base + "/.well-known/agent-card.json",
         headers={"X-Forwarded-Proto": "https", "Host": "evil.example:1"},
@@ -152,7 +153,7 @@ def test_a2a_version_header_is_checked(serve: Any, version: Any, ok: bool) -> No
 
 
 def test_bad_requests_get_the_sdk_errors(serve: Any) -> None:
-    server = serve()
+    server = serve(max_body_bytes=1024 * 1024)
     assert server.post(None, raw=b"{nope").json()["error"]["code"] == -32700
     batch = server.post([{"jsonrpc": "2.0", "id": 1, "method": "ListTasks"}]).json()
     assert batch["error"]["code"] == -32600 and "Batch" in batch["error"]["message"]

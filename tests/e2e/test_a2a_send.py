@@ -178,3 +178,23 @@ def test_a_peer_echoing_our_credential_gets_it_nowhere(env: dict[str, str], home
         assert secret not in (result.stdout + result.stderr).lower()
     stored = b"".join(p.read_bytes() for p in (home / "data").iterdir())
     assert secret.encode() not in stored.lower() and b"***" in stored
+
+
+def test_sending_a_file_to_a_peer_needs_approval(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    with echo_peer() as peer:
+        (tmp_path / "secret-plans.txt").write_text("plans")
+        args = {"card_url": peer.card_url, "message": "text", "files": ["secret-plans.txt"]}
+        (home / "script.json").write_text(
+            json.dumps([{"toolCalls": [{"name": "a2a_send", "arguments": args}]}, {"text": "ok"}])
+        )
+        write_config(
+            home,
+            {
+                "models": [{"id": "s", "provider": "scripted", "script": "script.json"}],
+                "a2a": {"peers": [{"origin": peer.origin, "credential": "c" * 12}]},
+            },
+        )
+        denied = raven("run", "send my plans", env=env, cwd=tmp_path)
+    assert "denied" in denied.stderr and "Ask A2A peer" in denied.stderr

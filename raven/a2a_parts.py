@@ -1,0 +1,47 @@
+"""A2A parts as Raven keeps them, for the A2A server and `a2a_send` alike: data as fenced
+JSON, files saved under safe names. Writes only inside the folder it is given.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from a2a.types import Part
+from google.protobuf.json_format import MessageToDict
+
+MAX_DATA_BYTES = 64 * 1024
+DATA_TYPE = "application/json"
+_UNSAFE = re.compile(r"[^A-Za-z0-9._ -]+")
+
+
+def fenced_data(part: Part) -> str:
+    """A data part as a fenced JSON block, named by its media type or metadata name."""
+    name = ""
+    if part.HasField("metadata") and "name" in part.metadata.fields:
+        name = part.metadata.fields["name"].string_value
+    label = " ".join(x for x in (part.media_type or DATA_TYPE, name) if x)
+    body = json.dumps(MessageToDict(part.data), indent=2, ensure_ascii=False)
+    return f"[data: {label}]\n```json\n{body}\n```"
+
+
+def safe_name(name: str, taken: set[str]) -> str:
+    """A file name with no directories, no leading dot and no clash with `taken`."""
+    base = _UNSAFE.sub("_", Path(name.replace("\\", "/")).name).strip(" .") or "file"
+    stem, dot, suffix = base.partition(".")
+    candidate, n = base, 1
+    while candidate in taken:
+        n += 1
+        candidate = f"{stem}-{n}{dot}{suffix}"
+    taken.add(candidate)
+    return candidate
+
+
+def save_file(folder: Path, name: str, data: bytes, taken: set[str]) -> Path:
+    """Write `data` under `folder` with a safe, unused name; returns its path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    taken |= {p.name for p in folder.iterdir()}
+    path = folder / safe_name(name, taken)
+    path.write_bytes(data)
+    return path

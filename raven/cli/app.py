@@ -7,7 +7,17 @@ from typing import Annotated
 
 import typer
 
-from raven.cli import a2a_cmd, acp, agents_cmd, chat, config_cmd, mcp_cmd, run, sessions_cmd
+from raven.cli import (
+    a2a_cmd,
+    acp,
+    agents_cmd,
+    chat,
+    config_cmd,
+    mcp_cmd,
+    models_cmd,
+    run,
+    sessions_cmd,
+)
 from raven.cli.help import Typer
 
 app = Typer(
@@ -45,6 +55,7 @@ def _root(
 app.command("run")(run.run_command)
 app.command("chat")(chat.chat_command)
 app.command("acp")(acp.acp_command)
+app.command("models")(models_cmd.models_command)
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(sessions_cmd.app, name="sessions")
 app.add_typer(mcp_cmd.app, name="mcp")

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 HELP = """commands:
   /new            start a new session
   /sessions       list recent sessions
-  /resume ID      continue a stored session
+  /resume [ID]    continue a stored session (no ID: pick one)
   /model [ID]     list models, or switch model for the next turn
   /mode [ID]      list modes, or switch mode for the next turn
   /help           this help
@@ -30,6 +30,7 @@ HELP = """commands:
 Ctrl-C cancels a running turn."""
 
 PROMPT = "› "
+PICK_LIMIT = 10
 
 
 def chat_command(
@@ -40,6 +41,15 @@ def chat_command(
         typer.Option("--session", "-s", help="Continue this session (id or unique prefix)."),
     ] = None,
     cwd: Annotated[Path | None, typer.Option("--cwd", help="Working directory.")] = None,
+    resume_last: Annotated[
+        bool,
+        typer.Option(
+            "--continue", "-c", help="Continue the most recent session in this directory."
+        ),
+    ] = False,
+    pick: Annotated[
+        bool, typer.Option("--resume", "-r", help="Pick a recent session to continue.")
+    ] = False,
     config: ConfigOption = None,
 ) -> None:
     """Chat with Raven in the terminal."""
@@ -54,7 +64,14 @@ def chat_command(
     async def main() -> None:
         runtime = build_runtime(cfg, paths, face="chat")
         try:
-            await Chat(runtime, cwd_path).run(session, model, mode)
+            chat = Chat(runtime, cwd_path)
+            start = session
+            if resume_last and start is None:
+                page = await runtime.list_sessions(cwd=str(cwd_path), limit=1)
+                start = page.sessions[0].id if page.sessions else None
+            if pick and start is None:
+                start = await chat.pick()
+            await chat.run(start, model, mode)
         finally:
             await runtime.aclose()
 
@@ -141,8 +158,10 @@ class Chat:
                 await self._new()
             elif name == "/sessions":
                 await self._list()
-            elif name == "/resume" and arg:
-                await self._resume(arg)
+            elif name == "/resume":
+                chosen = arg or await self.pick()
+                if chosen:
+                    await self._resume(chosen)
             elif name == "/model" and not arg:
                 self._models()
             elif name == "/mode" and not arg:
@@ -173,6 +192,22 @@ class Chat:
         self.session = await self.runtime.open_session(await self.runtime.find_session(session_id))
         print_transcript(self.session.record, self.session.history[-20:], self.err)
         self._banner()
+
+    async def pick(self) -> str | None:
+        """A recent session chosen by number from a list; None when none is chosen."""
+        page = await self.runtime.list_sessions(limit=PICK_LIMIT)
+        if not page.sessions:
+            self.err.print("[dim]no sessions yet[/]")
+            return None
+        for number, r in enumerate(page.sessions, start=1):
+            when = r.updated_at[:16].replace("T", " ")
+            self.err.print(f"{number:>2}. {when}  {r.title or '(untitled)'}  [dim]{r.cwd}[/]")
+        self.err.print("[bold]resume which?[/] (number, or Enter for none) ", end="")
+        line = await self.reader.readline()
+        answer = (line or "").strip()
+        if answer.isdigit() and 1 <= int(answer) <= len(page.sessions):
+            return page.sessions[int(answer) - 1].id
+        return None
 
     async def _list(self) -> None:
         page = await self.runtime.list_sessions(limit=15)

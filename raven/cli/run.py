@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
@@ -13,6 +14,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from raven.config import Paths, RavenConfig
+    from raven.engine import LiveSession, Runtime
 
 EXIT_TURN_FAILED = 1
 EXIT_STOPPED_SHORT = 3
@@ -39,51 +41,92 @@ def run_command(
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Approve every tool call without asking.")
     ] = False,
+    resume_last: Annotated[
+        bool,
+        typer.Option(
+            "--continue", "-c", help="Continue the most recent session in this directory."
+        ),
+    ] = False,
+    output: Annotated[
+        Output, typer.Option("--output", "-o", help="text, or json / jsonl for scripts.")
+    ] = "text",
     config: ConfigOption = None,
 ) -> int:
-    """Run one turn and stream the answer to stdout."""
+    """Run one turn and stream the answer to stdout.
+
+    Piped text comes first, in a fenced block, then PROMPT (`git diff | raven run "review"`).
+    """
     import asyncio
 
     from raven.cli.options import load
 
     text = _prompt_text(prompt)
     cfg, paths = load(config, "cli")
-    return asyncio.run(_run(cfg, paths, text, model, mode, session, cwd, yes))
+    options = RunOptions(model, mode, session, cwd, yes, resume_last, output)
+    return asyncio.run(_run(cfg, paths, text, options))
+
+
+Output = Literal["text", "json", "jsonl"]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    model: str | None
+    mode: str | None
+    session: str | None
+    cwd: Path | None
+    yes: bool
+    resume_last: bool
+    output: Output
 
 
 def _prompt_text(prompt: str | None) -> str:
-    """The prompt: the argument, or stdin for `-` or when none is given and stdin is piped."""
+    """The prompt: the argument, or stdin for `-` or when none is given and stdin is piped;
+    with both, the piped text first in a fenced block, then the argument (as `llm` does)."""
     import sys
 
     if prompt is None and sys.stdin.isatty():
         raise typer.BadParameter("give a prompt, or pipe one in", param_hint="PROMPT")
     if prompt is None or prompt == "-":
-        data = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1)
-        if len(data) > MAX_STDIN_BYTES:
-            raise typer.BadParameter(
-                f"stdin holds more than {MAX_STDIN_BYTES} bytes", param_hint="PROMPT"
-            )
-        prompt = data.decode("utf-8", "replace")
+        prompt = _read_stdin()
+    elif _stdin_is_piped() and (piped := _read_stdin()).strip():
+        prompt = f"```\n{piped.rstrip()}\n```\n\n{prompt}"
     if not prompt.strip():
         raise typer.BadParameter("the prompt is empty", param_hint="PROMPT")
     return prompt
 
 
-async def _run(
-    cfg: RavenConfig,
-    paths: Paths,
-    prompt: str,
-    model: str | None,
-    mode: str | None,
-    session_id: str | None,
-    cwd: Path | None,
-    yes: bool,
-) -> int:
+def _stdin_is_piped() -> bool:
+    """stdin is a pipe or a file (not a terminal, /dev/null or a socket)."""
+    import os
+    import stat
+
+    try:
+        mode = os.fstat(0).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISREG(mode)
+
+
+def _read_stdin() -> str:
+    import sys
+
+    data = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1)
+    if len(data) > MAX_STDIN_BYTES:
+        raise typer.BadParameter(
+            f"stdin holds more than {MAX_STDIN_BYTES} bytes", param_hint="PROMPT"
+        )
+    return data.decode("utf-8", "replace")
+
+
+async def _run(cfg: RavenConfig, paths: Paths, prompt: str, options: RunOptions) -> int:
+    import json
     import signal
     import sys
 
     from rich.console import Console
 
+    from raven.cli.events_json import event_json
     from raven.cli.options import workdir
     from raven.cli.runtime import build_runtime
     from raven.cli.terminal import LineReader, TerminalAsker, TerminalView, stdin_is_terminal
@@ -93,34 +136,88 @@ async def _run(
 
     runtime = build_runtime(cfg, paths, face="cli")
     try:
-        if session_id:
-            live = await runtime.open_session(await runtime.find_session(session_id))
-            if model:
-                await runtime.set_model(live, model)
-            if mode:
-                await runtime.set_mode(live, mode)
-        else:
-            live = await runtime.new_session(workdir(cwd), model, mode)
-        out = Console(file=sys.stdout, highlight=False, soft_wrap=True)
+        live = await _session(runtime, options, workdir(options.cwd))
         err = Console(file=sys.stderr, highlight=False, soft_wrap=True)
+        # For scripts, stdout carries only JSON; the person watching reads stderr.
+        out = (
+            err
+            if options.output != "text"
+            else Console(file=sys.stdout, highlight=False, soft_wrap=True)
+        )
         view = TerminalView(out, err, markdown=False)
-        asker = TerminalAsker(err, LineReader(), view, stdin_is_terminal(), approve_all=yes)
-        ended: list[TurnEnded] = []
+        interactive = stdin_is_terminal()
+        asker = TerminalAsker(err, LineReader(), view, interactive, approve_all=options.yes)
+        events: list[TurnEvent] = []
 
         def emit(event: TurnEvent) -> None:
             view(event)
-            if isinstance(event, TurnEnded):
-                ended.append(event)
+            events.append(event)
+            if options.output == "jsonl":
+                print(json.dumps(event_json(event), ensure_ascii=False), flush=True)
 
         with StopSignals(lambda _: live.cancel_turn(), (signal.SIGINT, *STOP_SIGNALS)) as signals:
             view.waiting()
             stop = await run_turn(live, [TextPart(text=prompt)], asker, emit)
         view.pause()
         err.print(f"[dim]session {live.id} · model {live.model.id}[/]")
+        if options.output == "json":
+            print(json.dumps(summary(events, stop, live.id, live.model.id), ensure_ascii=False))
+        ended = [e for e in events if isinstance(e, TurnEnded)]
         code = _exit_code(stop, ended[-1].error if ended else None, err)
         return signals.exit_code or code
     finally:
         await runtime.aclose()
+
+
+async def _session(runtime: Runtime, options: RunOptions, cwd: Path) -> LiveSession:
+    """The session to run in: `--session`, `--continue`d, or a new one."""
+    from raven.config import ConfigError
+
+    session_id = options.session
+    if options.resume_last and session_id is None:
+        page = await runtime.list_sessions(cwd=str(cwd), limit=1)
+        if not page.sessions:
+            raise ConfigError(f"--continue: no session yet in {cwd}")
+        session_id = page.sessions[0].id
+    if session_id is None:
+        return await runtime.new_session(cwd, options.model, options.mode)
+    live = await runtime.open_session(await runtime.find_session(session_id))
+    if options.model:
+        await runtime.set_model(live, options.model)
+    if options.mode:
+        await runtime.set_mode(live, options.mode)
+    return live
+
+
+def summary(events: list[Any], stop: str, session_id: str, model_id: str) -> dict[str, Any]:
+    """What `--output json` prints at the end: the answer and how the turn went."""
+    from raven.engine import AgentText, ToolCallStarted, ToolCallUpdated, TurnEnded, UsageUpdated
+
+    calls: dict[str, dict[str, Any]] = {}
+    for e in events:
+        if isinstance(e, ToolCallStarted):
+            calls[e.call_id] = {
+                "id": e.call_id,
+                "tool": e.tool,
+                "title": e.title,
+                "status": "pending",
+            }
+        elif isinstance(e, ToolCallUpdated) and e.call_id in calls and e.status != "in_progress":
+            calls[e.call_id]["status"] = e.status
+    usage = next((e for e in reversed(events) if isinstance(e, UsageUpdated)), None)
+    ended = next((e for e in reversed(events) if isinstance(e, TurnEnded)), None)
+    return {
+        "schema": "raven.run/1",
+        "answer": "".join(e.text for e in events if isinstance(e, AgentText)),
+        "stopReason": stop,
+        "error": ended.error if ended else None,
+        "sessionId": session_id,
+        "model": model_id,
+        "usage": None
+        if usage is None
+        else {"usedTokens": usage.used_tokens, "estimated": usage.estimated},
+        "toolCalls": list(calls.values()),
+    }
 
 
 def _exit_code(stop: str, error: str | None, err: Console) -> int:

@@ -75,6 +75,7 @@ def start(env: dict[str, str], *args: str) -> A2AServer:
     proc = subprocess.Popen(
         [*RAVEN, "a2a", "serve", "--port", str(port), *args],
         env=env,
+        stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,

@@ -139,7 +139,7 @@ def test_chat_streams_answers_asks_inline_and_survives_ctrl_c(
 def test_chat_slash_commands(chat: Terminal) -> None:
     chat.expect("› ")
     chat.type("/help\n")
-    chat.expect("/resume ID")
+    chat.expect("/resume [ID]")
     chat.type("/model nope\n")
     chat.expect("unknown model 'nope'")
     chat.mark()

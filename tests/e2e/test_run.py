@@ -222,6 +222,7 @@ def test_a_stop_signal_stops_the_turn_and_its_commands(
         [*RAVEN, "run", "--yes", "sleep please"],
         env=env,
         cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -60,6 +60,7 @@ async def test_a_turn_running_in_another_process_is_refused_until_it_ends(
         session.id,
         "take your time",
         env=env,
+        stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
     )
@@ -103,6 +104,7 @@ async def test_a_claim_left_by_a_killed_process_is_taken_over(
         session.id,
         "never finishes",
         env=env,
+        stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
     )

@@ -1,0 +1,38 @@
+"""Turn events as JSON for scripts (`raven run --output jsonl`): one object per event.
+
+Names are the engine's event names; keys are camelCase; every object carries the
+schema version. `docs/events.schema.json` declares the shape. Pure; never prints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic.alias_generators import to_camel
+
+SCHEMA = "raven.events/1"
+
+
+def event_json(event: Any) -> dict[str, Any]:
+    """`{"schema": ..., "type": <event name>, <its fields>}` for one turn event."""
+    body: dict[str, Any] = {"schema": SCHEMA, "type": type(event).__name__}
+    for f in dataclasses.fields(event):
+        body[to_camel(f.name)] = _plain(getattr(event, f.name))
+    return body
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", by_alias=True)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {to_camel(f.name): _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value

@@ -1,0 +1,123 @@
+"""The habits people bring from `llm`, Claude Code and goose, through `raven` as a subprocess."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+
+from tests.conftest import RAVEN, raven, write_config
+from tests.e2e.test_chat import Terminal
+
+SCHEMA = json.loads((Path(__file__).parents[2] / "docs" / "events.schema.json").read_text())
+
+
+def test_continue_picks_the_latest_session_of_this_directory(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    here, elsewhere = tmp_path / "here", tmp_path / "elsewhere"
+    here.mkdir()
+    elsewhere.mkdir()
+    first = raven("run", "--model", "echo", "first here", env=env, cwd=here)
+    raven("run", "--model", "echo", "somewhere else", env=env, cwd=elsewhere)
+    again = raven("run", "--model", "echo", "-c", "and again", env=env, cwd=here)
+    assert again.returncode == 0, again.stderr
+    session = first.stderr.split("session ")[1].split()[0]
+    assert f"session {session}" in again.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    nothing = raven("run", "--model", "echo", "--continue", "x", env=env, cwd=empty)
+    assert nothing.returncode == 2 and "no session yet" in nothing.stderr
+
+
+def test_piped_text_comes_first_in_a_fenced_block(env: dict[str, str]) -> None:
+    result = raven("run", "--model", "echo", "what failed?", env=env, input="ERROR disk full\n")
+    assert result.stdout == "```\nERROR disk full\n```\n\nwhat failed?\n"
+    huge = raven("run", "--model", "echo", "x", env=env, input="y" * (1024 * 1024 + 1))
+    assert huge.returncode == 2 and "more than 1048576 bytes" in huge.stderr
+
+
+def test_output_json_is_one_object_and_jsonl_follows_the_documented_schema(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "a.txt").write_text("alpha\n")
+    steps = [
+        {
+            "thought": "look first",
+            "toolCalls": [{"name": "read_file", "arguments": {"path": "a.txt"}}],
+        },
+        {"text": "It says alpha."},
+    ]
+    (home / "script.json").write_text(json.dumps(steps * 2))
+    write_config(home, {"models": [{"id": "s", "provider": "scripted", "script": "script.json"}]})
+    single = raven("run", "read a.txt", "--output", "json", env=env, cwd=tmp_path)
+    assert single.returncode == 0, single.stderr
+    body = json.loads(single.stdout)
+    assert body["answer"] == "It says alpha." and body["stopReason"] == "end_turn"
+    assert body["model"] == "s" and body["sessionId"].startswith("ses_")
+    assert body["toolCalls"] == [
+        {
+            "id": body["toolCalls"][0]["id"],
+            "tool": "read_file",
+            "title": "Read a.txt",
+            "status": "completed",
+        }
+    ]
+    stream = raven("run", "read a.txt", "-o", "jsonl", env=env, cwd=tmp_path)
+    events = [json.loads(line) for line in stream.stdout.splitlines()]
+    for event in events:
+        jsonschema.validate(event, SCHEMA)
+    kinds = [e["type"] for e in events]
+    assert kinds[:2] == ["TitleChanged", "AgentThought"] and kinds[-1] == "TurnEnded"
+    assert {"ToolCallStarted", "ToolCallUpdated", "AgentText", "UsageUpdated"} <= set(kinds)
+    assert "session ses_" in stream.stderr and "session" not in stream.stdout
+
+
+def test_raven_models_says_which_is_the_default_and_why(env: dict[str, str], home: Path) -> None:
+    implicit = raven("models", "--json", env={**env, "OPENAI_API_KEY": "sk-x"})
+    rows = {r["id"]: r for r in json.loads(implicit.stdout)}
+    assert (
+        rows["gpt-4.1-mini"]["default"] and rows["gpt-4.1-mini"]["why"] == "OPENAI_API_KEY is set"
+    )
+    assert rows["gpt-4.1-mini"]["keySet"] and "echo" in rows
+    write_config(
+        home,
+        {
+            "models": [
+                {"id": "local", "provider": "openai", "baseUrl": "http://127.0.0.1:8080/v1"},
+                {"id": "claude", "provider": "anthropic", "apiKeyEnv": "MY_CLAUDE_KEY"},
+            ],
+            "defaultModel": "claude",
+        },
+    )
+    listed = {r["id"]: r for r in json.loads(raven("models", "--json", env=env).stdout)}
+    assert listed["claude"]["default"] and listed["claude"]["why"] == "defaultModel in the config"
+    assert listed["claude"]["keyEnv"] == "MY_CLAUDE_KEY" and not listed["claude"]["keySet"]
+    assert listed["local"]["baseUrl"] == "http://127.0.0.1:8080/v1"
+    assert listed["local"]["keyEnv"] is None  # no vendor key goes to a server of your own
+    table = raven("models", env={**env, "COLUMNS": "160"})
+    assert "MY_CLAUDE_KEY (not set)" in table.stdout and "default: claude" in table.stdout
+
+
+def test_chat_resume_picks_from_recent_sessions(env: dict[str, str], tmp_path: Path) -> None:
+    raven("run", "--model", "echo", "older tulips", env=env, cwd=tmp_path)
+    raven("run", "--model", "echo", "newest daisies", env=env, cwd=tmp_path)
+    term = Terminal(
+        [*RAVEN, "chat", "--model", "echo", "--resume"], {**env, "TERM": "xterm"}, tmp_path
+    )
+    try:
+        term.expect("resume which?")
+        assert term.screen.index("newest daisies") < term.screen.index("older tulips")
+        term.type("2\n")
+        term.expect("older tulips")
+        term.expect("› ")
+        term.mark()
+        term.type("/resume\n")
+        term.expect("resume which?")
+        term.type("1\n")
+        term.expect("newest daisies")
+        term.type("/quit\n")
+        assert term.proc.wait(10) == 0
+    finally:
+        term.close()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
@@ -10,6 +10,8 @@ from raven.cli.help import Typer
 from raven.cli.options import ConfigOption
 
 if TYPE_CHECKING:
+    from rich.text import Text
+
     from raven.sessions import SessionRecord, SessionStore
 
 app = Typer(help="List, show and delete stored sessions.", no_args_is_help=True)
@@ -86,6 +88,92 @@ def show_command(
     from raven.cli.transcript import print_transcript
 
     print_transcript(record, messages)
+
+
+@app.command("search")
+def search_command(
+    text: Annotated[str, typer.Argument(help="Words to find (all of them).")],
+    cwd: Annotated[
+        str | None, typer.Option("--cwd", help="Only sessions in this directory.")
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many.")] = 20,
+    as_json: JsonOption = False,
+    config: ConfigOption = None,
+) -> None:
+    """Find sessions whose transcripts (tool calls and results too) hold these words."""
+    import json
+    from pathlib import Path
+
+    from raven.redact import redact
+    from raven.sessions.store import MATCH_END, MATCH_START
+
+    where = str(Path(cwd).expanduser().resolve()) if cwd else None
+    hits = _store(config).search(text, where, limit)
+    if as_json:
+        body = [
+            {
+                **_record_json(h.record),
+                "title": redact(h.record.title),
+                "snippet": redact(h.snippet).replace(MATCH_START, "[").replace(MATCH_END, "]"),
+            }
+            for h in hits
+        ]
+        typer.echo(json.dumps(body, indent=2))
+        return
+    from rich.console import Console
+    from rich.text import Text
+
+    console = Console(highlight=False)
+    if not hits:
+        console.print(f"nothing found for {text!r}")
+    for hit in hits:
+        r = hit.record
+        head = Text(f"{r.id}", style="bold")
+        head.append(f"  {r.updated_at[:16].replace('T', ' ')}  {redact(r.title)}")
+        console.print(head)
+        console.print(_highlighted(redact(hit.snippet)))
+
+
+def _highlighted(snippet: str) -> Text:
+    """The snippet with the words found in bold yellow."""
+    from rich.text import Text
+
+    from raven.sessions.store import MATCH_END, MATCH_START
+
+    shown = Text("  ")
+    for i, piece in enumerate(snippet.replace(MATCH_END, MATCH_START).split(MATCH_START)):
+        shown.append(piece, style="bold yellow" if i % 2 else "")
+    return shown
+
+
+@app.command("export")
+def export_command(
+    session_id: Annotated[str, typer.Argument(help="Session id, or a unique prefix of it.")],
+    fmt: Annotated[
+        Literal["markdown", "json"], typer.Option("--format", "-f", help="markdown or json.")
+    ] = "markdown",
+    config: ConfigOption = None,
+) -> None:
+    """Write a readable transcript to stdout, tool calls and results included, secrets masked."""
+    import json
+
+    from raven.cli.transcript import markdown_transcript
+    from raven.messages import MESSAGE_ADAPTER
+    from raven.redact import redact, redact_json
+
+    store = _store(config)
+    record = store.get(store.resolve(session_id))
+    messages = store.messages(record.id)
+    if fmt == "json":
+        body = {
+            **_record_json(record),
+            "messages": [
+                MESSAGE_ADAPTER.dump_python(m, mode="json", by_alias=True) for m in messages
+            ],
+        }
+        typer.echo(json.dumps(redact_json(body), indent=2, ensure_ascii=False))
+        return
+    typer.echo(redact(markdown_transcript(record, messages)))
 
 
 @app.command("delete")

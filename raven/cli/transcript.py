@@ -33,3 +33,33 @@ def print_transcript(
         elif isinstance(msg, ToolResultMessage):
             mark = "[red]✗[/]" if msg.is_error else "[green]✓[/]"
             out.print(f"{mark} [dim]{escape(msg.name)}:[/] {escape(msg.content)}")
+
+
+def markdown_transcript(record: SessionRecord, messages: Sequence[Message]) -> str:
+    """The transcript as Markdown: a heading, then each message, tool call and result."""
+    lines = [f"# {record.title or '(untitled)'}", ""]
+    lines.append(f"`{record.id}` · {record.cwd} · model {record.model} · {record.created_at}")
+    for msg in messages:
+        lines.append("")
+        if isinstance(msg, UserMessage):
+            lines += ["## You", "", msg.text]
+        elif isinstance(msg, AssistantMessage):
+            lines.append("## Raven")
+            if msg.thought:
+                lines += ["", "> " + msg.thought.replace("\n", "\n> ")]
+            if msg.text:
+                lines += ["", msg.text]
+            for call in msg.tool_calls:
+                args = call.raw_arguments or json.dumps(call.arguments, ensure_ascii=False)
+                lines += [
+                    "",
+                    f"**Tool call** {call.title or call.name}",
+                    "",
+                    "```json",
+                    args,
+                    "```",
+                ]
+        elif isinstance(msg, ToolResultMessage):
+            status = "failed" if msg.is_error else "result"
+            lines += [f"**Tool {status}** ({msg.name})", "", "```", msg.content, "```"]
+    return "\n".join(lines) + "\n"

@@ -8,6 +8,7 @@ tools or faces.
 from raven.sessions.store import (
     AmbiguousSession,
     BadCursor,
+    SearchHit,
     SessionNotFound,
     SessionPage,
     SessionRecord,
@@ -20,6 +21,7 @@ from raven.sessions.store import (
 __all__ = [
     "AmbiguousSession",
     "BadCursor",
+    "SearchHit",
     "SessionNotFound",
     "SessionPage",
     "SessionRecord",

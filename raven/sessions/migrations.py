@@ -88,6 +88,36 @@ def _m003_turn_claims_and_versions(db: sqlite3.Connection) -> None:
     )
 
 
+_SEARCHABLE_TEXT = """
+    COALESCE(json_extract(body, '$.text'), '') || ' ' ||
+    COALESCE(json_extract(body, '$.thought'), '') || ' ' ||
+    COALESCE(json_extract(body, '$.content'), '') || ' ' ||
+    COALESCE((SELECT group_concat(json_extract(value, '$.text'), ' ')
+              FROM json_each(body, '$.parts')), '') || ' ' ||
+    COALESCE((SELECT group_concat(json_extract(value, '$.arguments'), ' ')
+              FROM json_each(body, '$.tool_calls')), '')
+"""
+
+
+def _m004_full_text_search(db: sqlite3.Connection) -> None:
+    """An FTS5 index of every message's words, filled from what is stored and kept in step
+    by triggers, so every writer (any process) updates it in its own transaction."""
+    text_of = _SEARCHABLE_TEXT.replace("body", "new.body")
+    # One statement at a time: the trigger bodies hold semicolons of their own.
+    db.execute("CREATE VIRTUAL TABLE messages_fts USING fts5(text, tokenize = 'unicode61')")
+    db.execute(
+        f"INSERT INTO messages_fts (rowid, text) SELECT rowid, {_SEARCHABLE_TEXT} FROM messages"
+    )
+    db.execute(
+        "CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN "
+        f"INSERT INTO messages_fts (rowid, text) VALUES (new.rowid, {text_of}); END"
+    )
+    db.execute(
+        "CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN "
+        "DELETE FROM messages_fts WHERE rowid = old.rowid; END"
+    )
+
+
 def _run_script(db: sqlite3.Connection, script: str) -> None:
     # executescript() would commit the surrounding transaction; run statements one by one.
     for statement in script.split(";"):
@@ -99,6 +129,7 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("sessions_and_messages", _m001_sessions_and_messages),
     ("tool_calls_keep_title_and_kind", _m002_tool_calls_keep_title_and_kind),
     ("turn_claims_and_versions", _m003_turn_claims_and_versions),
+    ("full_text_search", _m004_full_text_search),
 ]
 
 

@@ -6,6 +6,7 @@ import base64
 import functools
 import json
 import os
+import re
 import sqlite3
 import threading
 import uuid
@@ -25,6 +26,8 @@ T = TypeVar("T")
 BUSY_TIMEOUT_MS = 10_000
 DEFAULT_PAGE_SIZE = 50
 MAX_SHOWN_MATCHES = 10
+MATCH_START, MATCH_END = "\x02", "\x03"
+"""Around the words found, in search snippets."""
 SESSION_ID_PREFIX = "ses_"
 
 
@@ -76,6 +79,12 @@ class SessionRecord:
     created_at: str
     updated_at: str
     closed: bool
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    record: SessionRecord
+    snippet: str
 
 
 @dataclass(frozen=True)
@@ -327,6 +336,28 @@ class SessionStore:
                 if cur.rowcount == 0:
                     raise SessionNotFound(session_id)
         return self.get(session_id)
+
+    def search(self, text: str, cwd: str | None = None, limit: int = 20) -> list[SearchHit]:
+        """Sessions whose transcripts hold `text` (all its words), best match first, each with
+        a snippet where `MATCH_START` and `MATCH_END` mark the words found."""
+        words = [w for w in re.findall(r"\w+", text) if w]
+        if not words:
+            return []
+        query = " ".join('"' + w.replace('"', '""') + '"' for w in words)
+        sql = (
+            "SELECT m.session_id, snippet(messages_fts, 0, char(2), char(3), '…', 12) "
+            "FROM messages_fts JOIN messages m ON m.rowid = messages_fts.rowid "
+            "JOIN sessions s ON s.id = m.session_id "
+            "WHERE messages_fts MATCH ?" + (" AND s.cwd = ?" if cwd else "") + " ORDER BY rank"
+        )
+        params: list[object] = [query, *([cwd] if cwd else [])]
+        hits: dict[str, str] = {}
+        with self._lock:
+            for session_id, snippet in self._db.execute(sql, params):
+                hits.setdefault(str(session_id), " ".join(str(snippet).split()))
+                if len(hits) >= limit:
+                    break
+        return [SearchHit(self.get(sid), snippet) for sid, snippet in hits.items()]
 
     def delete(self, session_id: str) -> bool:
         """Remove the session and its transcript; False when there was none."""

@@ -121,3 +121,19 @@ def test_chat_resume_picks_from_recent_sessions(env: dict[str, str], tmp_path: P
         assert term.proc.wait(10) == 0
     finally:
         term.close()
+
+
+def test_sessions_search_and_export(env: dict[str, str], tmp_path: Path) -> None:
+    raven(
+        "run", "--model", "echo", "the api_key=abcd1234efgh is for daffodils", env=env, cwd=tmp_path
+    )
+    found = json.loads(raven("sessions", "search", "daffodils", "--json", env=env).stdout)
+    assert len(found) == 1 and "[daffodils]" in found[0]["snippet"]
+    assert "abcd1234efgh" not in json.dumps(found)
+    session = found[0]["id"]
+    markdown = raven("sessions", "export", session[:10], env=env).stdout
+    assert markdown.startswith("# ") and "## You" in markdown and "## Raven" in markdown
+    assert "daffodils" in markdown and "abcd1234efgh" not in markdown
+    exported = json.loads(raven("sessions", "export", session, "--format", "json", env=env).stdout)
+    assert [m["role"] for m in exported["messages"]] == ["user", "assistant"]
+    assert "abcd1234efgh" not in json.dumps(exported)

@@ -78,6 +78,7 @@ def test_migrations_apply_once(tmp_path: Path) -> None:
         "sessions_and_messages",
         "tool_calls_keep_title_and_kind",
         "turn_claims_and_versions",
+        "full_text_search",
     ]
 
 
@@ -197,3 +198,37 @@ def test_the_migration_gives_old_tool_calls_a_title_and_kind(tmp_path: Path) -> 
     first, second = message.tool_calls
     assert (first.kind, second.kind) == ("read", "other")
     assert first.title == 'read_file {"path": "x"}' and second.title.startswith("notes__add")
+
+
+def test_search_finds_words_in_tool_results_and_in_sessions_older_than_the_index(
+    tmp_path: Path,
+) -> None:
+    import sqlite3
+
+    path = tmp_path / "raven.db"
+    store = SessionStore(path)
+    old = store.create(str(tmp_path), face="test", model="m")
+    store.append(old.id, user_text("remember the marigolds"))
+    store.close()
+    db = sqlite3.connect(path)  # as a store from before full-text search
+    db.execute("DROP TRIGGER messages_fts_insert")
+    db.execute("DROP TRIGGER messages_fts_delete")
+    db.execute("DROP TABLE messages_fts")
+    db.execute("DELETE FROM schema_migrations WHERE version = 4")
+    db.commit()
+    db.close()
+    store = SessionStore(path)
+    new = store.create(str(tmp_path), face="test", model="m")
+    store.append(new.id, user_text("read the log"))
+    store.append(
+        new.id,
+        ToolResultMessage(call_id="c", name="read_file", content="ERROR the disk of petunias"),
+    )
+    assert [h.record.id for h in store.search("marigolds")] == [old.id]
+    (hit,) = store.search("petunias disk")
+    assert hit.record.id == new.id and "\x02petunias\x03" in hit.snippet
+    assert store.search("petunias", cwd="/elsewhere") == []
+    assert store.search('"); DROP TABLE x; --') == []
+    store.delete(new.id)
+    assert store.search("petunias") == []
+    store.close()

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from raven.cli import complete
 from raven.cli.help import Typer
 from raven.cli.options import ConfigOption
 
@@ -97,7 +98,9 @@ async def _probe(spec: AgentSpec) -> dict[str, Any]:
 
 @app.command("run")
 def run_command(
-    name: Annotated[str, typer.Argument(help="Agent name from agents.")],
+    name: Annotated[
+        str, typer.Argument(help="Agent name from agents.", autocompletion=complete.agent_names)
+    ],
     prompt: Annotated[str, typer.Argument(help="The task.")],
     cwd: Annotated[Path | None, typer.Option("--cwd", help="Working directory.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,

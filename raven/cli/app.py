@@ -24,7 +24,7 @@ app = Typer(
     name="raven",
     help="Raven: a personal agent for the command line that speaks ACP, A2A and MCP.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
 )
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from raven.cli import complete
 from raven.cli.options import ConfigOption
 
 if TYPE_CHECKING:
@@ -34,11 +35,21 @@ PICK_LIMIT = 10
 
 
 def chat_command(
-    model: Annotated[str | None, typer.Option("--model", "-m", help="Model id.")] = None,
-    mode: Annotated[str | None, typer.Option("--mode", help="Mode id.")] = None,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", "-m", help="Model id.", autocompletion=complete.model_ids),
+    ] = None,
+    mode: Annotated[
+        str | None, typer.Option("--mode", help="Mode id.", autocompletion=complete.mode_ids)
+    ] = None,
     session: Annotated[
         str | None,
-        typer.Option("--session", "-s", help="Continue this session (id or unique prefix)."),
+        typer.Option(
+            "--session",
+            "-s",
+            help="Continue this session (id or unique prefix).",
+            autocompletion=complete.session_ids,
+        ),
     ] = None,
     cwd: Annotated[Path | None, typer.Option("--cwd", help="Working directory.")] = None,
     resume_last: Annotated[

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
+from raven.cli import complete
 from raven.cli.options import ConfigOption
 
 if TYPE_CHECKING:
@@ -29,11 +30,21 @@ def run_command(
         str | None,
         typer.Argument(help="What to ask Raven; `-` or none reads it from piped stdin."),
     ] = None,
-    model: Annotated[str | None, typer.Option("--model", "-m", help="Model id.")] = None,
-    mode: Annotated[str | None, typer.Option("--mode", help="Mode id.")] = None,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", "-m", help="Model id.", autocompletion=complete.model_ids),
+    ] = None,
+    mode: Annotated[
+        str | None, typer.Option("--mode", help="Mode id.", autocompletion=complete.mode_ids)
+    ] = None,
     session: Annotated[
         str | None,
-        typer.Option("--session", "-s", help="Continue this session (id or unique prefix)."),
+        typer.Option(
+            "--session",
+            "-s",
+            help="Continue this session (id or unique prefix).",
+            autocompletion=complete.session_ids,
+        ),
     ] = None,
     cwd: Annotated[
         Path | None, typer.Option("--cwd", help="Working directory (default: the current one).")

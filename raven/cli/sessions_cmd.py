@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
+from raven.cli import complete
 from raven.cli.help import Typer
 from raven.cli.options import ConfigOption
 
@@ -64,7 +65,12 @@ def list_command(
 
 @app.command("show")
 def show_command(
-    session_id: Annotated[str, typer.Argument(help="Session id, or a unique prefix of it.")],
+    session_id: Annotated[
+        str,
+        typer.Argument(
+            help="Session id, or a unique prefix of it.", autocompletion=complete.session_ids
+        ),
+    ],
     as_json: JsonOption = False,
     config: ConfigOption = None,
 ) -> None:
@@ -148,7 +154,12 @@ def _highlighted(snippet: str) -> Text:
 
 @app.command("export")
 def export_command(
-    session_id: Annotated[str, typer.Argument(help="Session id, or a unique prefix of it.")],
+    session_id: Annotated[
+        str,
+        typer.Argument(
+            help="Session id, or a unique prefix of it.", autocompletion=complete.session_ids
+        ),
+    ],
     fmt: Annotated[
         Literal["markdown", "json"], typer.Option("--format", "-f", help="markdown or json.")
     ] = "markdown",
@@ -178,7 +189,12 @@ def export_command(
 
 @app.command("delete")
 def delete_command(
-    session_id: Annotated[str, typer.Argument(help="Session id, or a unique prefix of it.")],
+    session_id: Annotated[
+        str,
+        typer.Argument(
+            help="Session id, or a unique prefix of it.", autocompletion=complete.session_ids
+        ),
+    ],
     config: ConfigOption = None,
 ) -> None:
     """Delete a session and its transcript."""

@@ -137,3 +137,33 @@ def test_sessions_search_and_export(env: dict[str, str], tmp_path: Path) -> None
     exported = json.loads(raven("sessions", "export", session, "--format", "json", env=env).stdout)
     assert [m["role"] for m in exported["messages"]] == ["user", "assistant"]
     assert "abcd1234efgh" not in json.dumps(exported)
+
+
+def test_shell_completion_knows_sessions_models_and_agents(env: dict[str, str], home: Path) -> None:
+    write_config(
+        home,
+        {
+            "models": [{"id": "local-llama", "provider": "openai", "baseUrl": "http://x/v1"}],
+            "modes": [{"id": "careful", "name": "Careful"}],
+            "agents": [{"name": "helper", "command": "true"}],
+        },
+    )
+    run = raven("run", "--model", "echo", "hi", env=env)
+    session = run.stderr.split("session ")[1].split()[0]
+
+    def complete(words: str) -> list[str]:
+        cword = str(len(words.split()) - (0 if words.endswith(" ") else 1))
+        shell = {
+            **env,
+            "_RAVEN_COMPLETE": "complete_bash",
+            "COMP_WORDS": words,
+            "COMP_CWORD": cword,
+        }
+        return raven(env=shell).stdout.split()
+
+    assert complete("raven sessions show ses_") == [session]
+    assert complete("raven run --model loc") == ["local-llama"]
+    assert complete("raven chat --mode ") == ["careful"]
+    assert complete("raven agents run h") == ["helper"]
+    script = raven("--show-completion", "bash", env=env)
+    assert script.returncode == 0 and "_raven_completion" in script.stdout

@@ -1,0 +1,71 @@
+"""Shell completion of what Raven knows: session ids, model and mode ids, agent names.
+
+Each function takes what has been typed and returns the candidates; any failure (no
+config, no store yet) means no candidates, never an error in the shell.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+LIMIT = 50
+
+
+def _quietly(find: Callable[[], list[str]], incomplete: str) -> list[str]:
+    try:
+        return [c for c in find() if c.startswith(incomplete)][:LIMIT]
+    except Exception:
+        return []
+
+
+def _config() -> object:
+    from raven.config import load_config, resolve_paths
+
+    return load_config(resolve_paths(None).config_file)
+
+
+def session_ids(incomplete: str) -> list[str]:
+    def find() -> list[str]:
+        from raven.config import resolve_paths
+        from raven.sessions import SessionStore
+
+        store = SessionStore(resolve_paths(None).database)
+        try:
+            return [r.id for r in store.page(limit=200).sessions]
+        finally:
+            store.close()
+
+    return _quietly(find, incomplete)
+
+
+def model_ids(incomplete: str) -> list[str]:
+    def find() -> list[str]:
+        from raven.config import ECHO_MODEL_ID, RavenConfig
+
+        cfg = _config()
+        assert isinstance(cfg, RavenConfig)
+        return [m.id for m in cfg.models] + [ECHO_MODEL_ID]
+
+    return _quietly(find, incomplete)
+
+
+def mode_ids(incomplete: str) -> list[str]:
+    def find() -> list[str]:
+        from raven.config import RavenConfig
+
+        cfg = _config()
+        assert isinstance(cfg, RavenConfig)
+        return [m.id for m in cfg.modes]
+
+    return _quietly(find, incomplete)
+
+
+def agent_names(incomplete: str) -> list[str]:
+    def find() -> list[str]:
+        from raven.config import RavenConfig
+
+        cfg = _config()
+        assert isinstance(cfg, RavenConfig)
+        return [a.name for a in cfg.agents if a.enabled]
+
+    return _quietly(find, incomplete)

@@ -11,8 +11,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from raven.cli import complete
-from raven.cli.options import ConfigOption
+from raven.cli.options import (
+    ConfigOption,
+    ContinueOption,
+    CwdOption,
+    ModelOption,
+    ModeOption,
+    SessionOption,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -35,29 +41,11 @@ PICK_LIMIT = 10
 
 
 def chat_command(
-    model: Annotated[
-        str | None,
-        typer.Option("--model", "-m", help="Model id.", autocompletion=complete.model_ids),
-    ] = None,
-    mode: Annotated[
-        str | None, typer.Option("--mode", help="Mode id.", autocompletion=complete.mode_ids)
-    ] = None,
-    session: Annotated[
-        str | None,
-        typer.Option(
-            "--session",
-            "-s",
-            help="Continue this session (id or unique prefix).",
-            autocompletion=complete.session_ids,
-        ),
-    ] = None,
-    cwd: Annotated[Path | None, typer.Option("--cwd", help="Working directory.")] = None,
-    resume_last: Annotated[
-        bool,
-        typer.Option(
-            "--continue", "-c", help="Continue the most recent session in this directory."
-        ),
-    ] = False,
+    model: ModelOption = None,
+    mode: ModeOption = None,
+    session: SessionOption = None,
+    cwd: CwdOption = None,
+    resume_last: ContinueOption = False,
     pick: Annotated[
         bool, typer.Option("--resume", "-r", help="Pick a recent session to continue.")
     ] = False,

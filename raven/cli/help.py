@@ -25,29 +25,28 @@ def _usage(pieces: list[str]) -> list[str]:
     return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in pieces]
 
 
-class Command(TyperCommand):
+class _PlainHelp:
+    """Flags without a type in the help, `--help` included."""
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)  # type: ignore[misc]
+        _plain([option])
+        return option
+
+
+class Command(_PlainHelp, TyperCommand):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         _plain(self.params)
-
-    def get_help_option(self, ctx: Any) -> Any:
-        option = super().get_help_option(ctx)
-        _plain([option])
-        return option
 
     def collect_usage_pieces(self, ctx: Any) -> list[str]:
         return _usage(super().collect_usage_pieces(ctx))
 
 
-class Group(TyperGroup):
+class Group(_PlainHelp, TyperGroup):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         _plain(self.params)
-
-    def get_help_option(self, ctx: Any) -> Any:
-        option = super().get_help_option(ctx)
-        _plain([option])
-        return option
 
 
 class Typer(typer.Typer):

@@ -3,12 +3,48 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 if TYPE_CHECKING:
     from raven.config import Paths, RavenConfig
+
+
+def _complete(name: str) -> Any:
+    """A completion callback that imports `raven.cli.complete` only when the shell asks."""
+
+    def complete(incomplete: str) -> list[str]:
+        from raven.cli import complete as candidates
+
+        return getattr(candidates, name)(incomplete)  # type: ignore[no-any-return]
+
+    return complete
+
+
+ModelOption = Annotated[
+    str | None,
+    typer.Option("--model", "-m", help="Model id.", autocompletion=_complete("model_ids")),
+]
+ModeOption = Annotated[
+    str | None, typer.Option("--mode", help="Mode id.", autocompletion=_complete("mode_ids"))
+]
+SessionOption = Annotated[
+    str | None,
+    typer.Option(
+        "--session",
+        "-s",
+        help="Continue this session (id or unique prefix).",
+        autocompletion=_complete("session_ids"),
+    ),
+]
+ContinueOption = Annotated[
+    bool,
+    typer.Option("--continue", "-c", help="Continue the most recent session in this directory."),
+]
+CwdOption = Annotated[
+    Path | None, typer.Option("--cwd", help="Working directory (default: the current one).")
+]
 
 ConfigOption = Annotated[
     str | None,

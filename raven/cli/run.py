@@ -8,8 +8,14 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
-from raven.cli import complete
-from raven.cli.options import ConfigOption
+from raven.cli.options import (
+    ConfigOption,
+    ContinueOption,
+    CwdOption,
+    ModelOption,
+    ModeOption,
+    SessionOption,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -30,34 +36,14 @@ def run_command(
         str | None,
         typer.Argument(help="What to ask Raven; `-` or none reads it from piped stdin."),
     ] = None,
-    model: Annotated[
-        str | None,
-        typer.Option("--model", "-m", help="Model id.", autocompletion=complete.model_ids),
-    ] = None,
-    mode: Annotated[
-        str | None, typer.Option("--mode", help="Mode id.", autocompletion=complete.mode_ids)
-    ] = None,
-    session: Annotated[
-        str | None,
-        typer.Option(
-            "--session",
-            "-s",
-            help="Continue this session (id or unique prefix).",
-            autocompletion=complete.session_ids,
-        ),
-    ] = None,
-    cwd: Annotated[
-        Path | None, typer.Option("--cwd", help="Working directory (default: the current one).")
-    ] = None,
+    model: ModelOption = None,
+    mode: ModeOption = None,
+    session: SessionOption = None,
+    cwd: CwdOption = None,
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Approve every tool call without asking.")
     ] = False,
-    resume_last: Annotated[
-        bool,
-        typer.Option(
-            "--continue", "-c", help="Continue the most recent session in this directory."
-        ),
-    ] = False,
+    resume_last: ContinueOption = False,
     output: Annotated[
         Output, typer.Option("--output", "-o", help="text, or json / jsonl for scripts.")
     ] = "text",

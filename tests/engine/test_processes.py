@@ -46,12 +46,53 @@ async def test_a_turn_sees_what_another_process_wrote_since(
 async def test_a_turn_running_in_another_process_is_refused_until_it_ends(
     env: dict[str, str], home: Path, tmp_path: Path
 ) -> None:
+    session_id, busy = await slow_turn_elsewhere(env, home, tmp_path)
+    try:
+        holder = await _claim_holder(home, session_id)
+        assert holder == busy.pid
+        refused = raven("run", "--model", "echo", "-s", session_id, "me too", env=env)
+        assert refused.returncode == 1
+        assert f"another Raven process, pid {busy.pid}" in refused.stderr
+        runtime = runtime_for(home)
+        try:
+            live = await runtime.open_session(session_id)
+            with pytest.raises(SessionBusy):
+                await run_turn(live, [TextPart(text="x")], RecordingAsker(), lambda e: None)
+        finally:
+            await runtime.aclose()
+        busy.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(busy.wait(), DEADLINE_S) == 143
+    finally:
+        if busy.returncode is None:
+            busy.kill()
+            await busy.wait()
+    after = raven("run", "--model", "echo", "-s", session_id, "now", env=env)
+    assert after.returncode == 0 and after.stdout.strip() == "now"
+
+
+async def test_a_claim_left_by_a_killed_process_is_taken_over(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    session_id, doomed = await slow_turn_elsewhere(env, home, tmp_path)
+    try:
+        assert await _claim_holder(home, session_id) == doomed.pid
+    finally:
+        doomed.kill()
+        await asyncio.wait_for(doomed.wait(), DEADLINE_S)
+    after = raven("run", "--model", "echo", "-s", session_id, "recovered", env=env)
+    assert after.returncode == 0 and after.stdout.strip() == "recovered"
+
+
+async def slow_turn_elsewhere(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> tuple[str, asyncio.subprocess.Process]:
+    """A new session, and a `raven run` in it whose scripted model takes a minute."""
     (home / "script.json").write_text(json.dumps([{"text": "slow", "delayMs": 60_000}]))
     write_config(home, {"models": [{"id": "s", "provider": "scripted", "script": "script.json"}]})
     runtime = runtime_for(home)
     session = await runtime.new_session(tmp_path)
     await runtime.aclose()
-    busy = await asyncio.create_subprocess_exec(
+    proc = await asyncio.create_subprocess_exec(
         *RAVEN,
         "run",
         "--model",
@@ -64,57 +105,7 @@ async def test_a_turn_running_in_another_process_is_refused_until_it_ends(
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
     )
-    try:
-        holder = await _claim_holder(home, session.id)
-        assert holder == busy.pid
-        refused = raven("run", "--model", "echo", "-s", session.id, "me too", env=env)
-        assert refused.returncode == 1
-        assert f"another Raven process, pid {busy.pid}" in refused.stderr
-        runtime = runtime_for(home)
-        try:
-            live = await runtime.open_session(session.id)
-            with pytest.raises(SessionBusy):
-                await run_turn(live, [TextPart(text="x")], RecordingAsker(), lambda e: None)
-        finally:
-            await runtime.aclose()
-        busy.send_signal(signal.SIGTERM)
-        assert await asyncio.wait_for(busy.wait(), DEADLINE_S) == 143
-    finally:
-        if busy.returncode is None:
-            busy.kill()
-            await busy.wait()
-    after = raven("run", "--model", "echo", "-s", session.id, "now", env=env)
-    assert after.returncode == 0 and after.stdout.strip() == "now"
-
-
-async def test_a_claim_left_by_a_killed_process_is_taken_over(
-    env: dict[str, str], home: Path, tmp_path: Path
-) -> None:
-    (home / "script.json").write_text(json.dumps([{"text": "slow", "delayMs": 60_000}]))
-    write_config(home, {"models": [{"id": "s", "provider": "scripted", "script": "script.json"}]})
-    runtime = runtime_for(home)
-    session = await runtime.new_session(tmp_path)
-    await runtime.aclose()
-    doomed = await asyncio.create_subprocess_exec(
-        *RAVEN,
-        "run",
-        "--model",
-        "s",
-        "-s",
-        session.id,
-        "never finishes",
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    try:
-        assert await _claim_holder(home, session.id) == doomed.pid
-    finally:
-        doomed.kill()
-        await asyncio.wait_for(doomed.wait(), DEADLINE_S)
-    after = raven("run", "--model", "echo", "-s", session.id, "recovered", env=env)
-    assert after.returncode == 0 and after.stdout.strip() == "recovered"
+    return session.id, proc
 
 
 async def _claim_holder(home: Path, session_id: str) -> int:

@@ -193,20 +193,19 @@ class Chat:
         self._banner()
 
     async def pick(self) -> str | None:
-        """A recent session chosen by number from a list; None when none is chosen."""
+        """A recent session, chosen with the arrow keys (or by number); None for none."""
+        from raven.cli.picker import pick
+
         page = await self.runtime.list_sessions(limit=PICK_LIMIT)
         if not page.sessions:
             self.err.print("[dim]no sessions yet[/]")
             return None
-        for number, r in enumerate(page.sessions, start=1):
-            when = r.updated_at[:16].replace("T", " ")
-            self.err.print(f"{number:>2}. {when}  {r.title or '(untitled)'}  [dim]{r.cwd}[/]")
-        self.err.print("[bold]resume which?[/] (number, or Enter for none) ", end="")
-        line = await self.reader.readline()
-        answer = (line or "").strip()
-        if answer.isdigit() and 1 <= int(answer) <= len(page.sessions):
-            return page.sessions[int(answer) - 1].id
-        return None
+        lines = [
+            f"{r.updated_at[:16].replace('T', ' ')}  {r.title or '(untitled)'}  {r.cwd}"
+            for r in page.sessions
+        ]
+        index = await pick(lines, self.err, self.reader, "resume which?")
+        return None if index is None else page.sessions[index].id
 
     async def _list(self) -> None:
         page = await self.runtime.list_sessions(limit=15)

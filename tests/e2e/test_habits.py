@@ -108,19 +108,25 @@ def test_chat_resume_picks_from_recent_sessions(env: dict[str, str], tmp_path: P
     )
     try:
         term.expect("resume which?")
-        assert term.screen.index("newest daisies") < term.screen.index("older tulips")
-        term.type("2\n")
         term.expect("older tulips")
+        assert term.screen.index("newest daisies") < term.screen.index("older tulips")
+        term.type("\x1b[B")  # arrow down to the older one
+        term.type("\r")
+        term.expect("user older tulips")
         term.expect("› ")
         term.mark()
         term.type("/resume\n")
         term.expect("resume which?")
-        term.type("1\n")
-        term.expect("newest daisies")
+        term.expect("older tulips")
+        term.type("\r")  # the newest, where the mark starts
+        term.expect("user newest daisies")
         term.type("/quit\n")
         assert term.proc.wait(10) == 0
     finally:
         term.close()
+    piped = raven("chat", "--model", "echo", "--resume", env=env, cwd=tmp_path, input="2\n/quit\n")
+    assert " 1. " in piped.stderr and "older tulips" in piped.stderr
+    assert "session ses_" in piped.stderr
 
 
 def test_sessions_search_and_export(env: dict[str, str], tmp_path: Path) -> None:

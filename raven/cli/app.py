@@ -13,6 +13,7 @@ from raven.cli import (
     agents_cmd,
     chat,
     config_cmd,
+    gateway_cmd,
     mcp_cmd,
     models_cmd,
     run,
@@ -56,6 +57,7 @@ app.command("run")(run.run_command)
 app.command("chat")(chat.chat_command)
 app.command("acp")(acp.acp_command)
 app.command("models")(models_cmd.models_command)
+app.command("gateway")(gateway_cmd.gateway_command)
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(sessions_cmd.app, name="sessions")
 app.add_typer(mcp_cmd.app, name="mcp")

@@ -123,11 +123,11 @@ async def _run(cfg: RavenConfig, paths: Paths, prompt: str, options: RunOptions)
 
     from rich.console import Console
 
-    from raven.cli.events_json import event_json
     from raven.cli.options import workdir
     from raven.cli.runtime import build_runtime
     from raven.cli.terminal import LineReader, TerminalAsker, TerminalView, stdin_is_terminal
     from raven.engine import TurnEnded, TurnEvent, run_turn
+    from raven.events_json import event_json
     from raven.messages import TextPart
     from raven.signals import STOP_SIGNALS, StopSignals
 

@@ -1,0 +1,107 @@
+"""The gateway's aiohttp application: `/health`, `/login`, and Raven RPC on `/rpc`.
+
+Built by `make_app`; only the CLI runs it. Every request but `/health` and a login
+link needs the token or a login cookie; `/rpc` also checks Host and Origin against
+the gateway's own address before upgrading. Sockets are closed on shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from aiohttp import WSMsgType, web
+
+from raven import __version__
+from raven.engine import Runtime
+from raven.gateway.auth import COOKIE, Gatekeeper
+from raven.gateway.rpc import Hub, Peer
+
+log = logging.getLogger(__name__)
+
+HUB = web.AppKey("hub", Hub)
+GATE = web.AppKey("gate", Gatekeeper)
+SOCKETS = web.AppKey("sockets", set[web.WebSocketResponse])
+A2A_MOUNTED = web.AppKey("a2a_mounted", bool)
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+SEND_TIMEOUT_S = 10.0
+"""A socket that cannot take a message within this long is closed (a slow UI)."""
+CLOSE_GOING_AWAY = 1001
+CLOSE_TOO_SLOW = 1013
+
+
+def make_app(runtime: Runtime, gate: Gatekeeper) -> web.Application:
+    """The gateway app over `runtime`; `gate` decides who may use it."""
+    app = web.Application(client_max_size=MAX_MESSAGE_BYTES)
+    app[HUB] = Hub(runtime, lambda: app.get(A2A_MOUNTED, False))
+    app[GATE] = gate
+    app[SOCKETS] = set()
+    app.router.add_get("/health", _health)
+    app.router.add_get("/login", _login)
+    app.router.add_get("/rpc", _rpc)
+    app.on_shutdown.append(_shutdown)
+    return app
+
+
+async def _health(request: web.Request) -> web.Response:
+    return web.json_response({"ok": True, "name": "raven", "version": __version__})
+
+
+async def _login(request: web.Request) -> web.StreamResponse:
+    gate = request.app[GATE]
+    if not gate.trusted_host(request.headers.get("Host")):
+        raise web.HTTPForbidden(text="unexpected Host")
+    cookie = gate.spend_login_code(request.query.get("code", ""))
+    if cookie is None:
+        raise web.HTTPForbidden(text="this login link is not valid, or was used already")
+    response = web.HTTPFound("/")
+    response.set_cookie(COOKIE, cookie, httponly=True, samesite="Strict", path="/")
+    return response
+
+
+async def _rpc(request: web.Request) -> web.StreamResponse:
+    gate = request.app[GATE]
+    if not gate.trusted_host(request.headers.get("Host")):
+        raise web.HTTPForbidden(text="unexpected Host")
+    if not gate.trusted_origin(request.headers.get("Origin")):
+        raise web.HTTPForbidden(text="cross-origin requests are refused")
+    if not gate.authorized(request.headers.get("Authorization"), request.cookies.get(COOKIE)):
+        raise web.HTTPUnauthorized(
+            text="the gateway token or a login cookie is required",
+            headers={"WWW-Authenticate": 'Bearer realm="raven"'},
+        )
+    ws = web.WebSocketResponse(max_msg_size=MAX_MESSAGE_BYTES, heartbeat=30)
+    await ws.prepare(request)
+    hub = request.app[HUB]
+    request.app[SOCKETS].add(ws)
+
+    async def send(text: str) -> None:
+        try:
+            await asyncio.wait_for(ws.send_str(text), SEND_TIMEOUT_S)
+        except TimeoutError:
+            log.warning("a Raven RPC socket is too slow to keep up; closed")
+            await ws.close(code=CLOSE_TOO_SLOW, message=b"too slow")
+
+    peer = Peer(hub, send)
+    serving = asyncio.create_task(peer.connection.serve())
+    try:
+        async for message in ws:
+            if message.type == WSMsgType.TEXT:
+                peer.feed(message.data)
+            elif message.type == WSMsgType.ERROR:
+                break
+    finally:
+        request.app[SOCKETS].discard(ws)
+        hub.forget(peer)
+        peer.reader.feed_eof()
+        await serving
+        await peer.connection.finish(1.0)
+    return ws
+
+
+async def _shutdown(app: web.Application) -> None:
+    """Running turns are cancelled; every socket is told the gateway is going away."""
+    await app[HUB].aclose()
+    sockets: set[web.WebSocketResponse] = app[SOCKETS]
+    for ws in list(sockets):
+        await ws.close(code=CLOSE_GOING_AWAY, message=b"the gateway is shutting down")

@@ -1,0 +1,77 @@
+"""Who may use the gateway: the token (programs), one-time login links and cookies (browsers),
+and the Host and Origin a request must carry (DNS rebinding, cross-site pages).
+
+Tokens are compared in constant time and never logged. Pure checks plus the token
+file; never touches a request body.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+from pathlib import Path
+
+COOKIE = "raven_gateway"
+TOKEN_FILE = "gateway.token"
+
+
+def load_or_mint_token(config_dir: Path) -> str:
+    """The gateway token from its 0600 file in the config dir, minted on first start."""
+    from raven.config.store import write_private_file
+
+    path = config_dir / TOKEN_FILE
+    if path.exists():
+        token = path.read_text(encoding="utf-8").strip()
+        if token:
+            return token
+    token = secrets.token_urlsafe(32)
+    write_private_file(path, token + "\n")
+    return token
+
+
+class Gatekeeper:
+    """The token, the login links handed out and the browser cookies they turned into."""
+
+    def __init__(self, token: str, allowed_hosts: set[str]) -> None:
+        self._token = token
+        self._links: set[str] = set()
+        self._cookies: set[str] = set()
+        self.allowed_hosts = {h.lower() for h in allowed_hosts}
+
+    def new_login_code(self) -> str:
+        """A code for one login link; spent on first use."""
+        code = secrets.token_urlsafe(24)
+        self._links.add(code)
+        return code
+
+    def spend_login_code(self, code: str) -> str | None:
+        """The cookie value for a browser presenting `code`, once; None for a bad or spent code."""
+        match = next((c for c in self._links if hmac.compare_digest(c, code)), None)
+        if match is None:
+            return None
+        self._links.discard(match)
+        cookie = secrets.token_urlsafe(32)
+        self._cookies.add(cookie)
+        return cookie
+
+    def authorized(self, authorization: str | None, cookie: str | None) -> bool:
+        """A valid `Authorization: Bearer <token>` or a cookie a login link gave."""
+        if authorization:
+            scheme, _, value = authorization.partition(" ")
+            if scheme.lower() == "bearer" and hmac.compare_digest(
+                value.strip().encode(), self._token.encode()
+            ):
+                return True
+        if cookie:
+            return any(hmac.compare_digest(cookie, c) for c in self._cookies)
+        return False
+
+    def trusted_host(self, host: str | None) -> bool:
+        return host is not None and host.lower() in self.allowed_hosts
+
+    def trusted_origin(self, origin: str | None) -> bool:
+        """No Origin (a program), or the gateway's own address (its own page)."""
+        if origin is None:
+            return True
+        scheme, _, rest = origin.partition("://")
+        return scheme in ("http", "https") and rest.lower() in self.allowed_hosts

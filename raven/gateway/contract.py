@@ -1,0 +1,316 @@
+"""Raven RPC: the methods, notifications and errors the gateway serves, declared once.
+
+These pydantic models are the contract. `openrpc_document()` builds
+`rpc-schema/openrpc.json` from them, and the gateway parses every request with
+them, so the document and the code cannot drift apart. Pure declarations.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from raven import __version__
+
+RPC_VERSION = "1.0.0"
+
+
+class Wire(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+class Empty(Wire):
+    pass
+
+
+# -- shapes ---------------------------------------------------------------------------------
+
+
+class SessionInfo(Wire):
+    session_id: str
+    cwd: str
+    title: str
+    mode: str | None
+    model: str | None
+    face: str
+    created_at: str
+    updated_at: str
+    closed: bool
+    busy: bool = False
+    """A turn runs in it (in this gateway)."""
+
+
+class Hello(Wire):
+    name: Literal["raven"] = "raven"
+    version: str = __version__
+    rpc_version: str = RPC_VERSION
+
+
+class SessionCreate(Wire):
+    cwd: str = Field(description="Absolute path of an existing directory")
+    model: str | None = None
+    mode: str | None = None
+
+
+class SessionRef(Wire):
+    session_id: str
+
+
+class SessionList(Wire):
+    cwd: str | None = None
+    cursor: str | None = None
+    limit: int = Field(default=50, ge=1, le=200)
+
+
+class SessionPageResult(Wire):
+    sessions: list[SessionInfo]
+    next_cursor: str | None = None
+
+
+class SessionGet(Wire):
+    session_id: str
+    history_limit: int = Field(default=500, ge=0, le=5000)
+    """How many of the newest messages to return as events."""
+
+
+class SessionDetail(Wire):
+    session: SessionInfo
+    history: list[dict[str, Any]]
+    """The newest messages as turn events (see the `turn.event` notification)."""
+
+
+class SessionRename(Wire):
+    session_id: str
+    title: str = Field(min_length=1)
+
+
+class SessionSetMode(Wire):
+    session_id: str
+    mode: str
+
+
+class SessionSetModel(Wire):
+    session_id: str
+    model: str
+
+
+class TurnSend(Wire):
+    session_id: str
+    text: str = Field(min_length=1)
+
+
+class TurnSteer(Wire):
+    session_id: str
+    text: str = Field(min_length=1)
+
+
+class Steered(Wire):
+    steered: bool
+    """False when no turn was running."""
+
+
+class Accepted(Wire):
+    accepted: bool = True
+
+
+class PermissionRespond(Wire):
+    request_id: str
+    decision: Literal["allow_once", "allow_always", "reject_once", "reject_always"]
+
+
+class QuestionRespond(Wire):
+    request_id: str
+    answer: str | None = None
+    """None (or absent) means no answer."""
+
+
+class ModelInfo(Wire):
+    id: str
+    name: str
+    provider: str
+
+
+class ModelsResult(Wire):
+    models: list[ModelInfo]
+    default: str | None
+
+
+class ModeInfo(Wire):
+    id: str
+    name: str
+    description: str | None = None
+    approvals: str
+
+
+class ModesResult(Wire):
+    modes: list[ModeInfo]
+    default: str | None
+
+
+class AgentInfo(Wire):
+    name: str
+    description: str
+    protocol: str
+    permissions: str
+
+
+class AgentsResult(Wire):
+    agents: list[AgentInfo]
+
+
+class A2AStatus(Wire):
+    enabled: bool
+    mounted: bool
+    path: str
+
+
+# -- notifications --------------------------------------------------------------------------
+
+
+class TurnEventNote(Wire):
+    session_id: str
+    event: dict[str, Any] = Field(
+        description="A turn event as `raven run --output jsonl` prints it (raven.events/1)"
+    )
+
+
+class SessionEventNote(Wire):
+    session_id: str
+    event: dict[str, Any] = Field(
+        description="TurnStarted, TitleChanged, ModeChanged, ModelChanged, TurnEnded, SessionEnded"
+    )
+
+
+class PermissionRequested(Wire):
+    request_id: str
+    session_id: str
+    call_id: str
+    title: str
+    kind: str
+    raw_input: dict[str, Any]
+    offered: list[str]
+
+
+class QuestionAsked(Wire):
+    request_id: str
+    session_id: str
+    text: str
+    choices: list[str]
+
+
+class RequestSettled(Wire):
+    request_id: str
+    """A permission or question was answered (by any UI) or withdrawn."""
+
+
+# -- the tables -----------------------------------------------------------------------------
+
+METHODS: dict[str, tuple[type[Wire], type[Wire], str]] = {
+    "system.hello": (Empty, Hello, "Who serves: Raven's version and the RPC version."),
+    "session.create": (SessionCreate, SessionInfo, "A new session in a directory."),
+    "session.list": (SessionList, SessionPageResult, "Sessions, newest first, paged."),
+    "session.get": (SessionGet, SessionDetail, "A session and its history as turn events."),
+    "session.delete": (SessionRef, Accepted, "Delete a session and its transcript."),
+    "session.close": (SessionRef, Accepted, "Close a session (its transcript is kept)."),
+    "session.rename": (SessionRename, SessionInfo, "Give a session a new title."),
+    "session.setMode": (SessionSetMode, SessionInfo, "Switch the mode for the next turn."),
+    "session.setModel": (SessionSetModel, SessionInfo, "Switch the model for the next turn."),
+    "session.subscribe": (SessionRef, Accepted, "Receive the session's events on this socket."),
+    "session.unsubscribe": (SessionRef, Accepted, "Stop receiving the session's events."),
+    "turn.send": (TurnSend, Accepted, "Start a turn; its events arrive as notifications."),
+    "turn.cancel": (SessionRef, Accepted, "Cancel the running turn."),
+    "turn.steer": (TurnSteer, Steered, "Give the running turn more to consider."),
+    "permission.respond": (PermissionRespond, Accepted, "Answer a permission request."),
+    "question.respond": (QuestionRespond, Accepted, "Answer a question."),
+    "models.list": (Empty, ModelsResult, "The models sessions can use."),
+    "modes.list": (Empty, ModesResult, "The modes sessions can switch between."),
+    "agents.list": (Empty, AgentsResult, "The sub-agents `delegate` can use."),
+    "a2a.status": (Empty, A2AStatus, "Whether A2A is enabled and mounted here."),
+}
+
+NOTIFICATIONS: dict[str, tuple[type[Wire], str]] = {
+    "turn.event": (TurnEventNote, "An event of a running turn, in order."),
+    "session.event": (SessionEventNote, "Something happened to a subscribed session."),
+    "permission.requested": (PermissionRequested, "A tool call waits for approval."),
+    "question.asked": (QuestionAsked, "The model asks the person something."),
+    "request.settled": (RequestSettled, "A permission or question needs no answer anymore."),
+}
+
+ERRORS: dict[int, str] = {
+    -32700: "Parse error: the frame is not JSON",
+    -32600: "Invalid request (also: a turn already runs, or the session is closed)",
+    -32601: "Method not found",
+    -32602: "Invalid params (also: unknown model or mode, a bad cwd)",
+    -32603: "Internal error (details in the gateway's log)",
+    -32002: "Session not found",
+    -32003: "Request not found: that permission or question was already settled",
+}
+
+
+def openrpc_document() -> dict[str, Any]:
+    """The OpenRPC 1.x document of Raven RPC, from the models above."""
+    methods = []
+    for name, (params, result, summary) in METHODS.items():
+        schema = params.model_json_schema(by_alias=True)
+        required = set(schema.get("required", []))
+        methods.append(
+            {
+                "name": name,
+                "summary": summary,
+                "paramStructure": "by-name",
+                "params": [
+                    {"name": key, "required": key in required, "schema": prop}
+                    for key, prop in schema.get("properties", {}).items()
+                ],
+                "result": {"name": result.__name__, "schema": _schema(result)},
+            }
+        )
+    return {
+        "openrpc": "1.3.2",
+        "info": {"title": "Raven RPC", "version": RPC_VERSION},
+        "servers": [{"name": "gateway", "url": "ws://127.0.0.1:8700/rpc"}],
+        "methods": methods,
+        "x-notifications": [
+            {"name": name, "summary": summary, "params": _schema(model)}
+            for name, (model, summary) in NOTIFICATIONS.items()
+        ],
+        "x-errors": [{"code": code, "message": text} for code, text in ERRORS.items()],
+    }
+
+
+def _schema(model: type[Wire]) -> dict[str, Any]:
+    return model.model_json_schema(by_alias=True, ref_template="#/$defs/{model}")
+
+
+def markdown_reference() -> str:
+    """docs/rpc.md: the document above, for people."""
+    doc = openrpc_document()
+    lines = [
+        "# Raven RPC reference",
+        "",
+        f"Generated from `rpc-schema/openrpc.json` (Raven RPC {RPC_VERSION}); do not edit.",
+        "JSON-RPC 2.0 over a WebSocket at `/rpc` on the gateway; see [gateway.md](gateway.md).",
+        "",
+        "## Methods",
+    ]
+    for method in doc["methods"]:
+        lines += ["", f"### `{method['name']}`", "", method["summary"], ""]
+        if method["params"]:
+            lines.append("| param | required | type |")
+            lines.append("|---|---|---|")
+            for param in method["params"]:
+                kind = param["schema"].get("type") or "see schema"
+                required = "yes" if param["required"] else "no"
+                lines.append(f"| `{param['name']}` | {required} | {kind} |")
+        else:
+            lines.append("No params.")
+        lines += ["", f"Result: `{method['result']['name']}`."]
+    lines += ["", "## Notifications", ""]
+    for note in doc["x-notifications"]:
+        fields = ", ".join(f"`{k}`" for k in note["params"].get("properties", {}))
+        lines.append(f"- `{note['name']}`: {note['summary']} Fields: {fields}.")
+    lines += ["", "## Errors", "", "| code | meaning |", "|---|---|"]
+    lines += [f"| {e['code']} | {e['message']} |" for e in doc["x-errors"]]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,367 @@
+"""Raven RPC served to one WebSocket, and the broker that lets any UI answer a turn's questions.
+
+Each socket is a JSON-RPC peer on Raven's own JSON-RPC layer (a text message is a
+frame). Requests are parsed with the contract's models; Raven's errors become the
+contract's codes here, once. Turns run in the gateway, not in a socket: a socket
+that goes away never stops one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from raven.config import ConfigError
+from raven.engine import (
+    ApprovalRequest,
+    Decision,
+    LiveSession,
+    Question,
+    Runtime,
+    SessionBusy,
+    SessionClosed,
+    SessionNotFound,
+    TurnEvent,
+    UnknownMode,
+    UnknownModel,
+    run_turn,
+)
+from raven.errors import RavenError
+from raven.events_json import event_json
+from raven.gateway import contract as c
+from raven.jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    Connection,
+    FrameReader,
+    RpcError,
+)
+from raven.messages import TextPart
+from raven.sessions import SessionRecord
+
+log = logging.getLogger(__name__)
+
+SESSION_NOT_FOUND = -32002
+REQUEST_NOT_FOUND = -32003
+
+
+class Hub:
+    """What every socket shares: the runtime, who watches which session, pending questions."""
+
+    def __init__(self, runtime: Runtime, a2a_mounted: Callable[[], bool]) -> None:
+        self.runtime = runtime
+        self.a2a_mounted = a2a_mounted
+        self.watchers: dict[str, set[Peer]] = {}
+        self.pending: dict[str, tuple[str, asyncio.Future[Any]]] = {}
+        self.turns: set[asyncio.Task[Any]] = set()
+        self._watched: dict[str, Callable[[], None]] = {}
+        self._ids = itertools.count(1)
+
+    def broadcast(self, session_id: str, method: str, params: c.Wire) -> None:
+        body = params.model_dump(mode="json", by_alias=True)
+        for peer in list(self.watchers.get(session_id, ())):
+            peer.notify(method, body)
+
+    def watch(self, live: LiveSession, peer: Peer) -> None:
+        self.watchers.setdefault(live.id, set()).add(peer)
+        if live.id not in self._watched:
+
+            def relay(event: Any) -> None:
+                note = c.SessionEventNote(session_id=live.id, event=event_json(event))
+                self.broadcast(live.id, "session.event", note)
+
+            self._watched[live.id] = live.subscribe(relay)
+
+    def forget(self, peer: Peer) -> None:
+        for watchers in self.watchers.values():
+            watchers.discard(peer)
+
+    async def ask(self, session_id: str, note: c.Wire, method: str) -> Any:
+        """Announce a question to every UI watching the session; the first answer wins."""
+        request_id = f"r{next(self._ids)}"
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.pending[request_id] = (session_id, future)
+        note = note.model_copy(update={"request_id": request_id})
+        try:
+            self.broadcast(session_id, method, note)
+            return await future
+        finally:
+            self.pending.pop(request_id, None)
+            self.broadcast(session_id, "request.settled", c.RequestSettled(request_id=request_id))
+
+    def settle(self, request_id: str, value: Any) -> None:
+        entry = self.pending.get(request_id)
+        if entry is None or entry[1].done():
+            raise RpcError(REQUEST_NOT_FOUND, f"No pending request {request_id}")
+        entry[1].set_result(value)
+
+    async def aclose(self) -> None:
+        for task in list(self.turns):
+            task.cancel()
+        if self.turns:
+            await asyncio.wait(self.turns, timeout=5)
+
+
+class HubAsker:
+    """Approvals and questions of a gateway turn, answered by whichever UI answers first."""
+
+    def __init__(self, hub: Hub, session_id: str) -> None:
+        self._hub = hub
+        self._session_id = session_id
+
+    async def approve(self, request: ApprovalRequest) -> Decision:
+        note = c.PermissionRequested(
+            request_id="",
+            session_id=self._session_id,
+            call_id=request.call_id,
+            title=request.title,
+            kind=request.kind,
+            raw_input=request.raw_input,
+            offered=list(request.offered),
+        )
+        decision: Decision = await self._hub.ask(self._session_id, note, "permission.requested")
+        return decision
+
+    async def ask(self, question: Question) -> str | None:
+        note = c.QuestionAsked(
+            request_id="",
+            session_id=self._session_id,
+            text=question.text,
+            choices=list(question.choices),
+        )
+        answer: str | None = await self._hub.ask(self._session_id, note, "question.asked")
+        return answer
+
+
+class Peer:
+    """One connected UI: a JSON-RPC connection over its WebSocket's text messages."""
+
+    def __init__(self, hub: Hub, send: Callable[[str], Any]) -> None:
+        self._hub = hub
+        self._send = send
+        self.reader = asyncio.StreamReader()
+        self.connection = Connection(FrameReader(self.reader), self._write, self)
+        self._handlers: dict[str, Callable[[Any], Any]] = {
+            name: getattr(self, "_" + name.replace(".", "_")) for name in c.METHODS
+        }
+
+    async def _write(self, data: bytes) -> None:
+        await self._send(data.decode().rstrip("\n"))
+
+    def feed(self, text: str) -> None:
+        self.reader.feed_data(text.encode() + b"\n")
+
+    def notify(self, method: str, params: dict[str, Any]) -> None:
+        self.connection.notify(method, params)
+
+    async def handle_request(self, method: str, params: dict[str, Any]) -> Any:
+        if method not in self._handlers:
+            raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}", {"method": method})
+        params_model, result_model, _ = c.METHODS[method]
+        try:
+            parsed = params_model.model_validate(params)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'params'}: {e['msg']}"
+                for e in exc.errors()
+            )
+            raise RpcError(INVALID_PARAMS, f"Invalid params: {problems}") from None
+        try:
+            result = await self._handlers[method](parsed)
+        except RavenError as exc:
+            raise _rpc_error(exc) from exc
+        return result_model.model_validate(result).model_dump(mode="json", by_alias=True)
+
+    async def handle_notification(self, method: str, params: dict[str, Any]) -> None:
+        log.debug("ignored notification %s", method)
+
+    # -- methods (named after the contract: session.create → _session_create) ----------------
+
+    async def _system_hello(self, p: c.Empty) -> c.Hello:
+        return c.Hello()
+
+    async def _session_create(self, p: c.SessionCreate) -> c.SessionInfo:
+        live = await self._hub.runtime.new_session(_directory(p.cwd), p.model, p.mode)
+        self._hub.watch(live, self)
+        return _info(live.record, live.is_busy)
+
+    async def _session_list(self, p: c.SessionList) -> c.SessionPageResult:
+        page = await self._hub.runtime.list_sessions(p.cwd, p.cursor, p.limit)
+        return c.SessionPageResult(
+            sessions=[_info(r, self._busy(r.id)) for r in page.sessions],
+            next_cursor=page.next_cursor,
+        )
+
+    async def _session_get(self, p: c.SessionGet) -> c.SessionDetail:
+        record = await self._hub.runtime.get_session(p.session_id)
+        events = await self._hub.runtime.history(p.session_id, p.history_limit)
+        return c.SessionDetail(
+            session=_info(record, self._busy(record.id)),
+            history=[event_json(e) for e in events],
+        )
+
+    async def _session_delete(self, p: c.SessionRef) -> c.Accepted:
+        live = self._hub.runtime.live(p.session_id)
+        if live is not None and live.cancel_turn():
+            await live.idle(5)
+        await self._hub.runtime.delete_session(p.session_id)
+        return c.Accepted()
+
+    async def _session_close(self, p: c.SessionRef) -> c.Accepted:
+        live = self._hub.runtime.live(p.session_id)
+        if live is not None and live.cancel_turn():
+            await live.idle(5)
+        await self._hub.runtime.get_session(p.session_id)
+        await self._hub.runtime.close_session(p.session_id)
+        return c.Accepted()
+
+    async def _session_rename(self, p: c.SessionRename) -> c.SessionInfo:
+        record = await self._hub.runtime.rename_session(p.session_id, p.title)
+        return _info(record, self._busy(record.id))
+
+    async def _session_setMode(self, p: c.SessionSetMode) -> c.SessionInfo:
+        live = await self._live(p.session_id)
+        await self._hub.runtime.set_mode(live, p.mode)
+        return _info(live.record, live.is_busy)
+
+    async def _session_setModel(self, p: c.SessionSetModel) -> c.SessionInfo:
+        live = await self._live(p.session_id)
+        await self._hub.runtime.set_model(live, p.model)
+        return _info(live.record, live.is_busy)
+
+    async def _session_subscribe(self, p: c.SessionRef) -> c.Accepted:
+        self._hub.watch(await self._live(p.session_id), self)
+        return c.Accepted()
+
+    async def _session_unsubscribe(self, p: c.SessionRef) -> c.Accepted:
+        self._hub.watchers.get(p.session_id, set()).discard(self)
+        return c.Accepted()
+
+    async def _turn_send(self, p: c.TurnSend) -> c.Accepted:
+        live = await self._live(p.session_id)
+        if live.is_busy:
+            raise SessionBusy(live.id)
+        self._hub.watch(live, self)
+        hub = self._hub
+
+        def emit(event: TurnEvent) -> None:
+            note = c.TurnEventNote(session_id=live.id, event=event_json(event))
+            hub.broadcast(live.id, "turn.event", note)
+
+        task = asyncio.create_task(
+            run_turn(live, [TextPart(text=p.text)], HubAsker(hub, live.id), emit)
+        )
+        hub.turns.add(task)
+        task.add_done_callback(hub.turns.discard)
+        return c.Accepted()
+
+    async def _turn_cancel(self, p: c.SessionRef) -> c.Accepted:
+        live = await self._live(p.session_id)
+        return c.Accepted(accepted=live.cancel_turn())
+
+    async def _turn_steer(self, p: c.TurnSteer) -> c.Steered:
+        live = await self._live(p.session_id)
+        return c.Steered(steered=live.steer(p.text))
+
+    async def _permission_respond(self, p: c.PermissionRespond) -> c.Accepted:
+        self._hub.settle(p.request_id, p.decision)
+        return c.Accepted()
+
+    async def _question_respond(self, p: c.QuestionRespond) -> c.Accepted:
+        self._hub.settle(p.request_id, p.answer)
+        return c.Accepted()
+
+    async def _models_list(self, p: c.Empty) -> c.ModelsResult:
+        from raven.config import ECHO_MODEL_ID
+
+        config = self._hub.runtime.config
+        specs = list(config.models)
+        echo = config.find_model(ECHO_MODEL_ID)
+        if echo is not None and all(m.id != ECHO_MODEL_ID for m in specs):
+            specs.append(echo)
+        try:
+            default: str | None = self._hub.runtime.model(None).id
+        except ConfigError:
+            default = None
+        models = [c.ModelInfo(id=m.id, name=m.display_name, provider=m.provider) for m in specs]
+        return c.ModelsResult(models=models, default=default)
+
+    async def _modes_list(self, p: c.Empty) -> c.ModesResult:
+        config = self._hub.runtime.config
+        modes = [
+            c.ModeInfo(id=m.id, name=m.name, description=m.description, approvals=m.approvals)
+            for m in config.modes
+        ]
+        default = self._hub.runtime.mode(None)
+        return c.ModesResult(modes=modes, default=default.id if default else None)
+
+    async def _agents_list(self, p: c.Empty) -> c.AgentsResult:
+        agents = [
+            c.AgentInfo(
+                name=a.name,
+                description=a.description,
+                protocol=a.protocol,
+                permissions=a.permissions,
+            )
+            for a in self._hub.runtime.config.agents
+            if a.enabled
+        ]
+        return c.AgentsResult(agents=agents)
+
+    async def _a2a_status(self, p: c.Empty) -> c.A2AStatus:
+        server = self._hub.runtime.config.a2a.server
+        mounted = self._hub.a2a_mounted()
+        return c.A2AStatus(enabled=server.enabled, mounted=mounted, path=server.path)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    async def _live(self, session_id: str) -> LiveSession:
+        return self._hub.runtime.live(session_id) or await self._hub.runtime.open_session(
+            session_id
+        )
+
+    def _busy(self, session_id: str) -> bool:
+        live = self._hub.runtime.live(session_id)
+        return live is not None and live.is_busy
+
+
+def _directory(cwd: str) -> Path:
+    path = Path(cwd)
+    if not path.is_absolute() or not path.is_dir():
+        raise RpcError(INVALID_PARAMS, f"cwd must be an existing absolute directory: {cwd}")
+    return path
+
+
+def _info(record: SessionRecord, busy: bool) -> c.SessionInfo:
+    return c.SessionInfo(
+        session_id=record.id,
+        cwd=record.cwd,
+        title=record.title,
+        mode=record.mode,
+        model=record.model,
+        face=record.face,
+        created_at=record.created_at,
+        updated_at=record.updated_at,
+        closed=record.closed,
+        busy=busy,
+    )
+
+
+def _rpc_error(exc: RavenError) -> RpcError:
+    """Raven's errors as the contract's codes."""
+    if isinstance(exc, SessionNotFound):
+        return RpcError(SESSION_NOT_FOUND, f"Session not found: {exc.session_id}")
+    if isinstance(exc, UnknownModel | UnknownMode):
+        return RpcError(INVALID_PARAMS, str(exc))
+    if isinstance(exc, SessionBusy | SessionClosed):
+        return RpcError(INVALID_REQUEST, str(exc))
+    log.error("request failed: %s", exc)
+    return RpcError(INTERNAL_ERROR, str(exc))

@@ -1,0 +1,102 @@
+"""Running the gateway: listen, say where (and the login link), keep a state file, stop cleanly.
+
+The state file (`gateway.json` in the data dir) names the running gateway's pid and
+URL, so a second one on the same port can say which is in the way. Only the CLI
+calls `serve`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import json
+import logging
+import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+from aiohttp import web
+
+from raven.config import ConfigError, GatewayConfig
+from raven.engine import Runtime
+from raven.errors import RavenError
+from raven.gateway.app import A2A_MOUNTED, make_app
+from raven.gateway.auth import Gatekeeper, load_or_mint_token
+
+log = logging.getLogger(__name__)
+
+STATE_FILE = "gateway.json"
+
+
+class GatewayInUse(RavenError):
+    """The port is taken (by another gateway, when the state file says so)."""
+
+
+async def serve(
+    runtime: Runtime,
+    settings: GatewayConfig,
+    announce: Callable[[str, str], None],
+    mount: Callable[[web.Application], bool] | None = None,
+) -> None:
+    """Serve until SIGINT or SIGTERM; `announce(url, login_link)` once listening. `mount`
+    adds other routes to the app (the A2A face) and says whether it did."""
+    token = load_or_mint_token(runtime.paths.config_dir)
+    shown = f"[{settings.host}]" if ":" in settings.host else settings.host
+    hosts = {f"{shown}:{settings.port}", f"localhost:{settings.port}", f"127.0.0.1:{settings.port}"}
+    gate = Gatekeeper(token, hosts)
+    app = make_app(runtime, gate)
+    if mount is not None:
+        app[A2A_MOUNTED] = mount(app)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    state = runtime.paths.data_dir / STATE_FILE
+    try:
+        try:
+            await web.TCPSite(runner, settings.host, settings.port).start()
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise GatewayInUse(_in_use(state, settings.port)) from None
+            raise
+        url = f"http://{shown}:{settings.port}"
+        state.parent.mkdir(parents=True, exist_ok=True)
+        state.write_text(json.dumps({"pid": os.getpid(), "url": url}))
+        announce(url, f"{url}/login?code={gate.new_login_code()}")
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        log.info("stopping the gateway")
+    finally:
+        await runner.cleanup()
+        if _state_is_ours(state):
+            state.unlink()
+
+
+def _in_use(state: Path, port: int) -> str:
+    try:
+        running = json.loads(state.read_text())
+        return (
+            f"a gateway is already running on port {port}: pid {running['pid']}, "
+            f"{running['url']}; stop it or choose another --port"
+        )
+    except (OSError, ValueError, KeyError):
+        return f"port {port} is in use by another program; choose another --port"
+
+
+def _state_is_ours(state: Path) -> bool:
+    try:
+        return bool(json.loads(state.read_text()).get("pid") == os.getpid())
+    except (OSError, ValueError):
+        return False
+
+
+def check_settings(settings: GatewayConfig) -> None:
+    from raven.origins import is_loopback
+
+    if not is_loopback(settings.host) and not settings.allow_remote:
+        raise ConfigError(
+            f"refusing to listen on {settings.host}, which is not a loopback address; "
+            "pass --allow-remote if you mean it"
+        )

@@ -1,0 +1,110 @@
+"""`raven gateway` launched as a user launches it: login link, token file, A2A mount, a second
+gateway on the same port, and a clean stop."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import stat
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.conftest import RAVEN, write_config
+from tests.e2e.a2a_server import TOKEN as A2A_TOKEN
+from tests.e2e.a2a_server import message
+
+DEADLINE_S = 30
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start(env: dict[str, str], port: int) -> tuple[subprocess.Popen[str], dict[str, str]]:
+    proc = subprocess.Popen(
+        [*RAVEN, "gateway", "--port", str(port)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    lines: dict[str, str] = {}
+    deadline = time.monotonic() + DEADLINE_S
+    while "login" not in lines and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        key, _, value = line.partition(":")
+        lines[key.strip()] = value.strip()
+    return proc, lines
+
+
+def test_the_gateway_serves_rpc_and_mounts_a2a_when_enabled(
+    env: dict[str, str], home: Path
+) -> None:
+    write_config(
+        home,
+        {"defaultModel": "echo", "a2a": {"server": {"enabled": True, "token": A2A_TOKEN}}},
+    )
+    port = free_port()
+    proc, lines = start(env, port)
+    try:
+        assert lines["gateway"].startswith(f"http://127.0.0.1:{port}")
+        assert lines["login"].split()[0].startswith(f"http://127.0.0.1:{port}/login?code=")
+        token_file = home / "gateway.token"
+        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        token = token_file.read_text().strip()
+        base = f"http://127.0.0.1:{port}"
+        assert httpx.get(base + "/health").json()["ok"] is True
+        assert httpx.get(base + "/rpc").status_code == 401
+        headers = {"Authorization": f"Bearer {A2A_TOKEN}", "A2A-Version": "1.0"}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": message("hi a2a")}
+        task = httpx.post(base + "/a2a", json=body, headers=headers).json()["result"]["task"]
+        assert task["status"]["message"]["parts"][0]["text"] == "hi a2a"
+        second, _ = start(env, port)
+        _, err = second.communicate(timeout=DEADLINE_S)
+        assert second.returncode == 1
+        assert f"pid {proc.pid}" in err and "already running" in err
+        state = json.loads((home / "data" / "gateway.json").read_text())
+        assert state["pid"] == proc.pid
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=DEADLINE_S)
+        assert proc.returncode == 0
+        assert not (home / "data" / "gateway.json").exists()
+        logs = "".join(p.read_text() for p in (home / "logs").glob("*.log"))
+        assert token not in logs and A2A_TOKEN not in logs
+    finally:
+        proc.kill()
+        proc.communicate()
+
+
+def test_without_a2a_enabled_the_routes_are_absent(env: dict[str, str], home: Path) -> None:
+    write_config(home, {"defaultModel": "echo"})
+    port = free_port()
+    proc, _ = start(env, port)
+    try:
+        assert httpx.post(f"http://127.0.0.1:{port}/a2a", json={}).status_code in (404, 405)
+        assert httpx.get(f"http://127.0.0.1:{port}/.well-known/agent-card.json").status_code == 404
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=DEADLINE_S)
+
+
+def test_a_non_loopback_address_needs_allow_remote(env: dict[str, str]) -> None:
+    result = subprocess.run(
+        [*RAVEN, "gateway", "--host", "0.0.0.0", "--port", "0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 2 and "--allow-remote" in result.stderr

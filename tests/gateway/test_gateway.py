@@ -1,0 +1,263 @@
+"""The gateway over real WebSockets on loopback: the contract both ways, a turn streamed with
+an approval answered, two UIs on one session, and who is let in."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import jsonschema
+import pytest
+from aiohttp.test_utils import TestServer
+
+from raven.config import Paths, RavenConfig
+from raven.engine import Runtime
+from raven.gateway.app import make_app
+from raven.gateway.auth import COOKIE, Gatekeeper
+from raven.gateway.contract import METHODS, NOTIFICATIONS, openrpc_document
+from raven.gateway.rpc import Peer
+
+TOKEN = "gateway-test-token-0123456789"
+DOCUMENT = Path(__file__).parents[2] / "rpc-schema" / "openrpc.json"
+DEADLINE_S = 10
+
+
+def test_the_committed_document_is_the_one_the_code_builds() -> None:
+    assert json.loads(DOCUMENT.read_text()) == openrpc_document()
+
+
+def test_every_declared_method_is_served_and_every_served_method_declared() -> None:
+    namespaces = {name.split(".")[0] for name in METHODS}
+    served = {
+        name[1:].replace("_", ".", 1)
+        for name in vars(Peer)
+        if name.startswith("_")
+        and not name.startswith("__")
+        and name[1:].split("_")[0] in namespaces
+    }
+    assert served == set(METHODS)
+    doc = openrpc_document()
+    assert [m["name"] for m in doc["methods"]] == list(METHODS)
+    assert [n["name"] for n in doc["x-notifications"]] == list(NOTIFICATIONS)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Gateway:
+    def __init__(self, server: TestServer, gate: Gatekeeper, runtime: Runtime) -> None:
+        self.server = server
+        self.gate = gate
+        self.runtime = runtime
+        self.http = aiohttp.ClientSession()
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.server.port}"
+
+    async def connect(self, **headers: str) -> Client:
+        ws = await self.http.ws_connect(
+            self.base + "/rpc", headers={"Authorization": f"Bearer {TOKEN}", **headers}
+        )
+        return Client(ws)
+
+
+class Client:
+    """A Raven RPC client that checks every frame against the document's schemas."""
+
+    def __init__(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        self.ws = ws
+        self.notes: list[dict[str, Any]] = []
+        self.replies: dict[int, dict[str, Any]] = {}
+        self.arrived = asyncio.Event()
+        self._ids = 0
+        self._reader = asyncio.create_task(self._read())
+        doc = openrpc_document()
+        self._results = {m["name"]: m["result"]["schema"] for m in doc["methods"]}
+        self._notes = {n["name"]: n["params"] for n in doc["x-notifications"]}
+
+    async def _read(self) -> None:
+        async for message in self.ws:
+            frame = json.loads(message.data)
+            if "method" in frame:
+                jsonschema.validate(frame["params"], self._notes[frame["method"]])
+                self.notes.append(frame)
+            else:
+                self.replies[frame["id"]] = frame
+            self.arrived.set()
+
+    async def call(self, method: str, **params: Any) -> Any:
+        self._ids += 1
+        request_id = self._ids
+        await self.ws.send_str(
+            json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        )
+        reply = await self.until(lambda: self.replies.get(request_id))
+        if "error" in reply:
+            return reply["error"]
+        jsonschema.validate(reply["result"], self._results[method])
+        return reply["result"]
+
+    async def until(self, found: Any) -> Any:
+        async with asyncio.timeout(DEADLINE_S):
+            while not (value := found()):
+                self.arrived.clear()
+                await self.arrived.wait()
+        return value
+
+    def events(self, kind: str) -> list[dict[str, Any]]:
+        return [
+            n["params"]["event"]
+            for n in self.notes
+            if n["method"] == "turn.event" and n["params"]["event"]["type"] == kind
+        ]
+
+    def note(self, method: str) -> dict[str, Any] | None:
+        return next((n["params"] for n in self.notes if n["method"] == method), None)
+
+    async def close(self) -> None:
+        await self.ws.close()
+        await self._reader
+
+
+@pytest.fixture
+async def gateway(tmp_path: Path) -> AsyncIterator[Any]:
+    made: list[Gateway] = []
+
+    async def start(steps: list[dict[str, Any]]) -> Gateway:
+        (tmp_path / "script.json").write_text(json.dumps(steps))
+        config = RavenConfig.model_validate(
+            {
+                "models": [{"id": "s", "provider": "scripted", "script": "script.json"}],
+                "modes": [
+                    {"id": "ask", "name": "Ask"},
+                    {"id": "auto", "name": "Auto", "approvals": "auto"},
+                ],
+                "defaultMode": "ask",
+            }
+        )
+        runtime = Runtime(config, Paths(tmp_path / "config.json", tmp_path / "data"), "gateway")
+        port = free_port()
+        gate = Gatekeeper(TOKEN, {f"127.0.0.1:{port}", f"localhost:{port}"})
+        server = TestServer(make_app(runtime, gate), host="127.0.0.1", port=port)
+        await server.start_server()
+        made.append(Gateway(server, gate, runtime))
+        return made[-1]
+
+    yield start
+    for g in made:
+        await g.http.close()
+        await g.server.close()
+        await g.runtime.aclose()
+
+
+async def test_a_turn_streams_and_an_approval_is_answered_over_rpc(
+    gateway: Any, tmp_path: Path
+) -> None:
+    write = {"name": "write_file", "arguments": {"path": "gw.txt", "content": "via rpc"}}
+    g = await gateway([{"toolCalls": [write]}, {"text": "Written."}])
+    ui = await g.connect()
+    hello = await ui.call("system.hello")
+    assert hello["name"] == "raven"
+    session = await ui.call("session.create", cwd=str(tmp_path))
+    sid = session["sessionId"]
+    assert (await ui.call("turn.send", sessionId=sid, text="write it"))["accepted"]
+    asked = await ui.until(lambda: ui.note("permission.requested"))
+    assert asked["title"] == "Write gw.txt" and "allow_once" in asked["offered"]
+    await ui.call("permission.respond", requestId=asked["requestId"], decision="allow_once")
+    ended = await ui.until(lambda: ui.events("TurnEnded"))
+    assert ended[0]["stopReason"] == "end_turn"
+    assert (tmp_path / "gw.txt").read_text() == "via rpc"
+    assert "".join(e["text"] for e in ui.events("AgentText")) == "Written."
+    assert ui.note("request.settled") == {"requestId": asked["requestId"]}
+    again = await ui.call("permission.respond", requestId=asked["requestId"], decision="allow_once")
+    assert again["code"] == -32003
+    detail = await ui.call("session.get", sessionId=sid)
+    assert [e["type"] for e in detail["history"]][:2] == ["TurnStarted", "ToolCallStarted"]
+    listed = await ui.call("session.list", cwd=str(tmp_path))
+    assert [s["sessionId"] for s in listed["sessions"]] == [sid]
+    await ui.close()
+
+
+async def test_two_uis_see_one_turn_and_a_disconnect_does_not_stop_it(
+    gateway: Any, tmp_path: Path
+) -> None:
+    g = await gateway([{"text": "slow answer", "delayMs": 300}])
+    first, second = await g.connect(), await g.connect()
+    sid = (await first.call("session.create", cwd=str(tmp_path)))["sessionId"]
+    await second.call("session.subscribe", sessionId=sid)
+    await first.call("turn.send", sessionId=sid, text="go")
+    await first.close()  # the UI that started it goes away
+    ended = await second.until(lambda: second.events("TurnEnded"))
+    assert ended[0]["stopReason"] == "end_turn"
+    assert "".join(e["text"] for e in second.events("AgentText")) == "slow answer"
+    started = [n for n in second.notes if n["method"] == "session.event"]
+    assert started and started[0]["params"]["event"]["type"] == "TurnStarted"
+    await second.close()
+
+
+async def test_cancel_steer_errors_and_lists(gateway: Any, tmp_path: Path) -> None:
+    g = await gateway([{"text": "never", "delayMs": 30_000}])
+    ui = await g.connect()
+    sid = (await ui.call("session.create", cwd=str(tmp_path)))["sessionId"]
+    await ui.call("turn.send", sessionId=sid, text="long")
+    await ui.until(lambda: ui.note("session.event"))
+    busy = await ui.call("turn.send", sessionId=sid, text="again")
+    assert busy["code"] == -32600 and "already running" in busy["message"]
+    assert (await ui.call("turn.steer", sessionId=sid, text="hurry"))["steered"]
+    assert (await ui.call("turn.cancel", sessionId=sid))["accepted"]
+    ended = await ui.until(lambda: ui.events("TurnEnded"))
+    assert ended[0]["stopReason"] == "cancelled"
+    assert (await ui.call("session.get", sessionId="ses_nope"))["code"] == -32002
+    assert (await ui.call("session.setMode", sessionId=sid, mode="nope"))["code"] == -32602
+    assert (await ui.call("session.create", cwd="relative"))["code"] == -32602
+    assert (await ui.call("no.such"))["code"] == -32601
+    models = await ui.call("models.list")
+    assert {m["id"] for m in models["models"]} == {"s", "echo"} and models["default"] == "s"
+    assert (await ui.call("modes.list"))["default"] == "ask"
+    assert (await ui.call("a2a.status"))["mounted"] is False
+    await ui.close()
+
+
+async def test_who_is_let_in(gateway: Any) -> None:
+    g = await gateway([])
+    port = g.server.port
+    health = await g.http.get(g.base + "/health")
+    assert health.status == 200 and TOKEN not in await health.text()
+    for headers, status in (
+        ({}, 401),
+        ({"Authorization": "Bearer wrong"}, 401),
+        ({"Authorization": f"Bearer {TOKEN}", "Origin": "http://evil.example"}, 403),
+        ({"Authorization": f"Bearer {TOKEN}", "Host": f"evil.example:{port}"}, 403),
+    ):
+        with pytest.raises(aiohttp.WSServerHandshakeError) as info:
+            await g.http.ws_connect(g.base + "/rpc", headers=headers)
+        assert info.value.status == status
+    code = g.gate.new_login_code()
+    jar = aiohttp.CookieJar(unsafe=True)
+    async with aiohttp.ClientSession(cookie_jar=jar) as browser:
+        login = await browser.get(f"{g.base}/login?code={code}", allow_redirects=False)
+        assert login.status == 302
+        cookie = login.headers["Set-Cookie"]
+        assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and COOKIE in cookie
+        ws = await browser.ws_connect(
+            g.base + "/rpc", headers={"Origin": f"http://127.0.0.1:{port}"}
+        )
+        await ws.close()
+        spent = await browser.get(f"{g.base}/login?code={code}", allow_redirects=False)
+        assert spent.status == 403
+
+
+def test_the_rpc_reference_in_docs_is_generated_from_the_document() -> None:
+    from raven.gateway.contract import markdown_reference
+
+    docs = Path(__file__).parents[2] / "docs" / "rpc.md"
+    assert docs.read_text() == markdown_reference()

@@ -449,7 +449,9 @@ class RavenExecutor(AgentExecutor):
         if message is None:
             return ""
         inbox = self._workdir / INBOX / safe_name(context_id, set())
-        return await asyncio.to_thread(prompt_text, message, inbox)
+        if any(p.WhichOneof("content") == "raw" for p in message.parts):
+            return await asyncio.to_thread(prompt_text, message, inbox)  # files to write
+        return prompt_text(message, inbox)
 
     def attach(self, session_id: str, part: Part) -> bool:
         """Add `part` to the running task of the session; False when it has none."""

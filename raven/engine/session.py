@@ -58,6 +58,7 @@ class LiveSession:
     _cancel: asyncio.Event | None = None
     _idle: asyncio.Event = field(default_factory=asyncio.Event)
     _subscribers: list[Subscriber] = field(default_factory=list)
+    _claimed: bool = False
 
     def __post_init__(self) -> None:
         self._idle.set()
@@ -137,13 +138,15 @@ class LiveSession:
             version = await self.store.call(self.store.claim_turn, self.id, pid)
         except TurnElsewhere as exc:
             raise SessionBusy(self.id, f" (in another Raven process, pid {exc.pid})") from None
+        self._claimed = True
         if version != self.version:
             self.history = await self.store.call(self.store.messages, self.id)
             self.version = version
 
     async def unclaim(self) -> None:
         """End this process's claim (done even when the turn was cancelled)."""
-        if not self.deferred:
+        if self._claimed:
+            self._claimed = False
             await asyncio.shield(self.store.call(self.store.release_turn, self.id, os.getpid()))
 
     def cancel_turn(self) -> bool:

@@ -8,6 +8,7 @@ Its behaviour is the first argument:
   flood        writes 1 MiB to stderr, then answers
   hang         never answers a prompt (until cancelled; ignores the cancel with "stubborn")
   elicit       asks an elicitation question and answers with what it got
+  fs           tries to read a file through the client
 """
 
 from __future__ import annotations
@@ -93,6 +94,13 @@ class Agent:
                 except asyncio.CancelledError:
                     if not STUBBORN:
                         raise
+        elif BEHAVIOUR == "fs":
+            try:
+                await self.conn.read_text_file(path="/etc/hostname", session_id=session_id)
+                got = "read it"
+            except acp.RequestError as exc:
+                got = f"refused {exc.code}"
+            await self.say(session_id, got)
         elif BEHAVIOUR == "elicit":
             schema_ = schema.ElicitationSchema(
                 type="object", properties={"colour": {"type": "string", "title": "Colour"}}

@@ -230,3 +230,24 @@ async def test_one_child_per_session_reused_and_released(
     assert ("parent-1", "helper") not in source._children and group_gone(pid)
     with pytest.raises(ToolError, match="no sub-agent 'ghost'"):
         await source.delegate(ctx, "ghost", "x")
+
+
+async def test_file_system_requests_are_method_not_found(tmp_path: Path) -> None:
+    outcome, _, _ = await drive(sdk_spec("fs"), tmp_path)
+    assert outcome.answer == "refused -32601"
+
+
+async def test_cancelling_the_parent_turn_stops_the_child(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("raven.acp_client.agent.CANCEL_GRACE_S", 0.5)
+    pidfile = tmp_path / "pid"
+    spec = sdk_spec("hang", "stubborn", env={"HANG_PIDFILE": str(pidfile)})
+    source = AgentsSource([spec])
+    work = asyncio.ensure_future(source.delegate(context(tmp_path), spec.name, "go"))
+    hung = await pid_from(pidfile)
+    work.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await work
+    assert not alive(hung) and group_gone(hung)
+    await source.aclose()

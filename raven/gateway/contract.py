@@ -79,6 +79,9 @@ class SessionDetail(Wire):
     session: SessionInfo
     history: list[dict[str, Any]]
     """The newest messages as turn events (see the `turn.event` notification)."""
+    pending: list[dict[str, Any]] = Field(default_factory=list)
+    """Permission requests and questions still waiting for an answer, as they were announced
+    (`permission.requested` / `question.asked` params, with `method`)."""
 
 
 class SessionRename(Wire):

@@ -60,7 +60,8 @@ class Hub:
         self.runtime = runtime
         self.a2a_mounted = a2a_mounted
         self.watchers: dict[str, set[Peer]] = {}
-        self.pending: dict[str, tuple[str, asyncio.Future[Any]]] = {}
+        self.pending: dict[str, tuple[str, asyncio.Future[Any], dict[str, Any]]] = {}
+        """request id → (session id, the answer to come, the announcement)."""
         self.turns: set[asyncio.Task[Any]] = set()
         self._watched: dict[str, Callable[[], None]] = {}
         self._ids = itertools.count(1)
@@ -88,8 +89,9 @@ class Hub:
         """Announce a question to every UI watching the session; the first answer wins."""
         request_id = f"r{next(self._ids)}"
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self.pending[request_id] = (session_id, future)
         note = note.model_copy(update={"request_id": request_id})
+        announced = {"method": method, **note.model_dump(mode="json", by_alias=True)}
+        self.pending[request_id] = (session_id, future, announced)
         try:
             self.broadcast(session_id, method, note)
             return await future
@@ -102,6 +104,10 @@ class Hub:
         if entry is None or entry[1].done():
             raise RpcError(REQUEST_NOT_FOUND, f"No pending request {request_id}")
         entry[1].set_result(value)
+
+    def waiting(self, session_id: str) -> list[dict[str, Any]]:
+        """The announcements of what the session's turn still waits for."""
+        return [note for sid, _, note in self.pending.values() if sid == session_id]
 
     async def aclose(self) -> None:
         for task in list(self.turns):
@@ -206,6 +212,7 @@ class Peer:
         return c.SessionDetail(
             session=_info(record, self._busy(record.id)),
             history=[event_json(e) for e in events],
+            pending=self._hub.waiting(record.id),
         )
 
     async def _session_delete(self, p: c.SessionRef) -> c.Accepted:

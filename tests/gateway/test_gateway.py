@@ -261,3 +261,26 @@ def test_the_rpc_reference_in_docs_is_generated_from_the_document() -> None:
 
     docs = Path(__file__).parents[2] / "docs" / "rpc.md"
     assert docs.read_text() == markdown_reference()
+
+
+async def test_a_ui_that_reconnects_mid_turn_gets_the_session_back(
+    gateway: Any, tmp_path: Path
+) -> None:
+    write = {"name": "write_file", "arguments": {"path": "late.txt", "content": "x"}}
+    g = await gateway([{"toolCalls": [write]}, {"text": "done"}])
+    first = await g.connect()
+    sid = (await first.call("session.create", cwd=str(tmp_path)))["sessionId"]
+    await first.call("turn.send", sessionId=sid, text="write later")
+    await first.until(lambda: first.note("permission.requested"))
+    await first.close()  # the page reloads while the turn waits for an answer
+    again = await g.connect()
+    detail = await again.call("session.get", sessionId=sid)
+    assert detail["session"]["busy"] is True
+    assert detail["history"][0]["type"] == "TurnStarted"
+    (waiting,) = detail["pending"]  # the question still waits, for whichever UI answers
+    assert waiting["method"] == "permission.requested" and waiting["title"] == "Write late.txt"
+    await again.call("session.subscribe", sessionId=sid)
+    await again.call("permission.respond", requestId=waiting["requestId"], decision="allow_once")
+    ended = await again.until(lambda: again.events("TurnEnded"))
+    assert ended[0]["stopReason"] == "end_turn" and (tmp_path / "late.txt").exists()
+    await again.close()

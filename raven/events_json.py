@@ -36,3 +36,27 @@ def _plain(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     return value
+
+
+def event_from_json(body: dict[str, Any]) -> Any:
+    """The turn event `event_json` made `body` from; None for a type this Raven does not know.
+
+    For faces that receive events over the wire (the terminal attached to a gateway).
+    """
+    from raven import engine
+    from raven.tools import FileDiff, PlanStep
+
+    cls = getattr(engine, str(body.get("type")), None)
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+        return None
+    values = {f.name: body.get(to_camel(f.name)) for f in dataclasses.fields(cls)}
+    if "locations" in values:
+        values["locations"] = [Path(p) for p in values["locations"] or []]
+    diff = values.get("diff")
+    if isinstance(diff, dict):
+        values["diff"] = FileDiff(Path(diff["path"]), diff.get("oldText"), diff["newText"])
+    if "steps" in values:
+        values["steps"] = tuple(PlanStep(**s) for s in values["steps"] or [])
+    if "parts" in values:
+        return None  # a prompt: shown by the face that sent it
+    return cls(**values)

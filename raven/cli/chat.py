@@ -49,6 +49,13 @@ def chat_command(
     pick: Annotated[
         bool, typer.Option("--resume", "-r", help="Pick a recent session to continue.")
     ] = False,
+    attach: Annotated[
+        str | None,
+        typer.Option(
+            "--attach",
+            help="Chat through a running gateway (its URL, or `auto` for the local one).",
+        ),
+    ] = None,
     config: ConfigOption = None,
 ) -> None:
     """Chat with Raven in the terminal."""
@@ -59,6 +66,20 @@ def chat_command(
 
     cfg, paths = load(config, "cli")
     cwd_path = workdir(cwd)
+    if attach is not None:
+        from raven.cli.attach import attach as attach_to
+        from raven.gateway.auth import TOKEN_FILE
+        from raven.gateway.serve import running_url
+
+        url = running_url(paths.data_dir) if attach == "auto" else attach
+        token_file = paths.config_dir / TOKEN_FILE
+        if url is None or not token_file.exists():
+            from raven.config import ConfigError
+
+            raise ConfigError("no running gateway found; start one with `raven gateway`")
+        token = token_file.read_text(encoding="utf-8").strip()
+        asyncio.run(attach_to(url, token, cwd_path, session))
+        return
 
     async def main() -> None:
         runtime = build_runtime(cfg, paths, face="chat")

@@ -85,6 +85,16 @@ def _in_use(state: Path, port: int) -> str:
         return f"port {port} is in use by another program; choose another --port"
 
 
+def running_url(data_dir: Path) -> str | None:
+    """The URL of the gateway the state file names, if its process is alive."""
+    try:
+        running = json.loads((data_dir / STATE_FILE).read_text())
+        os.kill(int(running["pid"]), 0)
+        return str(running["url"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def _state_is_ours(state: Path) -> bool:
     try:
         return bool(json.loads(state.read_text()).get("pid") == os.getpid())

@@ -108,3 +108,39 @@ def test_a_non_loopback_address_needs_allow_remote(env: dict[str, str]) -> None:
         stdin=subprocess.DEVNULL,
     )
     assert result.returncode == 2 and "--allow-remote" in result.stderr
+
+
+def test_chat_attaches_to_the_gateway_and_answers_its_approvals(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    from tests.e2e.test_chat import Terminal
+
+    write = {"name": "write_file", "arguments": {"path": "attached.txt", "content": "hi"}}
+    (home / "script.json").write_text(json.dumps([{"toolCalls": [write]}, {"text": "Wrote it."}]))
+    write_config(home, {"models": [{"id": "s", "provider": "scripted", "script": "script.json"}]})
+    port = free_port()
+    proc, _ = start(env, port)
+    term = Terminal([*RAVEN, "chat", "--attach", "auto"], {**env, "TERM": "xterm"}, tmp_path)
+    try:
+        term.expect(f"attached to http://127.0.0.1:{port}")
+        term.expect("› ")
+        term.type("write the file\n")
+        term.expect("Allow Write attached.txt?")
+        term.type("y\n")
+        term.expect("Wrote it.")
+        assert (tmp_path / "attached.txt").read_text() == "hi"
+        term.type("/quit\n")
+        assert term.proc.wait(DEADLINE_S) == 0
+    finally:
+        term.close()
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=DEADLINE_S)
+    nothing = subprocess.run(
+        [*RAVEN, "chat", "--attach", "auto"],
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=DEADLINE_S,
+    )
+    assert nothing.returncode == 2 and "no running gateway" in nothing.stderr

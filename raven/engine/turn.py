@@ -89,9 +89,13 @@ async def run_turn(
     with session.running() as stopped:
         await session.claim()
         try:
-            return await _run_claimed(session, prompt, asker, emit, stopped, cancel)
+            end = await _run_claimed(session, prompt, asker, emit, stopped, cancel)
         finally:
             await session.unclaim()
+    # Announced once the session is free again, so whoever hears it may start the next turn.
+    emit(end)
+    session.publish(end)
+    return end.stop_reason
 
 
 async def _run_claimed(
@@ -101,21 +105,17 @@ async def _run_claimed(
     emit: Emit,
     stopped: asyncio.Event,
     cancel: asyncio.Event | None,
-) -> StopReason:
-    """The turn itself, once the session is this process's."""
+) -> TurnEnded:
+    """The turn itself, once the session is this process's; its end, to announce."""
     session.publish(TurnStarted(tuple(prompt)))
-
-    def ended(event: TurnEnded) -> None:
-        emit(event)
-        session.publish(event)
-
     work = asyncio.create_task(_turn(session, list(prompt), asker, emit))
     waiters = [asyncio.create_task(e.wait()) for e in (stopped, cancel) if e is not None]
     try:
         await asyncio.wait([work, *waiters], return_when="FIRST_COMPLETED")
     except asyncio.CancelledError:
         await _stop(work)
-        ended(TurnEnded("cancelled"))
+        emit(TurnEnded("cancelled"))
+        session.publish(TurnEnded("cancelled"))
         raise
     finally:
         for waiter in waiters:
@@ -123,11 +123,9 @@ async def _run_claimed(
     if not work.done():
         await _stop(work)
     if work.cancelled():
-        ended(TurnEnded("cancelled"))
-        return "cancelled"
+        return TurnEnded("cancelled")
     stop, error = work.result()
-    ended(TurnEnded(stop, error=error))
-    return stop
+    return TurnEnded(stop, error=error)
 
 
 async def _stop(work: asyncio.Task[tuple[StopReason, str | None]]) -> None:

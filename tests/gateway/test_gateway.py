@@ -284,3 +284,16 @@ async def test_a_ui_that_reconnects_mid_turn_gets_the_session_back(
     ended = await again.until(lambda: again.events("TurnEnded"))
     assert ended[0]["stopReason"] == "end_turn" and (tmp_path / "late.txt").exists()
     await again.close()
+
+
+async def test_the_next_turn_may_start_as_soon_as_turn_ended_arrives(
+    gateway: Any, tmp_path: Path
+) -> None:
+    g = await gateway([])
+    ui = await g.connect()
+    sid = (await ui.call("session.create", cwd=str(tmp_path)))["sessionId"]
+    for n in range(1, 4):
+        assert (await ui.call("turn.send", sessionId=sid, text=f"turn {n}"))["accepted"]
+        await ui.until(lambda n=n: len(ui.events("TurnEnded")) == n)
+    assert [e["stopReason"] for e in ui.events("TurnEnded")] == ["end_turn"] * 3
+    await ui.close()

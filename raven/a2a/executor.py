@@ -9,6 +9,7 @@ publishing. Failures reach the peer as a fixed safe message; details go to the l
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import uuid
@@ -31,6 +32,7 @@ from raven.config import A2AServerConfig
 from raven.engine import (
     AgentText,
     ApprovalRequest,
+    Asker,
     Decision,
     LiveSession,
     PlanUpdated,
@@ -155,18 +157,30 @@ class _Throttle:
             self._buffer.clear()
 
 
-class _JobAsker:
-    """Asks the peer through the task: each question parks it in input-required."""
+LocalAsker = Callable[[str], Asker | None]
+"""For a session id, an asker that reaches people right here (the gateway's UIs), if any."""
+LOCAL_WINDOW_S = 60.0
+"""How long people right here get to answer before the task parks for the peer."""
 
-    def __init__(self, job: _Job, policy: str) -> None:
+
+class _JobAsker:
+    """Asks the people at hand first (on the gateway, its UIs), then the peer through the
+    task: a question the peer must answer parks the task in input-required."""
+
+    def __init__(self, job: _Job, policy: str, local: Asker | None) -> None:
         self._job = job
         self._policy = policy
+        self._local = local
 
     async def approve(self, request: ApprovalRequest) -> Decision:
         if self._policy == "auto":
             return "allow_once"
         if self._policy == "deny":
             return "reject_once"
+        if self._local is not None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(LOCAL_WINDOW_S):
+                    return await self._local.approve(request)
         answer = await self._ask(f"Allow {request.title}? Answer yes, always, or no.")
         word = (answer or "").strip().lower().rstrip(".!")
         if word in _ALWAYS:
@@ -174,6 +188,10 @@ class _JobAsker:
         return "allow_once" if word in _YES else "reject_once"
 
     async def ask(self, question: Question) -> str | None:
+        if self._local is not None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(LOCAL_WINDOW_S):
+                    return await self._local.ask(question)
         text = question.text
         if question.choices:
             text += "\nChoices: " + "; ".join(question.choices)
@@ -213,10 +231,17 @@ class MintedContexts(IDGenerator):
 
 
 class RavenExecutor(AgentExecutor):
-    def __init__(self, runtime: Runtime, settings: A2AServerConfig, workdir: Path) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        settings: A2AServerConfig,
+        workdir: Path,
+        local: LocalAsker | None = None,
+    ) -> None:
         self._runtime = runtime
         self._settings = settings
         self._workdir = workdir
+        self._local = local
         self._jobs: dict[str, _Job] = {}
         self._conversations: dict[str, _Conversation] = {}
         self._slots = asyncio.Semaphore(settings.max_concurrent_tasks)
@@ -356,7 +381,11 @@ class RavenExecutor(AgentExecutor):
             stop = await run_turn(
                 job.session,
                 [TextPart(text=prompt)],
-                _JobAsker(job, self._settings.approvals),
+                _JobAsker(
+                    job,
+                    self._settings.approvals,
+                    self._local(job.session.id) if self._local else None,
+                ),
                 emit,
                 job.cancel,
             )

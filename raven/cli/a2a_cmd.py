@@ -34,7 +34,7 @@ def enable_command(config: ConfigOption = None) -> None:
     typer.echo(f"A2A enabled in {paths.config_file}")
     if minted:
         typer.echo(f"bearer token (shown once; give it to the peers you trust): {minted}")
-    typer.echo("A running gateway must be restarted for this to take effect.")
+    _tell_gateway(paths.data_dir)
 
 
 @app.command("disable")
@@ -49,7 +49,18 @@ def disable_command(config: ConfigOption = None) -> None:
         cfg.model_copy(update={"a2a": cfg.a2a.model_copy(update={"server": server})}),
         paths.config_file,
     )
-    typer.echo("A2A disabled (token kept). A running gateway must be restarted.")
+    typer.echo("A2A disabled (token kept).")
+    _tell_gateway(paths.data_dir)
+
+
+def _tell_gateway(data_dir: Path) -> None:
+    from raven.gateway.serve import running_url
+
+    url = running_url(data_dir)
+    if url:
+        typer.echo(f"The gateway running at {url} must be restarted for this to take effect.")
+    else:
+        typer.echo("No gateway is running; the next `raven gateway` serves it as configured.")
 
 
 @app.command("status")

@@ -51,9 +51,10 @@ def gateway_command(
             if not cfg.a2a.server.enabled:
                 return False
             from raven.a2a import SubagentRefused, add_a2a_routes, build_mount
+            from raven.gateway.app import HUB
 
             try:
-                mounts.append(build_mount(runtime, cfg.a2a.server))
+                mounts.append(build_mount(runtime, cfg.a2a.server, local=app[HUB].local_asker))
             except SubagentRefused as exc:
                 logging.getLogger("raven.gateway").warning("A2A not mounted: %s", exc)
                 return False

@@ -83,6 +83,7 @@ async def _rpc(request: web.Request) -> web.StreamResponse:
             await ws.close(code=CLOSE_TOO_SLOW, message=b"too slow")
 
     peer = Peer(hub, send)
+    hub.peers.add(peer)
     serving = asyncio.create_task(peer.connection.serve())
     try:
         async for message in ws:

@@ -60,16 +60,23 @@ class Hub:
         self.runtime = runtime
         self.a2a_mounted = a2a_mounted
         self.watchers: dict[str, set[Peer]] = {}
+        self.peers: set[Peer] = set()
         self.pending: dict[str, tuple[str, asyncio.Future[Any], dict[str, Any]]] = {}
         """request id → (session id, the answer to come, the announcement)."""
         self.turns: set[asyncio.Task[Any]] = set()
         self._watched: dict[str, Callable[[], None]] = {}
         self._ids = itertools.count(1)
 
-    def broadcast(self, session_id: str, method: str, params: c.Wire) -> None:
+    def broadcast(self, session_id: str, method: str, params: c.Wire, anyone: bool = False) -> None:
+        """To the session's watchers; with `anyone`, to every UI when none watches it."""
         body = params.model_dump(mode="json", by_alias=True)
-        for peer in list(self.watchers.get(session_id, ())):
+        peers = self.watchers.get(session_id) or (self.peers if anyone else set())
+        for peer in list(peers):
             peer.notify(method, body)
+
+    def local_asker(self, session_id: str) -> HubAsker | None:
+        """An asker for a turn this gateway did not start (an A2A task), when UIs are here."""
+        return HubAsker(self, session_id) if self.peers else None
 
     def watch(self, live: LiveSession, peer: Peer) -> None:
         self.watchers.setdefault(live.id, set()).add(peer)
@@ -82,6 +89,7 @@ class Hub:
             self._watched[live.id] = live.subscribe(relay)
 
     def forget(self, peer: Peer) -> None:
+        self.peers.discard(peer)
         for watchers in self.watchers.values():
             watchers.discard(peer)
 
@@ -93,11 +101,12 @@ class Hub:
         announced = {"method": method, **note.model_dump(mode="json", by_alias=True)}
         self.pending[request_id] = (session_id, future, announced)
         try:
-            self.broadcast(session_id, method, note)
+            self.broadcast(session_id, method, note, anyone=True)
             return await future
         finally:
             self.pending.pop(request_id, None)
-            self.broadcast(session_id, "request.settled", c.RequestSettled(request_id=request_id))
+            settled = c.RequestSettled(request_id=request_id)
+            self.broadcast(session_id, "request.settled", settled, anyone=True)
 
     def settle(self, request_id: str, value: Any) -> None:
         entry = self.pending.get(request_id)

@@ -3,6 +3,7 @@ gateway on the same port, and a clean stop."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import socket
@@ -69,6 +70,10 @@ def test_the_gateway_serves_rpc_and_mounts_a2a_when_enabled(
         body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": message("hi a2a")}
         task = httpx.post(base + "/a2a", json=body, headers=headers).json()["result"]["task"]
         assert task["status"]["message"]["parts"][0]["text"] == "hi a2a"
+        enabled = subprocess.run(
+            [*RAVEN, "a2a", "enable"], env=env, capture_output=True, text=True, timeout=DEADLINE_S
+        )
+        assert f"gateway running at http://127.0.0.1:{port} must be restarted" in enabled.stdout
         second, _ = start(env, port)
         _, err = second.communicate(timeout=DEADLINE_S)
         assert second.returncode == 1
@@ -144,3 +149,56 @@ def test_chat_attaches_to_the_gateway_and_answers_its_approvals(
         timeout=DEADLINE_S,
     )
     assert nothing.returncode == 2 and "no running gateway" in nothing.stderr
+
+
+async def test_an_a2a_tasks_question_is_answered_by_a_ui_of_the_gateway(
+    env: dict[str, str], home: Path
+) -> None:
+    import aiohttp
+
+    ask = {"name": "ask_user", "arguments": {"question": "Which region?"}}
+    (home / "script.json").write_text(json.dumps([{"toolCalls": [ask]}, {"text": "Deployed."}]))
+    write_config(
+        home,
+        {
+            "models": [{"id": "s", "provider": "scripted", "script": "script.json"}],
+            "a2a": {"server": {"enabled": True, "token": A2A_TOKEN}},
+        },
+    )
+    port = free_port()
+    proc, _ = start(env, port)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        token = (home / "gateway.token").read_text().strip()
+        async with aiohttp.ClientSession() as http:
+            ws = await http.ws_connect(base + "/rpc", headers={"Authorization": f"Bearer {token}"})
+            headers = {"Authorization": f"Bearer {A2A_TOKEN}", "A2A-Version": "1.0"}
+            params = message("deploy") | {"configuration": {"returnImmediately": True}}
+            body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params}
+            async with http.post(base + "/a2a", json=body, headers=headers) as response:
+                task_id = (await response.json())["result"]["task"]["id"]
+            async with asyncio.timeout(DEADLINE_S):
+                while True:
+                    frame = json.loads((await ws.receive()).data)
+                    if frame.get("method") == "question.asked":
+                        break
+            assert frame["params"]["text"] == "Which region?"
+            answer = {"requestId": frame["params"]["requestId"], "answer": "eu-west"}
+            await ws.send_str(
+                json.dumps(
+                    {"jsonrpc": "2.0", "id": 7, "method": "question.respond", "params": answer}
+                )
+            )
+            get = {"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": task_id}}
+            async with asyncio.timeout(DEADLINE_S):
+                while True:
+                    async with http.post(base + "/a2a", json=get, headers=headers) as response:
+                        task = (await response.json())["result"]
+                    if task["status"]["state"] == "TASK_STATE_COMPLETED":
+                        break
+                    await asyncio.sleep(0.05)
+            assert task["status"]["message"]["parts"][0]["text"] == "Deployed."
+            await ws.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=DEADLINE_S)

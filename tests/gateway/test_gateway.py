@@ -297,3 +297,21 @@ async def test_the_next_turn_may_start_as_soon_as_turn_ended_arrives(
         await ui.until(lambda n=n: len(ui.events("TurnEnded")) == n)
     assert [e["stopReason"] for e in ui.events("TurnEnded")] == ["end_turn"] * 3
     await ui.close()
+
+
+async def test_a_question_is_answered_over_rpc(gateway: Any, tmp_path: Path) -> None:
+    ask = {
+        "name": "ask_user",
+        "arguments": {"question": "Which branch?", "choices": ["main", "dev"]},
+    }
+    g = await gateway([{"toolCalls": [ask]}, {"text": "ok"}])
+    ui = await g.connect()
+    sid = (await ui.call("session.create", cwd=str(tmp_path)))["sessionId"]
+    await ui.call("turn.send", sessionId=sid, text="ask me")
+    asked = await ui.until(lambda: ui.note("question.asked"))
+    assert asked["text"] == "Which branch?" and asked["choices"] == ["main", "dev"]
+    await ui.call("question.respond", requestId=asked["requestId"], answer="dev")
+    await ui.until(lambda: ui.events("TurnEnded"))
+    results = [e["content"] for e in ui.events("ToolCallUpdated") if e["status"] == "completed"]
+    assert any("dev" in (r or "") for r in results)
+    await ui.close()

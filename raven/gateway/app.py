@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 from aiohttp import WSMsgType, web
 
@@ -82,7 +83,14 @@ async def _rpc(request: web.Request) -> web.StreamResponse:
             log.warning("a Raven RPC socket is too slow to keep up; closed")
             await ws.close(code=CLOSE_TOO_SLOW, message=b"too slow")
 
-    peer = Peer(hub, send)
+    closing: set[asyncio.Task[Any]] = set()
+
+    def drop() -> None:
+        task = asyncio.create_task(ws.close(code=CLOSE_TOO_SLOW, message=b"too slow"))
+        closing.add(task)
+        task.add_done_callback(closing.discard)
+
+    peer = Peer(hub, send, drop)
     hub.peers.add(peer)
     serving = asyncio.create_task(peer.connection.serve())
     try:

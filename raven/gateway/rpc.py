@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -156,12 +157,23 @@ class HubAsker:
         return answer
 
 
+MAX_BACKLOG_FRAMES = 5000
+STALL_S = 5.0
+"""A UI this many frames behind that has taken none for this long is dropped, rather than
+buffered without limit (a burst to a UI that keeps reading is fine)."""
+
+
 class Peer:
     """One connected UI: a JSON-RPC connection over its WebSocket's text messages."""
 
-    def __init__(self, hub: Hub, send: Callable[[str], Any]) -> None:
+    def __init__(
+        self, hub: Hub, send: Callable[[str], Any], drop: Callable[[], Any] | None = None
+    ) -> None:
         self._hub = hub
         self._send = send
+        self._drop = drop
+        self.dropped = False
+        self._progress = time.monotonic()
         self.reader = asyncio.StreamReader()
         self.connection = Connection(FrameReader(self.reader), self._write, self)
         self._handlers: dict[str, Callable[[Any], Any]] = {
@@ -170,11 +182,22 @@ class Peer:
 
     async def _write(self, data: bytes) -> None:
         await self._send(data.decode().rstrip("\n"))
+        self._progress = time.monotonic()
 
     def feed(self, text: str) -> None:
         self.reader.feed_data(text.encode() + b"\n")
 
     def notify(self, method: str, params: dict[str, Any]) -> None:
+        if self.dropped:
+            return
+        stalled = time.monotonic() - self._progress > STALL_S
+        if stalled and self.connection.backlog >= MAX_BACKLOG_FRAMES:
+            log.warning("a Raven RPC socket fell %d frames behind; dropped", MAX_BACKLOG_FRAMES)
+            self.dropped = True
+            self._hub.forget(self)
+            if self._drop is not None:
+                self._drop()
+            return
         self.connection.notify(method, params)
 
     async def handle_request(self, method: str, params: dict[str, Any]) -> Any:

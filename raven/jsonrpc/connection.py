@@ -97,6 +97,11 @@ class Connection:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._writer, FLUSH_TIMEOUT_S)
 
+    @property
+    def backlog(self) -> int:
+        """Frames queued and not yet written: how far the peer has fallen behind."""
+        return self._outbox.qsize()
+
     def notify(self, method: str, params: dict[str, Any]) -> None:
         """Queue a notification; frames leave in the order they were queued."""
         self._send({"jsonrpc": "2.0", "method": method, "params": params})

@@ -17,7 +17,7 @@ from aiohttp.test_utils import TestServer
 
 from raven.config import Paths, RavenConfig
 from raven.engine import Runtime
-from raven.gateway.app import make_app
+from raven.gateway.app import HUB, make_app
 from raven.gateway.auth import COOKIE, Gatekeeper
 from raven.gateway.contract import METHODS, NOTIFICATIONS, openrpc_document
 from raven.gateway.rpc import Peer
@@ -81,14 +81,15 @@ class Client:
         self._ids = 0
         self._reader = asyncio.create_task(self._read())
         doc = openrpc_document()
-        self._results = {m["name"]: m["result"]["schema"] for m in doc["methods"]}
-        self._notes = {n["name"]: n["params"] for n in doc["x-notifications"]}
+        validator = jsonschema.Draft202012Validator
+        self._results = {m["name"]: validator(m["result"]["schema"]) for m in doc["methods"]}
+        self._notes = {n["name"]: validator(n["params"]) for n in doc["x-notifications"]}
 
     async def _read(self) -> None:
         async for message in self.ws:
             frame = json.loads(message.data)
             if "method" in frame:
-                jsonschema.validate(frame["params"], self._notes[frame["method"]])
+                self._notes[frame["method"]].validate(frame["params"])
                 self.notes.append(frame)
             else:
                 self.replies[frame["id"]] = frame
@@ -103,7 +104,7 @@ class Client:
         reply = await self.until(lambda: self.replies.get(request_id))
         if "error" in reply:
             return reply["error"]
-        jsonschema.validate(reply["result"], self._results[method])
+        self._results[method].validate(reply["result"])
         return reply["result"]
 
     async def until(self, found: Any) -> Any:
@@ -315,3 +316,49 @@ async def test_a_question_is_answered_over_rpc(gateway: Any, tmp_path: Path) -> 
     results = [e["content"] for e in ui.events("ToolCallUpdated") if e["status"] == "completed"]
     assert any("dev" in (r or "") for r in results)
     await ui.close()
+
+
+async def test_a_socket_too_slow_to_keep_up_is_dropped_and_the_others_go_on(
+    gateway: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import base64
+    import os
+
+    monkeypatch.setattr("raven.gateway.rpc.MAX_BACKLOG_FRAMES", 200)
+    monkeypatch.setattr("raven.gateway.rpc.STALL_S", 0.5)
+    words = " ".join("w" * 1500 + str(i) for i in range(4_000))  # ~6 MB of events
+    g = await gateway([{"text": words, "wordDelayMs": 1}])
+    reader = await g.connect()
+    sid = (await reader.call("session.create", cwd=str(tmp_path)))["sessionId"]
+    # A UI that subscribes, then never reads: a raw socket with a small receive buffer.
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    loop = asyncio.get_running_loop()
+    await loop.sock_connect(sock, ("127.0.0.1", g.server.port))
+    key = base64.b64encode(os.urandom(16)).decode()
+    handshake = (
+        f"GET /rpc HTTP/1.1\r\nHost: 127.0.0.1:{g.server.port}\r\nUpgrade: websocket\r\n"
+        f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
+        f"Authorization: Bearer {TOKEN}\r\n\r\n"
+    )
+    await loop.sock_sendall(sock, handshake.encode())
+    assert b"101" in await loop.sock_recv(sock, 1024)
+    payload = json.dumps(
+        {"jsonrpc": "2.0", "id": 1, "method": "session.subscribe", "params": {"sessionId": sid}}
+    ).encode()
+    mask = os.urandom(4)
+    masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+    assert len(payload) < 126
+    await loop.sock_sendall(sock, bytes([0x81, 0x80 | len(payload)]) + mask + masked)
+    await reader.call("system.hello")  # the subscription is in before the turn starts
+    await reader.call("turn.send", sessionId=sid, text="talk a lot")
+    async with asyncio.timeout(30):
+        while not reader.events("TurnEnded"):
+            reader.arrived.clear()
+            await reader.arrived.wait()
+    assert len(reader.events("AgentText")) == 4_000
+    hub_watchers = g.server.app[HUB].watchers[sid]
+    assert len(hub_watchers) == 1  # the slow one was dropped
+    sock.close()
+    await reader.close()

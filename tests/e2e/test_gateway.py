@@ -66,10 +66,7 @@ def test_the_gateway_serves_rpc_and_mounts_a2a_when_enabled(
         base = f"http://127.0.0.1:{port}"
         assert httpx.get(base + "/health").json()["ok"] is True
         assert httpx.get(base + "/rpc").status_code == 401
-        headers = {"Authorization": f"Bearer {A2A_TOKEN}", "A2A-Version": "1.0"}
-        body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": message("hi a2a")}
-        task = httpx.post(base + "/a2a", json=body, headers=headers).json()["result"]["task"]
-        assert task["status"]["message"]["parts"][0]["text"] == "hi a2a"
+        assert asyncio.run(ask_with_the_sdk(base)) == "hi a2a"
         enabled = subprocess.run(
             [*RAVEN, "a2a", "enable"], env=env, capture_output=True, text=True, timeout=DEADLINE_S
         )
@@ -89,6 +86,21 @@ def test_the_gateway_serves_rpc_and_mounts_a2a_when_enabled(
     finally:
         proc.kill()
         proc.communicate()
+
+
+async def ask_with_the_sdk(base: str) -> str:
+    """One message through the a2a-sdk's own client; the task's answer."""
+    from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+    from a2a.helpers import get_message_text
+    from a2a.types import Message, Part, Role, SendMessageRequest
+
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {A2A_TOKEN}"}) as http:
+        card = await A2ACardResolver(http, base).get_agent_card()
+        client = ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create(card)
+        message = Message(message_id="m1", role=Role.ROLE_USER, parts=[Part(text="hi a2a")])
+        events = [e async for e in client.send_message(SendMessageRequest(message=message))]
+        await client.close()
+    return get_message_text(events[-1].task.status.message)
 
 
 def test_without_a2a_enabled_the_routes_are_absent(env: dict[str, str], home: Path) -> None:

@@ -84,6 +84,17 @@ class Client:
         validator = jsonschema.Draft202012Validator
         self._results = {m["name"]: validator(m["result"]["schema"]) for m in doc["methods"]}
         self._notes = {n["name"]: validator(n["params"]) for n in doc["x-notifications"]}
+        self._params = {
+            m["name"]: validator(
+                {
+                    "type": "object",
+                    "properties": {p["name"]: p["schema"] for p in m["params"]},
+                    "required": [p["name"] for p in m["params"] if p["required"]],
+                    "additionalProperties": False,
+                }
+            )
+            for m in doc["methods"]
+        }
 
     async def _read(self) -> None:
         async for message in self.ws:
@@ -96,6 +107,8 @@ class Client:
             self.arrived.set()
 
     async def call(self, method: str, **params: Any) -> Any:
+        if method in self._params:
+            self._params[method].validate(params)  # what we send is what the document says
         self._ids += 1
         request_id = self._ids
         await self.ws.send_str(

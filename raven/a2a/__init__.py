@@ -6,7 +6,11 @@ authentication and the aiohttp binding. Protocol handling goes through
 aiohttp application (standalone or the gateway). Imports `a2a` and `aiohttp`.
 """
 
-from raven.a2a.mount import A2AMount, SubagentRefused, build_mount
-from raven.a2a.routes import add_a2a_routes
+from raven.a2a.tracing import load_sdk_telemetry
+
+load_sdk_telemetry()
+
+from raven.a2a.mount import A2AMount, SubagentRefused, build_mount  # noqa: E402
+from raven.a2a.routes import add_a2a_routes  # noqa: E402
 
 __all__ = ["A2AMount", "SubagentRefused", "add_a2a_routes", "build_mount"]

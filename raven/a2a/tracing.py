@@ -1,0 +1,32 @@
+"""Whether the a2a SDK traces: off unless the user has configured OpenTelemetry.
+
+The SDK wraps every handler and queue call in an OpenTelemetry span when
+`opentelemetry-api` is importable, and decides once, when `a2a.utils.telemetry`
+is first imported, from `OTEL_INSTRUMENTATION_A2A_SDK_ENABLED`. With no
+OpenTelemetry configuration those spans go nowhere and cost about a fifth of a
+served request. Must never leave the process environment changed: commands
+Raven runs inherit it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+SDK_SWITCH = "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED"
+
+
+def user_configured_tracing(environ: dict[str, str] | os._Environ[str]) -> bool:
+    """True when any OpenTelemetry setting is present, the SDK's own switch included."""
+    return any(name.startswith("OTEL_") for name in environ)
+
+
+def load_sdk_telemetry() -> None:
+    """Import the SDK's telemetry with tracing off, unless the user set OpenTelemetry up."""
+    if "a2a.utils.telemetry" in sys.modules or user_configured_tracing(os.environ):
+        return
+    os.environ[SDK_SWITCH] = "false"
+    try:
+        import a2a.utils.telemetry  # noqa: F401  (reads the switch once, here)
+    finally:
+        del os.environ[SDK_SWITCH]

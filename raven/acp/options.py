@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from raven.config import ECHO_MODEL_ID, ModelSpec, RavenConfig
+from raven.config import ModelSpec, RavenConfig
 from raven.engine import LiveSession
 
 MODEL_OPTION = "model"
@@ -12,10 +12,7 @@ MODE_OPTION = "mode"
 
 
 def selectable_models(config: RavenConfig, live: LiveSession) -> list[ModelSpec]:
-    models = list(config.models)
-    echo = config.find_model(ECHO_MODEL_ID)
-    if echo is not None and all(m.id != ECHO_MODEL_ID for m in models):
-        models.append(echo)
+    models = config.selectable_models()
     if all(m.id != live.model.id for m in models):
         models.insert(0, live.model)
     return models

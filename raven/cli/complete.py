@@ -40,11 +40,11 @@ def session_ids(incomplete: str) -> list[str]:
 
 def model_ids(incomplete: str) -> list[str]:
     def find() -> list[str]:
-        from raven.config import ECHO_MODEL_ID, RavenConfig
+        from raven.config import RavenConfig
 
         cfg = _config()
         assert isinstance(cfg, RavenConfig)
-        return [m.id for m in cfg.models] + [ECHO_MODEL_ID]
+        return [m.id for m in cfg.selectable_models()]
 
     return _quietly(find, incomplete)
 

@@ -54,7 +54,7 @@ def models_command(
 
 def model_rows(cfg: RavenConfig, env: Mapping[str, str]) -> list[dict[str, Any]]:
     """Each usable model, configured or implicit, with why the default is the default."""
-    from raven.config import ECHO_MODEL_ID, ConfigError
+    from raven.config import ConfigError
     from raven.providers import pick_model
 
     try:
@@ -70,12 +70,9 @@ def model_rows(cfg: RavenConfig, env: Mapping[str, str]) -> list[dict[str, Any]]
         if env.get("OPENAI_API_KEY")
         else "ANTHROPIC_API_KEY is set"
     )
-    specs = list(cfg.models)
+    specs = cfg.selectable_models()
     if default is not None and all(m.id != default.id for m in specs):
-        specs.append(default)
-    echo = cfg.find_model(ECHO_MODEL_ID)
-    if echo is not None and all(m.id != ECHO_MODEL_ID for m in specs):
-        specs.append(echo)
+        specs.insert(len(cfg.models), default)  # implicit, from the environment
     return [_row(m, default, why, env) for m in specs]
 
 

@@ -250,6 +250,14 @@ class RavenConfig(_Model):
             return ModelSpec(id=ECHO_MODEL_ID, name="Echo (offline)", provider="scripted")
         return next((m for m in self.models if m.id == model_id), None)
 
+    def selectable_models(self) -> list[ModelSpec]:
+        """The configured models, then the offline echo model unless one is configured."""
+        models = list(self.models)
+        echo = self.find_model(ECHO_MODEL_ID)
+        if echo is not None and echo not in models:
+            models.append(echo)
+        return models
+
     def find_mode(self, mode_id: str) -> ModeSpec | None:
         return next((m for m in self.modes if m.id == mode_id), None)
 

@@ -319,13 +319,7 @@ class Peer:
         return c.Accepted()
 
     async def _models_list(self, p: c.Empty) -> c.ModelsResult:
-        from raven.config import ECHO_MODEL_ID
-
-        config = self._hub.runtime.config
-        specs = list(config.models)
-        echo = config.find_model(ECHO_MODEL_ID)
-        if echo is not None and all(m.id != ECHO_MODEL_ID for m in specs):
-            specs.append(echo)
+        specs = self._hub.runtime.config.selectable_models()
         try:
             default: str | None = self._hub.runtime.model(None).id
         except ConfigError:

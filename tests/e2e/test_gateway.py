@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import socket
 import stat
 import subprocess
 import time
@@ -17,14 +16,9 @@ import httpx
 from tests.conftest import RAVEN, write_config
 from tests.e2e.a2a_server import TOKEN as A2A_TOKEN
 from tests.e2e.a2a_server import message
+from tests.mcp.conftest import free_port
 
 DEADLINE_S = 30
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def start(env: dict[str, str], port: int) -> tuple[subprocess.Popen[str], dict[str, str]]:

@@ -21,6 +21,7 @@ from raven.gateway.app import HUB, make_app
 from raven.gateway.auth import COOKIE, Gatekeeper
 from raven.gateway.contract import METHODS, NOTIFICATIONS, openrpc_document
 from raven.gateway.rpc import Peer
+from tests.mcp.conftest import free_port
 
 TOKEN = "gateway-test-token-0123456789"
 DOCUMENT = Path(__file__).parents[2] / "rpc-schema" / "openrpc.json"
@@ -44,12 +45,6 @@ def test_every_declared_method_is_served_and_every_served_method_declared() -> N
     doc = openrpc_document()
     assert [m["name"] for m in doc["methods"]] == list(METHODS)
     assert [n["name"] for n in doc["x-notifications"]] == list(NOTIFICATIONS)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Gateway:

@@ -131,10 +131,15 @@ class Runtime:
         )
 
     async def list_sessions(
-        self, cwd: str | None = None, cursor: str | None = None, limit: int = DEFAULT_PAGE_SIZE
+        self,
+        cwd: str | None = None,
+        cursor: str | None = None,
+        limit: int = DEFAULT_PAGE_SIZE,
+        query: str | None = None,
     ) -> SessionPage:
-        """Stored sessions, most recently updated first; `cursor` continues a page."""
-        return await self.store.call(self.store.page, cwd, cursor, limit)
+        """Stored sessions, most recently updated first; `cursor` continues a page; `query`
+        keeps those whose title or directory contains it."""
+        return await self.store.call(self.store.page, cwd, cursor, limit, query)
 
     async def get_session(self, session_id: str) -> SessionRecord:
         """The stored session; raises `SessionNotFound`."""

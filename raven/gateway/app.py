@@ -1,8 +1,10 @@
-"""The gateway's aiohttp application: `/health`, `/login`, and Raven RPC on `/rpc`.
+"""The gateway's aiohttp application: `/health`, `/login`, the web UI's files, and Raven RPC
+on `/rpc`.
 
-Built by `make_app`; only the CLI runs it. Every request but `/health` and a login
-link needs the token or a login cookie; `/rpc` also checks Host and Origin against
-the gateway's own address before upgrading. Sockets are closed on shutdown.
+Built by `make_app`; only the CLI runs it. The web UI's files are public (they hold no
+data); `/rpc` needs the token or a login cookie and checks Host and Origin against the
+gateway's own address before upgrading. Every response carries a strict
+Content-Security-Policy. Sockets are closed on shutdown.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from raven import __version__
 from raven.engine import Runtime
 from raven.gateway.auth import COOKIE, Gatekeeper
 from raven.gateway.rpc import Hub, Peer
+from raven.web import FILES
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +42,45 @@ def make_app(runtime: Runtime, gate: Gatekeeper) -> web.Application:
     app[SOCKETS] = set()
     app.router.add_get("/health", _health)
     app.router.add_get("/login", _login)
+    app.router.add_post("/login-links", _new_login_link)
     app.router.add_get("/rpc", _rpc)
+    app.router.add_get("/", _page)
+    app.router.add_static("/app/", FILES, append_version=False)
+    app.on_response_prepare.append(_security_headers)
     app.on_shutdown.append(_shutdown)
     return app
+
+
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+
+
+async def _security_headers(request: web.Request, response: web.StreamResponse) -> None:
+    response.headers.setdefault("Content-Security-Policy", CSP)
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    response.headers.setdefault("Referrer-Policy", "no-referrer")
+    if request.path == "/" or request.path.startswith("/app/"):
+        response.headers["Cache-Control"] = "no-cache"
+
+
+async def _page(request: web.Request) -> web.StreamResponse:
+    if not request.app[GATE].trusted_host(request.headers.get("Host")):
+        raise web.HTTPForbidden(text="unexpected Host")
+    return web.FileResponse(FILES / "index.html")
+
+
+async def _new_login_link(request: web.Request) -> web.Response:
+    """A fresh one-time login link, for `raven web` attaching to a running gateway."""
+    gate = request.app[GATE]
+    if not gate.trusted_host(request.headers.get("Host")):
+        raise web.HTTPForbidden(text="unexpected Host")
+    if not gate.bearer(request.headers.get("Authorization")):
+        raise web.HTTPUnauthorized(
+            text="the gateway token is required", headers={"WWW-Authenticate": 'Bearer realm="raven"'}
+        )
+    return web.json_response({"path": f"/login?code={gate.new_login_code()}"})
 
 
 async def _health(request: web.Request) -> web.Response:

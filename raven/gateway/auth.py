@@ -1,12 +1,14 @@
 """Who may use the gateway: the token (programs), one-time login links and cookies (browsers),
 and the Host and Origin a request must carry (DNS rebinding, cross-site pages).
 
-Tokens are compared in constant time and never logged. Pure checks plus the token
-file; never touches a request body.
+A cookie is a random nonce signed with the token, so a browser stays logged in across
+gateway restarts and every cookie dies with the token. Tokens are compared in constant
+time and never logged. Pure checks plus the token file; never touches a request body.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import secrets
 from pathlib import Path
@@ -30,12 +32,11 @@ def load_or_mint_token(config_dir: Path) -> str:
 
 
 class Gatekeeper:
-    """The token, the login links handed out and the browser cookies they turned into."""
+    """The token, the login links handed out, and the cookies signed with the token."""
 
     def __init__(self, token: str, allowed_hosts: set[str]) -> None:
         self._token = token
         self._links: set[str] = set()
-        self._cookies: set[str] = set()
         self.allowed_hosts = {h.lower() for h in allowed_hosts}
 
     def new_login_code(self) -> str:
@@ -50,21 +51,28 @@ class Gatekeeper:
         if match is None:
             return None
         self._links.discard(match)
-        cookie = secrets.token_urlsafe(32)
-        self._cookies.add(cookie)
-        return cookie
+        nonce = secrets.token_urlsafe(24)
+        return f"{nonce}.{self._sign(nonce)}"
+
+    def _sign(self, nonce: str) -> str:
+        mac = hmac.new(self._token.encode(), b"raven-cookie:" + nonce.encode(), hashlib.sha256)
+        return mac.hexdigest()
+
+    def bearer(self, authorization: str | None) -> bool:
+        """`Authorization: Bearer <the token>`."""
+        if not authorization:
+            return False
+        scheme, _, value = authorization.partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(
+            value.strip().encode(), self._token.encode()
+        )
 
     def authorized(self, authorization: str | None, cookie: str | None) -> bool:
         """A valid `Authorization: Bearer <token>` or a cookie a login link gave."""
-        if authorization:
-            scheme, _, value = authorization.partition(" ")
-            if scheme.lower() == "bearer" and hmac.compare_digest(
-                value.strip().encode(), self._token.encode()
-            ):
-                return True
-        if cookie:
-            return any(hmac.compare_digest(cookie, c) for c in self._cookies)
-        return False
+        if self.bearer(authorization):
+            return True
+        nonce, _, signature = (cookie or "").partition(".")
+        return bool(nonce) and hmac.compare_digest(signature.encode(), self._sign(nonce).encode())
 
     def trusted_host(self, host: str | None) -> bool:
         return host is not None and host.lower() in self.allowed_hosts

@@ -14,7 +14,7 @@ from pydantic.alias_generators import to_camel
 
 from raven import __version__
 
-RPC_VERSION = "1.0.0"
+RPC_VERSION = "1.1.0"
 
 
 class Wire(BaseModel):
@@ -40,12 +40,15 @@ class SessionInfo(Wire):
     closed: bool
     busy: bool = False
     """A turn runs in it (in this gateway)."""
+    waiting: int = 0
+    """Permission requests and questions its turn waits for (in this gateway)."""
 
 
 class Hello(Wire):
     name: Literal["raven"] = "raven"
     version: str = __version__
     rpc_version: str = RPC_VERSION
+    cwd: str = Field(description="The gateway's working directory: a default for new sessions")
 
 
 class SessionCreate(Wire):
@@ -62,6 +65,7 @@ class SessionList(Wire):
     cwd: str | None = None
     cursor: str | None = None
     limit: int = Field(default=50, ge=1, le=200)
+    query: str | None = Field(default=None, description="A piece of the title or directory")
 
 
 class SessionPageResult(Wire):
@@ -236,8 +240,8 @@ METHODS: dict[str, tuple[type[Wire], type[Wire], str]] = {
 NOTIFICATIONS: dict[str, tuple[type[Wire], str]] = {
     "turn.event": (TurnEventNote, "An event of a running turn, in order."),
     "session.event": (SessionEventNote, "Something happened to a subscribed session."),
-    "permission.requested": (PermissionRequested, "A tool call waits for approval."),
-    "question.asked": (QuestionAsked, "The model asks the person something."),
+    "permission.requested": (PermissionRequested, "A tool call waits for approval (to every UI)."),
+    "question.asked": (QuestionAsked, "The model asks the person something (to every UI)."),
     "request.settled": (RequestSettled, "A permission or question needs no answer anymore."),
 }
 

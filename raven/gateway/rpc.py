@@ -68,10 +68,11 @@ class Hub:
         self._watched: dict[str, Callable[[], None]] = {}
         self._ids = itertools.count(1)
 
-    def broadcast(self, session_id: str, method: str, params: c.Wire, anyone: bool = False) -> None:
-        """To the session's watchers; with `anyone`, to every UI when none watches it."""
+    def broadcast(self, session_id: str, method: str, params: c.Wire, everyone: bool = False) -> None:
+        """To the session's watchers; with `everyone`, to every UI (a question waiting shows
+        in each UI's session list, whichever session it watches)."""
         body = params.model_dump(mode="json", by_alias=True)
-        peers = self.watchers.get(session_id) or (self.peers if anyone else set())
+        peers = self.peers if everyone else self.watchers.get(session_id, set())
         for peer in list(peers):
             peer.notify(method, body)
 
@@ -102,12 +103,12 @@ class Hub:
         announced = {"method": method, **note.model_dump(mode="json", by_alias=True)}
         self.pending[request_id] = (session_id, future, announced)
         try:
-            self.broadcast(session_id, method, note, anyone=True)
+            self.broadcast(session_id, method, note, everyone=True)
             return await future
         finally:
             self.pending.pop(request_id, None)
             settled = c.RequestSettled(request_id=request_id)
-            self.broadcast(session_id, "request.settled", settled, anyone=True)
+            self.broadcast(session_id, "request.settled", settled, everyone=True)
 
     def settle(self, request_id: str, value: Any) -> None:
         entry = self.pending.get(request_id)
@@ -224,17 +225,17 @@ class Peer:
     # -- methods (named after the contract: session.create → _session_create) ----------------
 
     async def _system_hello(self, p: c.Empty) -> c.Hello:
-        return c.Hello()
+        return c.Hello(cwd=str(Path.cwd()))
 
     async def _session_create(self, p: c.SessionCreate) -> c.SessionInfo:
         live = await self._hub.runtime.new_session(_directory(p.cwd), p.model, p.mode)
         self._hub.watch(live, self)
-        return _info(live.record, live.is_busy)
+        return self._info(live.record)
 
     async def _session_list(self, p: c.SessionList) -> c.SessionPageResult:
-        page = await self._hub.runtime.list_sessions(p.cwd, p.cursor, p.limit)
+        page = await self._hub.runtime.list_sessions(p.cwd, p.cursor, p.limit, p.query)
         return c.SessionPageResult(
-            sessions=[_info(r, self._busy(r.id)) for r in page.sessions],
+            sessions=[self._info(r) for r in page.sessions],
             next_cursor=page.next_cursor,
         )
 
@@ -242,7 +243,7 @@ class Peer:
         record = await self._hub.runtime.get_session(p.session_id)
         events = await self._hub.runtime.history(p.session_id, p.history_limit)
         return c.SessionDetail(
-            session=_info(record, self._busy(record.id)),
+            session=self._info(record),
             history=[event_json(e) for e in events],
             pending=self._hub.waiting(record.id),
         )
@@ -264,17 +265,17 @@ class Peer:
 
     async def _session_rename(self, p: c.SessionRename) -> c.SessionInfo:
         record = await self._hub.runtime.rename_session(p.session_id, p.title)
-        return _info(record, self._busy(record.id))
+        return self._info(record)
 
     async def _session_setMode(self, p: c.SessionSetMode) -> c.SessionInfo:
         live = await self._live(p.session_id)
         await self._hub.runtime.set_mode(live, p.mode)
-        return _info(live.record, live.is_busy)
+        return self._info(live.record)
 
     async def _session_setModel(self, p: c.SessionSetModel) -> c.SessionInfo:
         live = await self._live(p.session_id)
         await self._hub.runtime.set_model(live, p.model)
-        return _info(live.record, live.is_busy)
+        return self._info(live.record)
 
     async def _session_subscribe(self, p: c.SessionRef) -> c.Accepted:
         self._hub.watch(await self._live(p.session_id), self)
@@ -361,9 +362,21 @@ class Peer:
             session_id
         )
 
-    def _busy(self, session_id: str) -> bool:
-        live = self._hub.runtime.live(session_id)
-        return live is not None and live.is_busy
+    def _info(self, record: SessionRecord) -> c.SessionInfo:
+        live = self._hub.runtime.live(record.id)
+        return c.SessionInfo(
+            session_id=record.id,
+            cwd=record.cwd,
+            title=record.title,
+            mode=record.mode,
+            model=record.model,
+            face=record.face,
+            created_at=record.created_at,
+            updated_at=record.updated_at,
+            closed=record.closed,
+            busy=live is not None and live.is_busy,
+            waiting=len(self._hub.waiting(record.id)),
+        )
 
 
 def _directory(cwd: str) -> Path:
@@ -371,21 +384,6 @@ def _directory(cwd: str) -> Path:
     if not path.is_absolute() or not path.is_dir():
         raise RpcError(INVALID_PARAMS, f"cwd must be an existing absolute directory: {cwd}")
     return path
-
-
-def _info(record: SessionRecord, busy: bool) -> c.SessionInfo:
-    return c.SessionInfo(
-        session_id=record.id,
-        cwd=record.cwd,
-        title=record.title,
-        mode=record.mode,
-        model=record.model,
-        face=record.face,
-        created_at=record.created_at,
-        updated_at=record.updated_at,
-        closed=record.closed,
-        busy=busy,
-    )
 
 
 def _rpc_error(exc: RavenError) -> RpcError:

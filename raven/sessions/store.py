@@ -230,13 +230,22 @@ class SessionStore:
         raise SessionNotFound(prefix)
 
     def page(
-        self, cwd: str | None = None, cursor: str | None = None, limit: int = DEFAULT_PAGE_SIZE
+        self,
+        cwd: str | None = None,
+        cursor: str | None = None,
+        limit: int = DEFAULT_PAGE_SIZE,
+        query: str | None = None,
     ) -> SessionPage:
-        """Newest first; `cursor` continues a previous page."""
+        """Newest first; `cursor` continues a previous page; `query` is a piece of the title
+        or the directory (any case)."""
         where, params = [], []
         if cwd is not None:
             where.append("cwd = ?")
             params.append(cwd)
+        if query:
+            pattern = "%" + re.sub(r"([\\%_])", r"\\\1", query) + "%"
+            where.append("(title LIKE ? ESCAPE '\\' OR cwd LIKE ? ESCAPE '\\')")
+            params += [pattern, pattern]
         if cursor:
             updated_at, last_id = _decode_cursor(cursor)
             where.append("(updated_at < ? OR (updated_at = ? AND id < ?))")

@@ -1,0 +1,587 @@
+// The page: session list, one open session, the composer, and the dialogs for approvals and
+// questions. Speaks only Raven RPC (see /rpc-schema/openrpc.json in the repository).
+
+import { Rpc } from "./rpc.js";
+import { Transcript } from "./transcript.js";
+
+const $ = (id) => document.getElementById(id);
+const PAGE_SIZE = 30;
+const LIST_REFRESH_MS = 15000;
+const DECISIONS = {
+  allow_once: "Allow once",
+  allow_always: "Allow always",
+  reject_once: "Reject",
+  reject_always: "Always reject",
+};
+
+const state = {
+  rpc: null,
+  models: [],
+  modes: [],
+  defaults: { model: null, mode: null },
+  sessions: new Map(),
+  cursor: null,
+  current: null, // { info, busy }
+  pending: new Map(), // requestId → announcement (with method)
+  asking: null, // requestId shown in the dialog
+};
+const transcript = new Transcript($("transcript"));
+
+function el(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+// -- connection ------------------------------------------------------------------------------
+
+function connect() {
+  const scheme = location.protocol === "https:" ? "wss" : "ws";
+  const rpc = new Rpc(`${scheme}://${location.host}/rpc`);
+  state.rpc = rpc;
+  rpc.addEventListener("open", () => online().catch(report));
+  rpc.addEventListener("close", (event) => offline(event.detail.opened));
+  rpc.addEventListener("note", (event) => onNote(event.detail));
+  rpc.start();
+}
+
+async function online() {
+  setStatus("online", "Online");
+  const hello = await call("system.hello");
+  if (!$("new-cwd").value) $("new-cwd").value = hello.cwd;
+  const [models, modes] = await Promise.all([call("models.list"), call("modes.list")]);
+  state.models = models.models;
+  state.modes = modes.modes;
+  state.defaults = { model: models.default, mode: modes.default };
+  await Promise.all([refreshList(), showRoster()]);
+  const wanted = state.current?.info.sessionId || decodeURIComponent(location.hash.slice(1));
+  if (wanted) await openSession(wanted);
+}
+
+async function offline(opened) {
+  state.pending.clear();
+  closeDialogFor(state.asking);
+  if (!opened) {
+    try {
+      const health = await fetch("/health", { cache: "no-store" });
+      if (health.ok) {
+        setStatus("refused", "Not signed in: open the login link `raven web` prints");
+        return;
+      }
+    } catch {
+      // the gateway is down: offline below
+    }
+  }
+  setStatus("offline", "Offline: reconnecting…");
+}
+
+function setStatus(kind, text) {
+  const status = $("status");
+  status.dataset.state = kind;
+  status.textContent = text;
+  document.body.dataset.connection = kind;
+}
+
+async function call(method, params) {
+  return state.rpc.call(method, params);
+}
+
+function report(error) {
+  const banner = $("notice");
+  banner.textContent = error.message || String(error);
+  banner.hidden = false;
+}
+
+function clearReport() {
+  $("notice").hidden = true;
+}
+
+// -- notifications ---------------------------------------------------------------------------
+
+function onNote({ method, params }) {
+  const current = state.current?.info.sessionId;
+  if (method === "turn.event" && params.sessionId === current) {
+    transcript.show(params.event);
+    if (params.event.type === "TitleChanged") setTitle(params.event.title);
+  } else if (method === "session.event") {
+    onSessionEvent(params.sessionId, params.event, params.sessionId === current);
+  } else if (method === "permission.requested" || method === "question.asked") {
+    state.pending.set(params.requestId, { method, ...params });
+    bumpWaiting(params.sessionId, 1);
+    if (params.sessionId === current) askNext();
+  } else if (method === "request.settled") {
+    const known = state.pending.get(params.requestId);
+    state.pending.delete(params.requestId);
+    if (known) bumpWaiting(known.sessionId, -1);
+    closeDialogFor(params.requestId);
+  }
+}
+
+function onSessionEvent(sessionId, event, isCurrent) {
+  const info = state.sessions.get(sessionId);
+  if (event.type === "TurnStarted" || event.type === "TurnEnded") {
+    if (info) info.busy = event.type === "TurnStarted";
+    if (info) info.updatedAt = new Date().toISOString();
+  }
+  if (event.type === "TitleChanged" && info) info.title = event.title;
+  if (info) renderItem(info);
+  if (!isCurrent) return;
+  if (event.type === "TurnStarted") {
+    transcript.show(event);
+    setBusy(true);
+  } else if (event.type === "TurnEnded") {
+    setBusy(false);
+  } else if (event.type === "TitleChanged") {
+    setTitle(event.title);
+  } else if (event.type === "ModeChanged") {
+    state.current.info.mode = event.modeId;
+    $("mode").value = event.modeId;
+  } else if (event.type === "ModelChanged") {
+    state.current.info.model = event.modelId;
+    $("model").value = event.modelId;
+  } else if (event.type === "SessionEnded") {
+    state.current.info.closed = true;
+    showSessionState();
+  }
+}
+
+function bumpWaiting(sessionId, delta) {
+  const info = state.sessions.get(sessionId);
+  if (!info) return;
+  info.waiting = Math.max(0, (info.waiting || 0) + delta);
+  renderItem(info);
+}
+
+// -- session list ----------------------------------------------------------------------------
+
+async function refreshList(more = false) {
+  const query = $("filter").value.trim() || null;
+  const page = await call("session.list", {
+    limit: PAGE_SIZE,
+    query,
+    cursor: more ? state.cursor : null,
+  });
+  if (!more) {
+    state.sessions.clear();
+    $("sessions").replaceChildren();
+  }
+  for (const info of page.sessions) {
+    state.sessions.set(info.sessionId, info);
+    renderItem(info);
+  }
+  state.cursor = page.nextCursor;
+  $("more").hidden = !page.nextCursor;
+  if (!state.sessions.size) {
+    const none = el("li", "muted", query ? "No session matches." : "No sessions yet.");
+    none.dataset.placeholder = "1";
+    $("sessions").append(none);
+  }
+}
+
+function renderItem(info) {
+  const list = $("sessions");
+  list.querySelector("[data-placeholder]")?.remove();
+  let li = list.querySelector(`li[data-session-id="${CSS.escape(info.sessionId)}"]`);
+  if (!li) {
+    li = el("li");
+    li.dataset.sessionId = info.sessionId;
+    list.append(li);
+  }
+  const button = el("button", "session-item");
+  button.type = "button";
+  if (state.current?.info.sessionId === info.sessionId) button.setAttribute("aria-current", "true");
+  const title = el("span", "item-title", info.title || "Untitled");
+  const meta = el("span", "item-meta", `${shortPath(info.cwd)} · ${ago(info.updatedAt)}`);
+  button.append(title, meta);
+  const badges = el("span", "badges");
+  if (info.waiting > 0) badges.append(el("span", "badge waiting", "needs you"));
+  if (info.busy) badges.append(el("span", "badge busy", "running"));
+  if (info.closed) badges.append(el("span", "badge closed", "closed"));
+  button.append(badges);
+  button.addEventListener("click", () => openSession(info.sessionId).catch(report));
+  li.replaceChildren(button);
+}
+
+function shortPath(path) {
+  const parts = path.split("/").filter(Boolean);
+  return parts.length > 2 ? `…/${parts.slice(-2).join("/")}` : path;
+}
+
+function ago(iso) {
+  const seconds = (Date.now() - new Date(iso).getTime()) / 1000;
+  if (!Number.isFinite(seconds) || seconds < 60) return "just now";
+  if (seconds < 3600) return `${Math.floor(seconds / 60)} min ago`;
+  if (seconds < 86400) return `${Math.floor(seconds / 3600)} h ago`;
+  return new Date(iso).toLocaleDateString();
+}
+
+async function showRoster() {
+  const [agents, a2a] = await Promise.all([call("agents.list"), call("a2a.status")]);
+  $("agents").replaceChildren(
+    ...agents.agents.map((a) => {
+      const li = el("li", null, `${a.name} (${a.protocol}, ${a.permissions})`);
+      li.title = a.description;
+      return li;
+    }),
+  );
+  $("a2a").textContent = !a2a.enabled
+    ? ""
+    : a2a.mounted
+      ? `A2A: serving peers at ${a2a.path}`
+      : "A2A: enabled; restart the gateway to serve it";
+  $("roster").hidden = !agents.agents.length && !a2a.enabled;
+}
+
+// -- one session -----------------------------------------------------------------------------
+
+async function openSession(sessionId) {
+  const previous = state.current?.info.sessionId;
+  if (previous && previous !== sessionId) {
+    call("session.unsubscribe", { sessionId: previous }).catch(() => {});
+  }
+  let detail;
+  try {
+    detail = await call("session.get", { sessionId });
+  } catch (error) {
+    if (error.code === -32002) {
+      state.current = null;
+      history.replaceState(null, "", location.pathname);
+      showEmpty();
+      return;
+    }
+    throw error;
+  }
+  state.current = { info: detail.session, busy: detail.session.busy };
+  history.replaceState(null, "", `#${encodeURIComponent(sessionId)}`);
+  $("empty").hidden = true;
+  $("session").hidden = false;
+  setTitle(detail.session.title);
+  $("session-cwd").textContent = detail.session.cwd;
+  fillPicker($("model"), state.models, detail.session.model || state.defaults.model);
+  fillPicker($("mode"), state.modes, detail.session.mode || state.defaults.mode);
+  $("mode").parentElement.hidden = !state.modes.length;
+  transcript.clear();
+  for (const event of detail.history) transcript.show(event);
+  for (const note of detail.pending) state.pending.set(note.requestId, note);
+  setBusy(detail.session.busy);
+  showSessionState();
+  for (const info of state.sessions.values()) renderItem(info);
+  if (!detail.session.closed) await call("session.subscribe", { sessionId });
+  if (window.matchMedia("(max-width: 700px)").matches) toggleSidebar(false);
+  askNext();
+  $("prompt").focus();
+}
+
+function showEmpty() {
+  $("session").hidden = true;
+  $("empty").hidden = false;
+  transcript.clear();
+}
+
+function fillPicker(select, items, chosen) {
+  select.replaceChildren(
+    ...items.map((item) => {
+      const option = el("option", null, item.name || item.id);
+      option.value = item.id;
+      return option;
+    }),
+  );
+  select.value = chosen || "";
+}
+
+function setTitle(title) {
+  $("title").textContent = title || "Untitled";
+  if (state.current) state.current.info.title = title;
+  document.title = `${title || "Untitled"} · Raven`;
+}
+
+function setBusy(busy) {
+  if (!state.current) return;
+  state.current.busy = busy;
+  $("send").textContent = busy ? "Steer" : "Send";
+  $("cancel").hidden = !busy;
+  $("session").dataset.busy = busy ? "true" : "false";
+  showSessionState();
+}
+
+function showSessionState() {
+  const { info, busy } = state.current;
+  $("session-state").textContent = info.closed ? "closed" : busy ? "working…" : "";
+  $("close").disabled = info.closed;
+}
+
+async function send(event) {
+  event.preventDefault();
+  const box = $("prompt");
+  const text = box.value.trim();
+  if (!text || !state.current) return;
+  const sessionId = state.current.info.sessionId;
+  clearReport();
+  if (state.current.busy) {
+    const { steered } = await call("turn.steer", { sessionId, text });
+    if (!steered) await call("turn.send", { sessionId, text });
+  } else {
+    await call("turn.send", { sessionId, text });
+    setBusy(true);
+  }
+  box.value = "";
+}
+
+async function cancelTurn() {
+  if (!state.current?.busy) return;
+  await call("turn.cancel", { sessionId: state.current.info.sessionId });
+}
+
+async function createSession(event) {
+  event.preventDefault();
+  const field = $("new-cwd");
+  const error = $("new-error");
+  const cwd = field.value.trim();
+  const problem = !cwd
+    ? "Give the directory the session works in."
+    : !cwd.startsWith("/")
+      ? "Give an absolute path, starting with /."
+      : null;
+  if (problem) {
+    showFieldError(field, error, problem);
+    return;
+  }
+  try {
+    const info = await call("session.create", { cwd });
+    field.removeAttribute("aria-invalid");
+    error.hidden = true;
+    await refreshList();
+    await openSession(info.sessionId);
+  } catch (failure) {
+    showFieldError(field, error, failure.code === -32602 ? failure.message : `Could not create: ${failure.message}`);
+  }
+}
+
+function showFieldError(field, error, text) {
+  field.setAttribute("aria-invalid", "true");
+  error.textContent = text;
+  error.hidden = false;
+  field.focus();
+}
+
+async function renameSession() {
+  const info = state.current.info;
+  const title = await openDialog({
+    title: "Rename session",
+    input: { label: "Title", value: info.title },
+    actions: [
+      { label: "Rename", value: "submit", primary: true },
+      { label: "Cancel", value: null },
+    ],
+  });
+  if (!title) return;
+  const updated = await call("session.rename", { sessionId: info.sessionId, title });
+  setTitle(updated.title);
+  state.sessions.set(updated.sessionId, updated);
+  renderItem(updated);
+}
+
+async function closeSession() {
+  const sessionId = state.current.info.sessionId;
+  await call("session.close", { sessionId });
+  state.current.info.closed = true;
+  setBusy(false);
+  await refreshList();
+}
+
+async function deleteSession() {
+  const info = state.current.info;
+  const sure = await openDialog({
+    title: "Delete this session?",
+    text: `“${info.title || "Untitled"}” and its whole transcript will be deleted. This cannot be undone.`,
+    actions: [
+      { label: "Cancel", value: null },
+      { label: "Delete", value: "delete", danger: true },
+    ],
+  });
+  if (sure !== "delete") return;
+  await call("session.delete", { sessionId: info.sessionId });
+  state.current = null;
+  history.replaceState(null, "", location.pathname);
+  showEmpty();
+  await refreshList();
+}
+
+async function pick(select, method, key) {
+  const info = state.current.info;
+  try {
+    const updated = await call(method, { sessionId: info.sessionId, [key]: select.value });
+    state.current.info = { ...updated };
+  } catch (error) {
+    select.value = info[key] || state.defaults[key];
+    report(error);
+  }
+}
+
+// -- approvals and questions -----------------------------------------------------------------
+
+let dialogDone = null;
+
+function openDialog({ title, text, body, input, actions, escape = null }) {
+  const dialog = $("dialog");
+  $("dialog-title").textContent = title;
+  const holder = $("dialog-body");
+  holder.replaceChildren();
+  if (text) holder.append(el("p", null, text));
+  if (body) holder.append(body);
+  let field = null;
+  if (input) {
+    const label = el("label", "field", input.label);
+    field = el(input.multiline ? "textarea" : "input");
+    field.value = input.value || "";
+    field.id = "dialog-input";
+    label.htmlFor = field.id;
+    holder.append(label, field);
+  }
+  const row = $("dialog-actions");
+  row.replaceChildren();
+  return new Promise((resolve) => {
+    const finish = (value) => {
+      dialogDone = null;
+      if (dialog.open) dialog.close();
+      resolve(value);
+    };
+    dialogDone = finish;
+    for (const action of actions) {
+      const button = el("button", action.danger ? "danger" : action.primary ? "primary" : null, action.label);
+      button.type = "button";
+      if (action.value !== undefined) button.dataset.value = action.value ?? "";
+      button.addEventListener("click", () =>
+        finish(action.value === "submit" ? field.value.trim() || null : action.value),
+      );
+      row.append(button);
+    }
+    if (field) {
+      field.addEventListener("keydown", (event) => {
+        if (event.key === "Enter" && !event.shiftKey) {
+          event.preventDefault();
+          finish(field.value.trim() || null);
+        }
+      });
+    }
+    dialog.oncancel = (event) => {
+      event.preventDefault();
+      finish(escape);
+    };
+    dialog.showModal();
+    (field || row.querySelector(".primary") || row.firstChild)?.focus();
+  });
+}
+
+function closeDialogFor(requestId) {
+  if (requestId && state.asking === requestId && dialogDone) dialogDone(undefined);
+}
+
+async function askNext() {
+  if (state.asking || dialogDone || !state.current) return;
+  const note = [...state.pending.values()].find((n) => n.sessionId === state.current.info.sessionId);
+  if (!note) return;
+  state.asking = note.requestId;
+  try {
+    if (note.method === "permission.requested") await approve(note);
+    else await answer(note);
+  } catch (error) {
+    if (error.code !== -32003) report(error);
+  } finally {
+    state.asking = null;
+  }
+  askNext();
+}
+
+async function approve(note) {
+  const body = el("div", "approval");
+  body.append(el("p", "approval-title", note.title));
+  const args = JSON.stringify(note.rawInput, null, 2);
+  body.append(el("pre", "approval-input", args.length > 4000 ? `${args.slice(0, 4000)}…` : args));
+  const offered = note.offered.filter((d) => d in DECISIONS);
+  const decision = await openDialog({
+    title: "Allow this tool call?",
+    body,
+    actions: offered.map((d) => ({
+      label: DECISIONS[d],
+      value: d,
+      primary: d === "allow_once",
+      danger: d.startsWith("reject"),
+    })),
+    escape: offered.includes("reject_once") ? "reject_once" : undefined,
+  });
+  if (decision === undefined) return;
+  await call("permission.respond", { requestId: note.requestId, decision });
+}
+
+async function answer(note) {
+  const choices = note.choices || [];
+  const reply = await openDialog({
+    title: "Raven asks",
+    text: note.text,
+    input: choices.length ? null : { label: "Your answer", value: "" },
+    actions: [
+      ...choices.map((c, i) => ({ label: c, value: c, primary: i === 0 })),
+      ...(choices.length ? [] : [{ label: "Answer", value: "submit", primary: true }]),
+      { label: "Skip", value: null },
+    ],
+    escape: null,
+  });
+  if (reply === undefined) return;
+  await call("question.respond", { requestId: note.requestId, answer: reply });
+}
+
+// -- layout ----------------------------------------------------------------------------------
+
+function toggleSidebar(show) {
+  const sidebar = $("sidebar");
+  const visible = show ?? sidebar.classList.contains("collapsed");
+  sidebar.classList.toggle("collapsed", !visible);
+  $("toggle-sessions").setAttribute("aria-expanded", String(visible));
+}
+
+function debounce(fn, ms) {
+  let timer = null;
+  return () => {
+    clearTimeout(timer);
+    timer = setTimeout(fn, ms);
+  };
+}
+
+function wire() {
+  $("new-session").addEventListener("submit", (e) => createSession(e).catch(report));
+  $("composer").addEventListener("submit", (e) => send(e).catch(report));
+  $("prompt").addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      $("composer").requestSubmit();
+    }
+  });
+  document.addEventListener("keydown", (event) => {
+    if (event.key === "Escape" && !$("dialog").open && state.current?.busy) {
+      event.preventDefault();
+      cancelTurn().catch(report);
+    }
+  });
+  $("cancel").addEventListener("click", () => cancelTurn().catch(report));
+  $("rename").addEventListener("click", () => renameSession().catch(report));
+  $("close").addEventListener("click", () => closeSession().catch(report));
+  $("delete").addEventListener("click", () => deleteSession().catch(report));
+  $("model").addEventListener("change", () => pick($("model"), "session.setModel", "model"));
+  $("mode").addEventListener("change", () => pick($("mode"), "session.setMode", "mode"));
+  $("filter").addEventListener("input", debounce(() => refreshList().catch(report), 200));
+  $("more").addEventListener("click", () => refreshList(true).catch(report));
+  $("toggle-sessions").addEventListener("click", () => toggleSidebar());
+  $("new-cwd").addEventListener("input", () => {
+    $("new-cwd").removeAttribute("aria-invalid");
+    $("new-error").hidden = true;
+  });
+  setInterval(() => {
+    if (state.rpc?.online && !document.hidden) refreshList().catch(() => {});
+  }, LIST_REFRESH_MS);
+  if (window.matchMedia("(max-width: 700px)").matches && location.hash) toggleSidebar(false);
+}
+
+wire();
+connect();

@@ -1,0 +1,267 @@
+// One session's conversation as DOM: the prompt, the streamed answer (markdown), thoughts,
+// tool calls with their status, output and diffs, plans, and how each turn ended. Fed the
+// turn events of Raven RPC (live) or of `session.get` (history), the same way.
+
+import { renderMarkdown } from "./markdown.js";
+
+const KIND_ICONS = {
+  read: "📖",
+  edit: "✏️",
+  delete: "🗑️",
+  move: "📦",
+  search: "🔎",
+  execute: "▶️",
+  think: "💭",
+  fetch: "🌐",
+  other: "🔧",
+};
+const STATUS_TEXT = { in_progress: "running", completed: "done", failed: "failed" };
+const MAX_DIFF_CELLS = 400000;
+
+function el(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+export class Transcript {
+  constructor(container) {
+    this.container = container;
+    this.clear();
+  }
+
+  clear() {
+    this.container.replaceChildren();
+    this.turn = null;
+    this.answer = null;
+    this.thought = null;
+    this.calls = new Map();
+    this.usage = null;
+    this.plan = null;
+  }
+
+  show(event) {
+    const handler = this[`on${event.type}`];
+    if (handler) handler.call(this, event);
+    this.scroll();
+  }
+
+  scroll() {
+    const c = this.container;
+    if (c.scrollHeight - c.scrollTop - c.clientHeight < 200) c.scrollTop = c.scrollHeight;
+  }
+
+  currentTurn() {
+    if (!this.turn) this.startTurn();
+    return this.turn;
+  }
+
+  startTurn() {
+    this.turn = el("article", "turn");
+    this.container.append(this.turn);
+    this.answer = null;
+    this.thought = null;
+    this.plan = null;
+    this.usage = null;
+  }
+
+  onTurnStarted(event) {
+    this.startTurn();
+    const text = (event.parts || [])
+      .map((p) => (p.type === "text" ? p.text : `[${p.type}]`))
+      .join("\n");
+    const prompt = el("div", "prompt");
+    prompt.append(el("span", "who", "You"), el("div", "prompt-text", text));
+    this.turn.append(prompt);
+  }
+
+  onAgentText(event) {
+    if (!this.answer) {
+      this.answer = { node: el("div", "answer markdown"), text: "", queued: false };
+      this.answer.node.setAttribute("aria-live", "polite");
+      this.currentTurn().append(this.answer.node);
+      this.thought = null;
+    }
+    const answer = this.answer;
+    answer.text += event.text;
+    if (!answer.queued) {
+      answer.queued = true;
+      requestAnimationFrame(() => {
+        answer.queued = false;
+        answer.node.replaceChildren(renderMarkdown(answer.text));
+        this.scroll();
+      });
+    }
+  }
+
+  onAgentThought(event) {
+    if (!this.thought) {
+      const details = el("details", "thought");
+      details.append(el("summary", null, "Thinking"), el("div", "thought-text"));
+      this.currentTurn().append(details);
+      this.thought = details.lastChild;
+      this.answer = null;
+    }
+    this.thought.textContent += event.text;
+  }
+
+  onToolCallStarted(event) {
+    this.answer = null;
+    this.thought = null;
+    const card = el("div", "tool");
+    card.dataset.callId = event.callId;
+    card.dataset.status = "in_progress";
+    const head = el("div", "tool-head");
+    const icon = el("span", "tool-icon", KIND_ICONS[event.kind] || KIND_ICONS.other);
+    icon.setAttribute("aria-hidden", "true");
+    const status = el("span", "tool-status", STATUS_TEXT.in_progress);
+    head.append(icon, el("span", "tool-title", event.title), el("span", "tool-kind", event.kind), status);
+    const body = el("div", "tool-body");
+    card.append(head, body);
+    card.setAttribute("aria-label", `${event.title}: ${STATUS_TEXT.in_progress}`);
+    this.currentTurn().append(card);
+    this.calls.set(event.callId, { card, status, body, title: event.title });
+  }
+
+  onToolCallUpdated(event) {
+    const call = this.calls.get(event.callId);
+    if (!call) return;
+    call.card.dataset.status = event.status;
+    call.status.textContent = STATUS_TEXT[event.status] || event.status;
+    call.card.setAttribute("aria-label", `${call.title}: ${call.status.textContent}`);
+    if (event.status === "in_progress") {
+      if (event.content) {
+        let line = call.body.querySelector(".tool-progress");
+        if (!line) call.body.append((line = el("div", "tool-progress")));
+        line.textContent = event.content;
+      }
+      return;
+    }
+    call.body.querySelector(".tool-progress")?.remove();
+    if (event.diff) call.body.append(renderDiff(event.diff));
+    if (event.content) {
+      const output = el("details", "tool-output");
+      output.append(el("summary", null, "Output"), el("pre", null, event.content));
+      if (event.status === "failed") output.open = true;
+      call.body.append(output);
+    }
+  }
+
+  onPlanUpdated(event) {
+    if (!this.plan) {
+      this.plan = el("ul", "plan");
+      this.plan.setAttribute("aria-label", "Plan");
+      this.currentTurn().append(this.plan);
+    }
+    this.plan.replaceChildren(
+      ...event.steps.map((step) => {
+        const li = el("li", `plan-${step.status}`);
+        const box = el("input");
+        box.type = "checkbox";
+        box.disabled = true;
+        box.checked = step.status === "completed";
+        box.setAttribute("aria-label", step.status.replace("_", " "));
+        li.append(box, " ", el("span", null, step.content));
+        return li;
+      }),
+    );
+    this.answer = null;
+  }
+
+  onUsageUpdated(event) {
+    this.usage = event;
+  }
+
+  onNotice(event) {
+    this.currentTurn().append(el("div", "notice", event.text));
+    this.answer = null;
+  }
+
+  onTurnEnded(event) {
+    const footer = el("div", "turn-end");
+    footer.dataset.stopReason = event.stopReason;
+    const parts = [event.stopReason.replace("_", " ")];
+    if (this.usage) {
+      const used = this.usage.usedTokens.toLocaleString();
+      const window = this.usage.contextWindow ? ` of ${this.usage.contextWindow.toLocaleString()}` : "";
+      parts.push(`${this.usage.estimated ? "~" : ""}${used}${window} tokens`);
+    }
+    footer.textContent = parts.join(" · ");
+    this.currentTurn().append(footer);
+    if (event.error) this.turn.append(el("div", "notice error", event.error));
+    this.turn = null;
+    this.answer = null;
+    this.thought = null;
+  }
+}
+
+export function renderDiff(diff) {
+  const figure = el("figure", "diff");
+  figure.append(el("figcaption", null, diff.path));
+  const pre = el("pre");
+  for (const [sign, line] of diffLines(diff.oldText ?? "", diff.newText)) {
+    const kind = sign === "+" ? "add" : sign === "-" ? "del" : "ctx";
+    pre.append(el("span", `diff-${kind}`, `${sign} ${line}\n`));
+  }
+  figure.append(pre);
+  return figure;
+}
+
+export function diffLines(oldText, newText, context = 3) {
+  const a = lines(oldText);
+  const b = lines(newText);
+  let start = 0;
+  while (start < a.length && start < b.length && a[start] === b[start]) start++;
+  let endA = a.length;
+  let endB = b.length;
+  while (endA > start && endB > start && a[endA - 1] === b[endB - 1]) {
+    endA--;
+    endB--;
+  }
+  const out = a.slice(Math.max(0, start - context), start).map((l) => [" ", l]);
+  const midA = a.slice(start, endA);
+  const midB = b.slice(start, endB);
+  if (midA.length * midB.length > MAX_DIFF_CELLS) {
+    out.push(...midA.map((l) => ["-", l]), ...midB.map((l) => ["+", l]));
+  } else {
+    out.push(...lcsDiff(midA, midB));
+  }
+  out.push(...a.slice(endA, endA + context).map((l) => [" ", l]));
+  return out;
+}
+
+function lines(text) {
+  if (!text) return [];
+  const all = text.split("\n");
+  if (all[all.length - 1] === "") all.pop();
+  return all;
+}
+
+function lcsDiff(a, b) {
+  const rows = a.length + 1;
+  const cols = b.length + 1;
+  const table = new Uint32Array(rows * cols);
+  for (let i = a.length - 1; i >= 0; i--) {
+    for (let j = b.length - 1; j >= 0; j--) {
+      table[i * cols + j] =
+        a[i] === b[j]
+          ? table[(i + 1) * cols + j + 1] + 1
+          : Math.max(table[(i + 1) * cols + j], table[i * cols + j + 1]);
+    }
+  }
+  const out = [];
+  let i = 0;
+  let j = 0;
+  while (i < a.length && j < b.length) {
+    if (a[i] === b[j]) {
+      out.push([" ", a[i]]);
+      i++;
+      j++;
+    } else if (table[(i + 1) * cols + j] >= table[i * cols + j + 1]) out.push(["-", a[i++]]);
+    else out.push(["+", b[j++]]);
+  }
+  while (i < a.length) out.push(["-", a[i++]]);
+  while (j < b.length) out.push(["+", b[j++]]);
+  return out;
+}

@@ -23,6 +23,7 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
     ("acp_client", ("a2a", "gateway", "cli", "a2a_client", "mcp")),
     ("mcp", (*FACES, "acp_client", "a2a_client")),
     ("jsonrpc", ("engine", *FACES, *CLIENTS)),
+    ("web", ("engine", *FACES, *CLIENTS, *CORE)),
 ]
 """(package under raven/, packages under raven/ it must never import). The CLI assembles
 the faces, so it alone may import them."""

@@ -17,9 +17,7 @@ if TYPE_CHECKING:
 
 HostOption = Annotated[str | None, typer.Option("--host", help="Address to listen on.")]
 PortOption = Annotated[int | None, typer.Option("--port", help="Port (default 8700).")]
-RemoteOption = Annotated[
-    bool, typer.Option("--allow-remote", help="Allow a non-loopback address.")
-]
+RemoteOption = Annotated[bool, typer.Option("--allow-remote", help="Allow a non-loopback address.")]
 
 
 def gateway_command(

@@ -78,7 +78,8 @@ async def _new_login_link(request: web.Request) -> web.Response:
         raise web.HTTPForbidden(text="unexpected Host")
     if not gate.bearer(request.headers.get("Authorization")):
         raise web.HTTPUnauthorized(
-            text="the gateway token is required", headers={"WWW-Authenticate": 'Bearer realm="raven"'}
+            text="the gateway token is required",
+            headers={"WWW-Authenticate": 'Bearer realm="raven"'},
         )
     return web.json_response({"path": f"/login?code={gate.new_login_code()}"})
 

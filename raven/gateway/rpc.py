@@ -68,7 +68,9 @@ class Hub:
         self._watched: dict[str, Callable[[], None]] = {}
         self._ids = itertools.count(1)
 
-    def broadcast(self, session_id: str, method: str, params: c.Wire, everyone: bool = False) -> None:
+    def broadcast(
+        self, session_id: str, method: str, params: c.Wire, everyone: bool = False
+    ) -> None:
         """To the session's watchers; with `everyone`, to every UI (a question waiting shows
         in each UI's session list, whichever session it watches)."""
         body = params.model_dump(mode="json", by_alias=True)

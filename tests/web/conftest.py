@@ -1,0 +1,196 @@
+"""A `raven web` gateway launched as a user launches it, and headless Chromium (Debian's, driven
+by Playwright) logged in through its one-time link. Screenshots of failures go to the test's
+temp dir."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from tests.conftest import RAVEN
+from tests.mcp.conftest import free_port
+
+CHROMIUM = os.environ.get("RAVEN_TEST_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+DEADLINE_S = 30
+MS = 15_000
+"""How long a page assertion waits for what it expects."""
+expect.set_options(timeout=MS)
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    """A scripted model step that calls one tool."""
+    return {"toolCalls": [{"name": name, "arguments": arguments}]}
+
+
+SCRIPTS: dict[str, list[dict[str, Any]]] = {
+    "stream": [
+        {
+            "text": "Here is **the plan**:\n\n```python\ndef greet(name):\n"
+            '    return "hi " + name  # say hi\n```\n\n- [x] look\n- [ ] write\n\nDone now.',
+            "wordDelayMs": 60,
+        }
+    ],
+    "write": [
+        call("write_file", path="web.txt", content="from the web\n"),
+        {"text": "Written."},
+    ],
+    "reload": [
+        call("write_file", path="late.txt", content="late\n"),
+        {"text": "Written after the reload."},
+    ],
+    "ask": [
+        call("ask_user", question="Which branch?", choices=["main", "dev"]),
+        {"text": "Going with it."},
+    ],
+    "long": [{"text": "never shown", "delayMs": 60_000}],
+    "steer": [{"text": "Working on it.", "delayMs": 1500}],
+    "inject": [
+        {
+            "text": 'Look: <img src=x onerror="window.pwned=1"> and '
+            "[click me](javascript:window.pwned=2) and <script>window.pwned=3</script> "
+            '[ok](https://example.com/"onmouseover="window.pwned=4)\n\n'
+            "```html\n<img src=y onerror=window.pwned=5>\n```"
+        }
+    ],
+}
+
+
+class WebGateway:
+    """`raven web --no-open` in its own RAVEN_HOME, stopped at the end."""
+
+    def __init__(self, home: Path, port: int) -> None:
+        self.home = home
+        self.port = port
+        self.base = f"http://127.0.0.1:{port}"
+        self.proc: subprocess.Popen[str] | None = None
+        self.first_link = ""
+
+    @property
+    def env(self) -> dict[str, str]:
+        clean = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+        return {**clean, "RAVEN_HOME": str(self.home), "NO_COLOR": "1"}
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [*RAVEN, "web", "--no-open", "--port", str(self.port)],
+            env=self.env,
+            cwd=self.home,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + DEADLINE_S
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise AssertionError(f"raven web exited: {self.proc.stderr.read()}")  # type: ignore[union-attr]
+            if line.startswith("login:"):
+                self.first_link = line.split()[1]
+                return
+        raise AssertionError("raven web printed no login link")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.communicate(timeout=DEADLINE_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.communicate()
+
+    def login_link(self) -> str:
+        """A fresh one-time link, as `raven web` gets one from a running gateway."""
+        token = (self.home / "gateway.token").read_text().strip()
+        reply = httpx.post(
+            self.base + "/login-links", headers={"Authorization": f"Bearer {token}"}, timeout=10
+        )
+        reply.raise_for_status()
+        return self.base + reply.json()["path"]
+
+
+def make_home(home: Path) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    models = []
+    for name, steps in SCRIPTS.items():
+        (home / f"{name}.json").write_text(json.dumps(steps))
+        models.append({"id": name, "provider": "scripted", "script": str(home / f"{name}.json")})
+    config = {
+        "models": models,
+        "defaultModel": "stream",
+        "modes": [
+            {"id": "ask", "name": "Ask"},
+            {"id": "auto", "name": "Auto", "approvals": "auto"},
+        ],
+        "defaultMode": "ask",
+    }
+    (home / "config.json").write_text(json.dumps(config))
+    (home / "config.json").chmod(0o600)
+
+
+@pytest.fixture(scope="module")
+def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebGateway]:
+    home = tmp_path_factory.mktemp("web") / "home"
+    make_home(home)
+    gateway = WebGateway(home, free_port())
+    gateway.start()
+    yield gateway
+    gateway.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"report_{report.when}", report)
+
+
+@pytest.fixture
+def page(browser: Browser, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Page]:
+    """A fresh browser context (no cookie yet); a screenshot lands in tmp_path on failure."""
+    context = browser.new_context(viewport={"width": 1100, "height": 760})
+    context.set_default_timeout(MS)
+    tab = context.new_page()
+    errors: list[str] = []
+    tab.on("pageerror", lambda exc: errors.append(str(exc)))
+    yield tab
+    report = getattr(request.node, "report_call", None)
+    if report is not None and report.failed:
+        tab.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
+        print(f"screenshot: {tmp_path / 'failure.png'}; page errors: {errors}")
+    context.close()
+    assert errors == [], f"the page threw: {errors}"
+
+
+def work_dir(web: WebGateway, name: str) -> Path:
+    path = web.home / "work" / name
+    path.mkdir(parents=True, exist_ok=True)
+    return path

@@ -1,0 +1,252 @@
+"""The web UI in headless Chromium against `raven web`: log in, sessions, a streamed answer,
+an approval, a question, cancel, steer, reload mid-turn, a gateway restart, model content
+that tries to inject HTML, and a narrow dark window. Assertions are on the DOM."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.conftest import RAVEN
+from tests.mcp.conftest import free_port
+from tests.web.conftest import DEADLINE_S, WebGateway, make_home, work_dir
+
+pytestmark = pytest.mark.browser
+
+DOCS_SCREENSHOT = Path(__file__).parents[2] / "docs" / "web.png"
+
+
+def login(page: Page, link: str) -> None:
+    page.goto(link)
+    expect(page.locator("#status")).to_have_text("Online")
+
+
+def new_session(page: Page, cwd: Path, model: str) -> None:
+    page.get_by_label("Directory for a new session").fill(str(cwd))
+    page.get_by_role("button", name="New session").click()
+    expect(page.locator("#session-cwd")).to_have_text(str(cwd))
+    page.get_by_label("Model").select_option(model)
+    expect(page.get_by_label("Model")).to_have_value(model)
+
+
+def send(page: Page, text: str) -> None:
+    page.get_by_label("Message").fill(text)
+    page.get_by_label("Message").press("Enter")
+
+
+def test_log_in_create_a_session_and_see_the_answer_stream(page: Page, web: WebGateway) -> None:
+    page.goto(web.base + "/")
+    expect(page.locator("#status")).to_contain_text("Not signed in")
+    login(page, web.login_link())
+    field = page.get_by_label("Directory for a new session")
+    field.fill("relative/dir")
+    page.get_by_role("button", name="New session").click()
+    expect(page.locator("#new-error")).to_have_text("Give an absolute path, starting with /.")
+    expect(field).to_have_attribute("aria-invalid", "true")
+    field.fill("/no/such/dir")
+    page.get_by_role("button", name="New session").click()
+    expect(page.locator("#new-error")).to_contain_text("existing absolute directory")
+
+    new_session(page, work_dir(web, "stream"), "stream")
+    send(page, "show me the plan")
+    answer = page.locator(".answer").last
+    expect(answer).to_contain_text("Here is")
+    expect(page.locator(".turn-end")).to_have_count(0)  # still streaming
+    expect(page.get_by_role("button", name="Cancel", exact=True)).to_be_visible()
+    expect(page.locator(".turn-end")).to_contain_text("end turn")
+    expect(answer.locator("strong")).to_have_text("the plan")
+    expect(answer.locator("figure.code .tok-kw").first).to_have_text("def")
+    expect(answer.locator("figure.code .tok-com")).to_have_text("# say hi")
+    expect(answer.get_by_role("button", name="Copy code")).to_be_visible()
+    expect(answer.locator("li input[type=checkbox]:checked")).to_have_count(1)
+    expect(answer).to_contain_text("Done now.")
+    expect(page.locator(".turn-end")).to_contain_text("tokens")
+    expect(page.locator(".prompt-text")).to_have_text("show me the plan")
+    item = page.locator("#sessions li").filter(has_text="show me the plan")
+    expect(item).to_be_visible()
+
+
+def test_approve_a_write_and_see_it_done(page: Page, web: WebGateway) -> None:
+    login(page, web.login_link())
+    cwd = work_dir(web, "write")
+    new_session(page, cwd, "write")
+    send(page, "write the file")
+    dialog = page.get_by_role("dialog")
+    expect(dialog).to_contain_text("Write web.txt")
+    expect(page.locator("#sessions .badge.waiting")).to_have_text("needs you")
+    expect(dialog.get_by_role("button", name="Allow once")).to_be_focused()
+    page.keyboard.press("Enter")  # keyboard operable: the focused choice is allow once
+    expect(dialog).to_be_hidden()
+    tool = page.locator(".tool").last
+    expect(tool).to_have_attribute("data-status", "completed")
+    expect(tool.locator(".diff-add")).to_have_text("+ from the web\n")
+    expect(page.locator(".answer").last).to_have_text("Written.")
+    assert (cwd / "web.txt").read_text() == "from the web\n"
+    expect(page.locator("#sessions .badge.waiting")).to_have_count(0)
+    if os.environ.get("RAVEN_DOCS_SCREENSHOT"):
+        page.screenshot(path=str(DOCS_SCREENSHOT))
+
+
+def test_answer_a_question(page: Page, web: WebGateway) -> None:
+    login(page, web.login_link())
+    new_session(page, work_dir(web, "ask"), "ask")
+    send(page, "ask me something")
+    dialog = page.get_by_role("dialog")
+    expect(dialog).to_contain_text("Which branch?")
+    dialog.get_by_role("button", name="dev").click()
+    expect(dialog).to_be_hidden()
+    expect(page.locator(".tool").last).to_have_attribute("data-status", "completed")
+    page.locator(".tool-output summary").last.click()
+    expect(page.locator(".tool-output pre").last).to_contain_text("dev")
+    expect(page.locator(".answer").last).to_have_text("Going with it.")
+
+
+def test_escape_cancels_a_long_turn(page: Page, web: WebGateway) -> None:
+    login(page, web.login_link())
+    new_session(page, work_dir(web, "long"), "long")
+    send(page, "take your time")
+    expect(page.get_by_role("button", name="Cancel", exact=True)).to_be_visible()
+    page.keyboard.press("Escape")
+    expect(page.locator(".turn-end")).to_have_attribute("data-stop-reason", "cancelled")
+    expect(page.get_by_role("button", name="Cancel", exact=True)).to_be_hidden()
+    expect(page.get_by_role("button", name="Send", exact=True)).to_be_visible()
+
+
+def test_steer_a_running_turn(page: Page, web: WebGateway) -> None:
+    login(page, web.login_link())
+    new_session(page, work_dir(web, "steer"), "steer")
+    send(page, "start working")
+    expect(page.get_by_role("button", name="Steer", exact=True)).to_be_visible()
+    send(page, "also mention lemons")
+    expect(page.locator(".turn-end")).to_contain_text("end turn")
+    # the model's next step saw the steering message (the scripted model echoes it)
+    expect(page.locator(".turn").last).to_contain_text("also mention lemons")
+    expect(page.locator(".turn").last).to_contain_text("Working on it.")
+
+
+def test_reload_mid_turn_restores_the_session_and_its_question(page: Page, web: WebGateway) -> None:
+    login(page, web.login_link())
+    cwd = work_dir(web, "reload")
+    new_session(page, cwd, "reload")
+    send(page, "write later")
+    expect(page.get_by_role("dialog")).to_contain_text("Write late.txt")
+    page.reload()
+    expect(page.locator("#status")).to_have_text("Online")
+    expect(page.locator(".prompt-text")).to_have_text("write later")
+    expect(page.locator("#session-state")).to_have_text("working…")
+    dialog = page.get_by_role("dialog")
+    expect(dialog).to_contain_text("Write late.txt")
+    dialog.get_by_role("button", name="Allow once").click()
+    expect(page.locator(".answer").last).to_have_text("Written after the reload.")
+    assert (cwd / "late.txt").read_text() == "late\n"
+
+
+def test_model_content_cannot_inject_html(page: Page, web: WebGateway) -> None:
+    login(page, web.login_link())
+    new_session(page, work_dir(web, "inject"), "inject")
+    send(page, "<img src=z onerror=window.pwned=6> from the user")
+    expect(page.locator(".turn-end")).to_be_visible()
+    transcript = page.locator("#transcript")
+    expect(transcript.locator("img, script")).to_have_count(0)
+    expect(transcript.locator('a[href^="javascript"]')).to_have_count(0)
+    expect(transcript).to_contain_text('<img src=x onerror="window.pwned=1">')
+    expect(transcript).to_contain_text("[click me](javascript:window.pwned=2)")
+    expect(page.locator(".prompt-text")).to_contain_text("<img src=z onerror")
+    for link in transcript.locator("a").all():
+        assert re.match(r"^https://example\.com/", link.get_attribute("href") or "")
+        assert link.get_attribute("onmouseover") is None
+    page.locator("a").first.hover()
+    assert page.evaluate("window.pwned") is None
+
+
+def test_rename_filter_close_and_delete(page: Page, web: WebGateway) -> None:
+    login(page, web.login_link())
+    new_session(page, work_dir(web, "manage"), "stream")
+    page.get_by_role("button", name="Rename", exact=True).click()
+    page.get_by_role("dialog").get_by_label("Title").fill("Lemon project")
+    page.get_by_role("dialog").get_by_label("Title").press("Enter")
+    expect(page.locator("#title")).to_have_text("Lemon project")
+    page.get_by_label("Filter sessions").fill("lemon")
+    expect(page.locator("#sessions li")).to_have_count(1)
+    expect(page.locator("#sessions li")).to_contain_text("Lemon project")
+    page.get_by_label("Filter sessions").fill("no session is called this")
+    expect(page.locator("#sessions li")).to_have_text("No session matches.")
+    page.get_by_label("Filter sessions").fill("")
+    page.get_by_role("button", name="Close", exact=True).click()
+    expect(page.locator("#session-state")).to_have_text("closed")
+    page.get_by_role("button", name="Delete", exact=True).click()
+    page.get_by_role("dialog").get_by_role("button", name="Cancel", exact=True).click()
+    expect(page.locator("#title")).to_have_text("Lemon project")
+    page.get_by_role("button", name="Delete", exact=True).click()
+    page.get_by_role("dialog").get_by_role("button", name="Delete", exact=True).click()
+    expect(page.locator("#session")).to_be_hidden()
+    expect(page.locator("#sessions li").filter(has_text="Lemon project")).to_have_count(0)
+
+
+def test_a_narrow_dark_window_is_usable_and_every_control_is_labelled(
+    page: Page, web: WebGateway
+) -> None:
+    page.emulate_media(color_scheme="dark")
+    page.set_viewport_size({"width": 400, "height": 800})
+    login(page, web.login_link())
+    background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    assert sum(int(n) for n in re.findall(r"\d+", background)[:3]) < 150, background
+    new_session(page, work_dir(web, "narrow"), "stream")
+    expect(page.get_by_role("navigation", name="Sessions")).to_be_hidden()  # out of the way
+    send(page, "a narrow question")
+    expect(page.locator(".turn-end")).to_be_visible()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 400
+    page.get_by_role("button", name="Show or hide sessions").click()
+    expect(page.get_by_role("navigation", name="Sessions")).to_be_visible()
+    unlabelled = page.evaluate(
+        """() => [...document.querySelectorAll('button, input, select, textarea')]
+            .filter((c) => c.offsetParent !== null)
+            .filter((c) => !(c.labels?.length || c.getAttribute('aria-label')
+                             || c.textContent.trim()))
+            .map((c) => c.outerHTML)"""
+    )
+    assert unlabelled == []
+
+
+def test_the_page_reconnects_after_the_gateway_restarts(page: Page, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    make_home(home)
+    gateway = WebGateway(home, free_port())
+    gateway.start()
+    try:
+        login(page, gateway.first_link)
+        new_session(page, work_dir(gateway, "restart"), "stream")
+        send(page, "before the restart")
+        expect(page.locator(".turn-end")).to_be_visible()
+        gateway.stop()
+        expect(page.locator("#status")).to_have_text("Offline: reconnecting…")
+        gateway.start()
+        expect(page.locator("#status")).to_have_text("Online")  # the cookie still holds
+        expect(page.locator(".prompt-text")).to_have_text("before the restart")
+        expect(page.locator(".answer").last).to_contain_text("Here is")
+        send(page, "after the restart")
+        expect(page.locator(".turn")).to_have_count(2)
+        expect(page.locator(".turn").last.locator(".turn-end")).to_contain_text("end turn")
+    finally:
+        gateway.stop()
+
+
+def test_raven_web_on_a_running_gateway_prints_a_fresh_link(page: Page, web: WebGateway) -> None:
+    done = subprocess.run(
+        [*RAVEN, "web", "--no-open"],
+        env=web.env,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"{web.base} (the running gateway)" in done.stdout
+    link = next(w for w in done.stdout.split() if "/login?code=" in w)
+    login(page, link)
+    page.goto(link)  # spent
+    expect(page.locator("body")).to_contain_text("not valid, or was used already")

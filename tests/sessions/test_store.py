@@ -52,6 +52,17 @@ def test_list_pages_newest_first_with_cwd_filter(store: SessionStore) -> None:
     assert store.page(cwd="/nowhere").sessions == []
 
 
+def test_list_filters_by_a_piece_of_the_title_or_directory(store: SessionStore) -> None:
+    lemon = store.create("/home/me/Lemons", face="cli").id
+    store.update(store.create("/srv", face="cli").id, title="Fix 100% of the_bugs")
+    store.create("/srv/other", face="cli")
+    assert [r.id for r in store.page(query="lemon").sessions] == [lemon]  # any case
+    assert [r.title for r in store.page(query="100%").sessions] == ["Fix 100% of the_bugs"]
+    assert [r.title for r in store.page(query="e_b").sessions] == ["Fix 100% of the_bugs"]
+    assert store.page(query="0%o").sessions == []  # % and _ are literal, not wildcards
+    assert store.page(query="x_y").sessions == []
+
+
 def test_bad_cursor_is_refused(store: SessionStore) -> None:
     with pytest.raises(BadCursor):
         store.page(cursor="not-a-cursor")

@@ -4,15 +4,18 @@ temp dir."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
@@ -53,6 +56,7 @@ SCRIPTS: dict[str, list[dict[str, Any]]] = {
         call("write_file", path="web.txt", content="from the web\n"),
         {"text": "Written."},
     ],
+    "auto": [call("write_file", path="auto.txt", content="no questions\n"), {"text": "Done."}],
     "reload": [
         call("write_file", path="late.txt", content="late\n"),
         {"text": "Written after the reload."},
@@ -60,6 +64,19 @@ SCRIPTS: dict[str, list[dict[str, Any]]] = {
     "ask": [
         call("ask_user", question="Which branch?", choices=["main", "dev"]),
         {"text": "Going with it."},
+    ],
+    "plan": [
+        {
+            "thought": "First I weigh the options.",
+            **call(
+                "update_plan",
+                entries=[
+                    {"content": "Read the code", "status": "completed"},
+                    {"content": "Change it", "status": "in_progress"},
+                ],
+            ),
+        },
+        {"text": "Planned."},
     ],
     "long": [{"text": "never shown", "delayMs": 60_000}],
     "steer": [{"text": "Working on it.", "delayMs": 1500}],
@@ -119,6 +136,27 @@ class WebGateway:
                 self.proc.kill()
                 self.proc.communicate()
 
+    def rpc(self, method: str, **params: Any) -> Any:
+        """One Raven RPC call with the token, as a program would make it (off Playwright's
+        thread, which has its own loop)."""
+
+        async def call() -> Any:
+            token = (self.home / "gateway.token").read_text().strip()
+            async with (
+                aiohttp.ClientSession() as http,
+                http.ws_connect(
+                    self.base + "/rpc", headers={"Authorization": f"Bearer {token}"}
+                ) as ws,
+            ):
+                await ws.send_json({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+                async with asyncio.timeout(DEADLINE_S):
+                    while "id" not in (frame := await ws.receive_json()):
+                        pass
+            return frame["result"]
+
+        with ThreadPoolExecutor(1) as thread:
+            return thread.submit(asyncio.run, call()).result()
+
     def login_link(self) -> str:
         """A fresh one-time link, as `raven web` gets one from a running gateway."""
         token = (self.home / "gateway.token").read_text().strip()
@@ -143,6 +181,8 @@ def make_home(home: Path) -> None:
             {"id": "auto", "name": "Auto", "approvals": "auto"},
         ],
         "defaultMode": "ask",
+        "agents": [{"name": "helper", "description": "A helper", "command": "true"}],
+        "a2a": {"server": {"enabled": True, "token": "a2a-token-for-the-web-tests-0123"}},
     }
     (home / "config.json").write_text(json.dumps(config))
     (home / "config.json").chmod(0o600)

@@ -30,8 +30,8 @@ def new_session(page: Page, cwd: Path, model: str) -> None:
     page.get_by_label("Directory for a new session").fill(str(cwd))
     page.get_by_role("button", name="New session").click()
     expect(page.locator("#session-cwd")).to_have_text(str(cwd))
-    page.get_by_label("Model").select_option(model)
-    expect(page.get_by_label("Model")).to_have_value(model)
+    page.get_by_label("Model", exact=True).select_option(model)
+    expect(page.get_by_label("Model", exact=True)).to_have_value(model)
 
 
 def send(page: Page, text: str) -> None:
@@ -92,6 +92,21 @@ def test_approve_a_write_and_see_it_done(page: Page, web: WebGateway) -> None:
         page.screenshot(path=str(DOCS_SCREENSHOT))
 
 
+def test_the_mode_picker_applies_to_the_next_turn(page: Page, web: WebGateway) -> None:
+    login(page, web.login_link())
+    cwd = work_dir(web, "auto")
+    new_session(page, cwd, "auto")
+    expect(page.get_by_label("Mode", exact=True)).to_have_value("ask")
+    page.get_by_label("Mode", exact=True).select_option("auto")
+    send(page, "write without asking")
+    expect(page.locator(".answer").last).to_have_text("Done.")
+    assert (cwd / "auto.txt").read_text() == "no questions\n"
+    expect(page.get_by_role("dialog")).to_be_hidden()
+    page.reload()
+    expect(page.get_by_label("Mode", exact=True)).to_have_value("auto")
+    expect(page.get_by_label("Model", exact=True)).to_have_value("auto")
+
+
 def test_answer_a_question(page: Page, web: WebGateway) -> None:
     login(page, web.login_link())
     new_session(page, work_dir(web, "ask"), "ask")
@@ -104,6 +119,24 @@ def test_answer_a_question(page: Page, web: WebGateway) -> None:
     page.locator(".tool-output summary").last.click()
     expect(page.locator(".tool-output pre").last).to_contain_text("dev")
     expect(page.locator(".answer").last).to_have_text("Going with it.")
+
+
+def test_thoughts_fold_plans_check_and_the_roster_shows(page: Page, web: WebGateway) -> None:
+    login(page, web.login_link())
+    roster = page.get_by_role("region", name="Sub-agents and A2A")
+    expect(roster).to_contain_text("helper (acp, auto)")
+    expect(roster).to_contain_text("A2A: serving peers at /a2a")
+    new_session(page, work_dir(web, "plan"), "plan")
+    send(page, "plan it")
+    expect(page.locator(".answer").last).to_have_text("Planned.")
+    thought = page.locator("details.thought")
+    expect(thought).not_to_have_attribute("open", "")
+    expect(thought.locator(".thought-text")).to_be_hidden()
+    thought.locator("summary").click()
+    expect(thought.locator(".thought-text")).to_have_text("First I weigh the options.")
+    plan = page.get_by_role("list", name="Plan")
+    expect(plan.locator("li")).to_have_text(["Read the code", "Change it"])
+    expect(plan.locator("input:checked")).to_have_count(1)
 
 
 def test_escape_cancels_a_long_turn(page: Page, web: WebGateway) -> None:
@@ -186,6 +219,20 @@ def test_rename_filter_close_and_delete(page: Page, web: WebGateway) -> None:
     page.get_by_role("dialog").get_by_role("button", name="Delete", exact=True).click()
     expect(page.locator("#session")).to_be_hidden()
     expect(page.locator("#sessions li").filter(has_text="Lemon project")).to_have_count(0)
+
+
+def test_the_session_list_pages(page: Page, web: WebGateway) -> None:
+    cwd = work_dir(web, "paging")
+    made = [web.rpc("session.create", cwd=str(cwd))["sessionId"] for _ in range(33)]
+    login(page, web.login_link())
+    page.get_by_label("Filter sessions").fill("paging")
+    items = page.locator("#sessions li")
+    expect(items).to_have_count(30)
+    page.get_by_role("button", name="Load more").click()
+    expect(items).to_have_count(33)
+    expect(page.get_by_role("button", name="Load more")).to_be_hidden()
+    shown = [li.get_attribute("data-session-id") for li in items.all()]
+    assert shown == list(reversed(made))  # newest first
 
 
 def test_a_narrow_dark_window_is_usable_and_every_control_is_labelled(

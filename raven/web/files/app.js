@@ -155,20 +155,27 @@ function bumpWaiting(sessionId, delta) {
 
 // -- session list ----------------------------------------------------------------------------
 
-async function refreshList(more = false) {
+async function refreshList(more = false, keep = false) {
+  // `keep`: refresh as many as are shown (a periodic refresh must not undo "Load more").
   const query = $("filter").value.trim() || null;
+  const shown = Math.min(200, Math.max(PAGE_SIZE, state.sessions.size));
   const page = await call("session.list", {
-    limit: PAGE_SIZE,
+    limit: keep ? shown : PAGE_SIZE,
     query,
     cursor: more ? state.cursor : null,
   });
+  const list = $("sessions");
   if (!more) {
+    // Update in place, so a refresh never makes the list flicker under the pointer.
+    const keepIds = new Set(page.sessions.map((info) => info.sessionId));
+    for (const li of [...list.children]) {
+      if (!keepIds.has(li.dataset.sessionId)) li.remove();
+    }
     state.sessions.clear();
-    $("sessions").replaceChildren();
   }
   for (const info of page.sessions) {
     state.sessions.set(info.sessionId, info);
-    renderItem(info);
+    list.append(renderItem(info));
   }
   state.cursor = page.nextCursor;
   $("more").hidden = !page.nextCursor;
@@ -201,6 +208,7 @@ function renderItem(info) {
   button.append(badges);
   button.addEventListener("click", () => openSession(info.sessionId).catch(report));
   li.replaceChildren(button);
+  return li;
 }
 
 function shortPath(path) {
@@ -578,7 +586,7 @@ function wire() {
     $("new-error").hidden = true;
   });
   setInterval(() => {
-    if (state.rpc?.online && !document.hidden) refreshList().catch(() => {});
+    if (state.rpc?.online && !document.hidden) refreshList(false, true).catch(() => {});
   }, LIST_REFRESH_MS);
   if (window.matchMedia("(max-width: 700px)").matches && location.hash) toggleSidebar(false);
 }

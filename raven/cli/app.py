@@ -13,6 +13,7 @@ from raven.cli import (
     agents_cmd,
     chat,
     config_cmd,
+    demo_cmd,
     gateway_cmd,
     mcp_cmd,
     models_cmd,
@@ -53,6 +54,7 @@ def _root(
     """Raven: a personal agent for the command line that speaks ACP, A2A and MCP."""
 
 
+app.command("demo")(demo_cmd.demo_command)
 app.command("run")(run.run_command)
 app.command("chat")(chat.chat_command)
 app.command("acp")(acp.acp_command)

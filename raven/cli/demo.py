@@ -103,9 +103,13 @@ class Demo:
     def make_homes(self, step: Step) -> None:
         for path in (self.local, self.peer, self.work):
             path.mkdir(mode=0o700)
+        (self.work / "RELEASE.md").write_text(
+            "# 1.2\n\n- Fix: the login bug.\n- Start-up takes half the time.\n"
+        )
         _write_json(
             self.peer / "peer.json",
             [
+                _call("read_file", path="RELEASE.md"),
                 {"text": "Release 1.2 fixes the login bug and halves start-up time."},
                 {
                     "toolCalls": [
@@ -185,14 +189,18 @@ class Demo:
         task = tasks[0]
         said = [_text(m) for m in task.get("history", [])]
         step.crossed = "SendMessage (bearer from a2a.peers) → task; ListTasks"
-        step.result = f"peer task {task['id'][:8]}… working → completed"
+        worked = [s for s in said if s.startswith(("→", "✓"))]
+        if not worked:
+            raise DemoFailed(f"the peer's task shows no work: {said}")
+        step.result = f"peer task {task['id'][:8]}… working ({len(worked)} updates) → completed"
+        history = "".join(f"    {s}\n" for s in said if s)
         self.show(
             step,
-            f"raven run: model calls {call['tool']}({call['rawInput']['message']!r})\n"
+            f"raven run: the model calls {call['tool']}({call['rawInput']['message']!r})\n"
             f"> POST {self.rpc_url}  SendMessage  Authorization: Bearer "
             f"{_mask(self.peer_token)}\n"
-            f"< task {task['id']} state {task['status']['state']}\n"
-            f"  peer history: {' | '.join(s for s in said if s)}\n"
+            f"< task {task['id']}: working → {task['status']['state']}\n"
+            f"  the peer's history (ListTasks):\n{history}"
             f"  tool result: {_one_line(done.get('content') or '')}\n"
             f"answer: {answer}",
         )

@@ -90,7 +90,7 @@ def test_the_demo_shows_every_face_and_leaves_nothing_behind(tmp_path: Path) -> 
     assert proc.returncode == 0, out + err
     for number, name in enumerate(STEPS, start=1):
         assert f"{number}. {name}" in out
-    assert "state TASK_STATE_COMPLETED" in out  # a2a_send's task at the peer
+    assert "working → TASK_STATE_COMPLETED" in out and "✓ Read RELEASE.md" in out
     assert "TASK_STATE_INPUT_REQUIRED" in out and "< TASK_STATE_COMPLETED" in out
     assert "session/request_permission" in out and "outcome allow_always" in out
     assert "- fixes the login bug" in out  # the sub-agent's file, shown

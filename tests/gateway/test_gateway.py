@@ -370,3 +370,38 @@ async def test_a_socket_too_slow_to_keep_up_is_dropped_and_the_others_go_on(
     assert len(hub_watchers) == 1  # the slow one was dropped
     sock.close()
     await reader.close()
+
+
+async def test_the_page_is_served_with_a_strict_policy_and_links_need_the_token(
+    gateway: Any,
+) -> None:
+    g = await gateway([])
+    page = await g.http.get(g.base + "/")
+    assert page.status == 200 and "<title>Raven</title>" in await page.text()
+    policy = page.headers["Content-Security-Policy"]
+    assert "script-src 'self'" in policy and "default-src 'none'" in policy
+    assert page.headers["X-Content-Type-Options"] == "nosniff"
+    script = await g.http.get(g.base + "/app/app.js")
+    assert script.status == 200 and "javascript" in script.headers["Content-Type"]
+    for path in ("/app/../auth.py", "/app/%2e%2e/__init__.py", "/app/"):
+        assert (await g.http.get(g.base + path)).status in (403, 404), path
+    assert (await g.http.post(g.base + "/login-links")).status == 401
+    wrong = {"Authorization": "Bearer wrong"}
+    assert (await g.http.post(g.base + "/login-links", headers=wrong)).status == 401
+    minted = await g.http.post(
+        g.base + "/login-links", headers={"Authorization": f"Bearer {TOKEN}"}
+    )
+    path = (await minted.json())["path"]
+    login = await g.http.get(g.base + path, allow_redirects=False)
+    assert login.status == 302 and COOKIE in login.headers["Set-Cookie"]
+
+
+def test_a_login_cookie_outlives_a_restart_and_dies_with_the_token() -> None:
+    first = Gatekeeper(TOKEN, {"127.0.0.1:1"})
+    cookie = first.spend_login_code(first.new_login_code())
+    assert cookie is not None and first.authorized(None, cookie)
+    assert Gatekeeper(TOKEN, {"127.0.0.1:1"}).authorized(None, cookie)  # the gateway restarted
+    assert not Gatekeeper("another-token", {"127.0.0.1:1"}).authorized(None, cookie)
+    nonce, _, signature = cookie.partition(".")
+    assert not first.authorized(None, f"{nonce}x.{signature}")
+    assert not first.authorized(None, nonce) and not first.authorized(None, "")

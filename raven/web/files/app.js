@@ -21,6 +21,7 @@ const state = {
   defaults: { model: null, mode: null },
   sessions: new Map(),
   cursor: null,
+  listed: 0, // the latest session.list request
   current: null, // { info, busy }
   pending: new Map(), // requestId → announcement (with method)
   asking: null, // requestId shown in the dialog
@@ -159,12 +160,15 @@ async function refreshList(more = false, keep = false) {
   // `keep`: refresh as many as are shown (a periodic refresh must not undo "Load more").
   const query = $("filter").value.trim() || null;
   const shown = Math.min(200, Math.max(PAGE_SIZE, state.sessions.size));
+  const asked = ++state.listed;
   const page = await call("session.list", {
     limit: keep ? shown : PAGE_SIZE,
     query,
     cursor: more ? state.cursor : null,
   });
+  if (asked !== state.listed) return; // a newer request (another filter) supersedes this one
   const list = $("sessions");
+  list.dataset.query = query || "";
   if (!more) {
     // Update in place, so a refresh never makes the list flicker under the pointer.
     const keepIds = new Set(page.sessions.map((info) => info.sessionId));

@@ -65,6 +65,7 @@ SCRIPTS: dict[str, list[dict[str, Any]]] = {
         call("ask_user", question="Which branch?", choices=["main", "dev"]),
         {"text": "Going with it."},
     ],
+    "tell": [call("ask_user", question="What colour?"), {"text": "Noted."}],
     "plan": [
         {
             "thought": "First I weigh the options.",

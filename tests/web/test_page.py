@@ -121,6 +121,22 @@ def test_answer_a_question(page: Page, web: WebGateway) -> None:
     expect(page.locator(".answer").last).to_have_text("Going with it.")
 
 
+def test_answer_a_question_in_words(page: Page, web: WebGateway) -> None:
+    login(page, web.login_link())
+    new_session(page, work_dir(web, "tell"), "tell")
+    send(page, "ask me anything")
+    dialog = page.get_by_role("dialog")
+    expect(dialog).to_contain_text("What colour?")
+    answer = dialog.get_by_label("Your answer")
+    expect(answer).to_be_focused()
+    answer.fill("cobalt blue")
+    answer.press("Enter")
+    expect(dialog).to_be_hidden()
+    page.locator(".tool-output summary").last.click()
+    expect(page.locator(".tool-output pre").last).to_contain_text("cobalt blue")
+    expect(page.locator(".answer").last).to_have_text("Noted.")
+
+
 def test_thoughts_fold_plans_check_and_the_roster_shows(page: Page, web: WebGateway) -> None:
     login(page, web.login_link())
     roster = page.get_by_role("region", name="Sub-agents and A2A")

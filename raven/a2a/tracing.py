@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 SDK_SWITCH = "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED"
 
@@ -27,6 +28,24 @@ def load_sdk_telemetry() -> None:
         return
     os.environ[SDK_SWITCH] = "false"
     try:
-        import a2a.utils.telemetry  # noqa: F401  (reads the switch once, here)
+        from a2a.utils import telemetry  # reads the switch once, here
     finally:
         del os.environ[SDK_SWITCH]
+    # Off, the SDK still wraps each traced call in a no-op span (about 75 calls a request);
+    # its modules apply the decorators as they are imported, after this, so none is made.
+    telemetry.trace_function = _untraced_function  # type: ignore[assignment]
+    telemetry.trace_class = _untraced_class  # type: ignore[assignment]
+
+
+def _untraced_function(func: Any = None, **_: Any) -> Any:
+    """`trace_function` when tracing is off: the function itself, with or without arguments."""
+    return func if func is not None else _unchanged
+
+
+def _untraced_class(*_: Any, **__: Any) -> Any:
+    """`trace_class(...)` when tracing is off: the class itself."""
+    return _unchanged
+
+
+def _unchanged(target: Any) -> Any:
+    return target

@@ -315,9 +315,9 @@ class Demo:
         )
 
     def open_web(self) -> None:
-        import webbrowser
-
         import httpx
+
+        from raven.cli.gateway_cmd import open_in_browser
 
         token = (self.local / "gateway.token").read_text().strip()
         path = httpx.post(
@@ -326,7 +326,7 @@ class Demo:
             timeout=10,
         ).json()["path"]
         link = self.gateway_url + path
-        if not webbrowser.open(link):
+        if not open_in_browser(link):
             self.console.print("no browser to open here; open the link yourself")
         self.console.print(f"web UI: {link} (one use) — Ctrl-C stops the demo")
         signal.pause() if hasattr(signal, "pause") else time.sleep(10**9)

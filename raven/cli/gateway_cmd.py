@@ -67,13 +67,26 @@ def web_command(
 
 def _show(login: str, open_browser: bool) -> None:
     if open_browser:
-        import webbrowser
-
-        if webbrowser.open(login):
+        if open_in_browser(login):
             print("opened the login link in your browser", flush=True)
             return
         print("no browser to open here; open the link yourself", flush=True)
     print(f"login:   {login} (one use)", flush=True)
+
+
+def open_in_browser(url: str) -> bool:
+    """Open `url` in the user's graphical browser (or `$BROWSER`); False when there is none.
+
+    Without a display, Python would fall back to a text browser taking over the terminal.
+    """
+    import os
+    import sys
+    import webbrowser
+
+    graphical = sys.platform in ("darwin", "win32") or any(
+        os.environ.get(name) for name in ("BROWSER", "DISPLAY", "WAYLAND_DISPLAY")
+    )
+    return graphical and webbrowser.open(url)
 
 
 def _login_path(url: str, config_dir: Any) -> str:

@@ -251,7 +251,7 @@ class Demo:
         if not notes.exists():
             raise DemoFailed("the sub-agent's file was not written")
         frames = list(_acp_frames(self.taps))
-        chosen = next((f for f in frames if "allow_always" in f and f.startswith(">")), "")
+        chosen = next((f for f in frames if "outcome allow_always" in f and "→" in f), "")
         if not chosen:
             raise DemoFailed("the sub-agent's permission request was not answered allow_always")
         step.crossed = f"{len(frames)} ACP frames over the sub-agent's stdio"
@@ -274,22 +274,28 @@ class Demo:
         proc = self.spawn([*RAVEN, "gateway", "--port", str(port)], self.local)
         self.gateway_url = self.read_lines(proc, ("gateway:", "login:"))["gateway:"].split()[0]
         token = (self.local / "gateway.token").read_text().strip()
-        notes, seconds, session_id = asyncio.run(_rpc_turn(self.gateway_url, token, self.work))
+        notes, session_id = asyncio.run(_rpc_turn(self.gateway_url, token, self.work))
         self.rpc_session = session_id
-        kinds: dict[str, int] = {}
-        for note in notes:
-            key = note["method"] + (
-                f" {note['params']['event']['type']}" if "event" in note["params"] else ""
-            )
-            kinds[key] = kinds.get(key, 0) + 1
+        texts = [s for s, n in notes if _event_type(n) == "AgentText"]
+        lines: list[tuple[float, str]] = []
+        for seconds, note in notes:
+            kind = _event_type(note)
+            if kind == "AgentText" and seconds not in (texts[0], texts[-1]):
+                continue  # the streamed text: its first and last chunks
+            lines.append((seconds, f"{note['method']} {kind}".strip()))
+        ended = next(s for s, n in notes if _event_type(n) == "TurnEnded")
+        first, chunks = texts[0], len(texts)
         step.crossed = f"{len(notes)} notifications over one WebSocket"
-        step.result = f"session {session_id[:12]}… turn streamed in {seconds * 1000:.0f} ms"
+        step.result = (
+            f"first text after {first * 1000:.0f} ms, turn ended after {ended * 1000:.0f} ms"
+        )
         self.show(
             step,
             f"raven gateway (pid {proc.pid}) at {self.gateway_url}; token "
             f"{_mask(token)}\n"
-            "> system.hello  > session.create  > turn.send\n"
-            + "\n".join(f"< {k} ×{n}" for k, n in kinds.items()),
+            f"> system.hello  > session.create (session {session_id[:12]}…)  > turn.send\n"
+            + "\n".join(f"{s * 1000:7.1f} ms  < {what}" for s, what in lines)
+            + f"\n({chunks} AgentText chunks streamed)",
         )
 
     def list_resume_replay(self, step: Step) -> None:
@@ -357,6 +363,7 @@ class Demo:
                 "models": [
                     {"id": "main", "provider": "scripted", "script": "main.json"},
                     {"id": "lead", "provider": "scripted", "script": "lead.json"},
+                    {"id": "writer", "provider": "scripted", "script": "writer.json"},
                     {"id": "sub", "provider": "scripted", "script": "sub.json"},
                 ],
                 "defaultModel": "main",
@@ -385,6 +392,15 @@ class Demo:
             ],
         )
         _write_json(
+            self.local / "writer.json",
+            [
+                {
+                    "text": "These words reach the browser one by one, as the model writes them.",
+                    "wordDelayMs": 25,
+                }
+            ],
+        )
+        _write_json(
             self.local / "lead.json",
             [
                 _call("delegate", agent="helper", task="Write NOTES.md about release 1.2."),
@@ -398,7 +414,8 @@ class Demo:
             for k, v in os.environ.items()
             if not k.endswith("_API_KEY") and k not in ("RAVEN_CONFIG", "RAVEN_SUBAGENT")
         }
-        return {**keep, "RAVEN_HOME": str(home), "NO_COLOR": "1", "TERM": "dumb"}
+        width = str(max(60, self.console.width - 4))  # what they print goes inside a panel
+        return {**keep, "RAVEN_HOME": str(home), "NO_COLOR": "1", "TERM": "dumb", "COLUMNS": width}
 
     def spawn(self, args: list[str], home: Path) -> subprocess.Popen[str]:
         """A long-running child in its own session (Ctrl-C reaches the demo, which stops it)."""
@@ -517,13 +534,17 @@ class Demo:
         )
 
 
-async def _rpc_turn(url: str, token: str, cwd: Path) -> tuple[list[dict[str, Any]], float, str]:
-    """As a browser would: create a session over Raven RPC and stream one turn."""
+async def _rpc_turn(
+    url: str, token: str, cwd: Path
+) -> tuple[list[tuple[float, dict[str, Any]]], str]:
+    """As a browser would: create a session over Raven RPC and stream one turn; each
+    notification with its arrival in seconds after `turn.send`."""
     import asyncio
 
     import aiohttp
 
-    notes: list[dict[str, Any]] = []
+    notes: list[tuple[float, dict[str, Any]]] = []
+    started = time.perf_counter()
     async with (
         aiohttp.ClientSession() as http,
         http.ws_connect(
@@ -544,23 +565,27 @@ async def _rpc_turn(url: str, token: str, cwd: Path) -> tuple[list[dict[str, Any
                         if "error" in frame:
                             raise DemoFailed(f"{method}: {frame['error']['message']}")
                         return frame["result"]
-                    notes.append(frame)
+                    notes.append((time.perf_counter() - started, frame))
 
         await call("system.hello")
-        session = await call("session.create", cwd=str(cwd), model="echo")
+        session = await call("session.create", cwd=str(cwd), model="writer")
+        notes.clear()
         started = time.perf_counter()
         await call(
             "turn.send",
             sessionId=session["sessionId"],
-            text="Hello over Raven RPC, streamed word by word",
+            text="Hello over Raven RPC: stream me an answer",
         )
         async with asyncio.timeout(DEADLINE_S):
-            while not any(
-                n["method"] == "turn.event" and n["params"]["event"]["type"] == "TurnEnded"
-                for n in notes
-            ):
-                notes.append(await ws.receive_json())
-        return notes, time.perf_counter() - started, session["sessionId"]
+            while not any(_event_type(n) == "TurnEnded" for _, n in notes):
+                frame = await ws.receive_json()
+                notes.append((time.perf_counter() - started, frame))
+        return notes, session["sessionId"]
+
+
+def _event_type(note: dict[str, Any]) -> str:
+    event = note.get("params", {}).get("event")
+    return str(event["type"]) if isinstance(event, dict) else ""
 
 
 def _acp_frames(log: Path) -> Iterator[str]:
@@ -569,16 +594,17 @@ def _acp_frames(log: Path) -> Iterator[str]:
         return
     methods: dict[Any, str] = {}
     for raw in log.read_text(errors="replace").splitlines():
-        mark, _, body = raw.partition(" ")
+        mark, _, rest = raw.partition(" ")
+        stamp, _, body = rest.partition(" ")
         try:
             frame = json.loads(body)
         except ValueError:
             continue
-        arrow = "raven → sub-agent" if mark == ">" else "raven ← sub-agent"
+        arrow = f"{float(stamp):7.1f} ms  raven {'→' if mark == '>' else '←'} sub-agent"
         if "method" in frame:
             if "id" in frame:
                 methods[frame["id"]] = frame["method"]
-            yield f"{mark} {arrow}  {frame['method']}{_detail(frame)}"
+            yield f"{arrow}  {frame['method']}{_detail(frame)}"
         else:
             what = methods.get(frame.get("id"), "?")
             result = frame.get("result") or {}
@@ -590,7 +616,7 @@ def _acp_frames(log: Path) -> Iterator[str]:
                 detail = f"stopReason {result['stopReason']}"
             else:
                 detail = "ok"
-            yield f"{mark} {arrow}  result of {what}: {detail}"
+            yield f"{arrow}  result of {what}: {detail}"
 
 
 def _detail(frame: dict[str, Any]) -> str:

@@ -49,7 +49,7 @@ SCRIPTS: dict[str, list[dict[str, Any]]] = {
         {
             "text": "Here is **the plan**:\n\n```python\ndef greet(name):\n"
             '    return "hi " + name  # say hi\n```\n\n- [x] look\n- [ ] write\n\nDone now.',
-            "wordDelayMs": 60,
+            "wordDelayMs": 100,
         }
     ],
     "write": [
@@ -80,7 +80,7 @@ SCRIPTS: dict[str, list[dict[str, Any]]] = {
         {"text": "Planned."},
     ],
     "long": [{"text": "never shown", "delayMs": 60_000}],
-    "steer": [{"text": "Working on it.", "delayMs": 1500}],
+    "steer": [{"text": "Working on it.", "delayMs": 3000}],
     "inject": [
         {
             "text": 'Look: <img src=x onerror="window.pwned=1"> and '

@@ -6,6 +6,7 @@ a bare aiohttp handler showing what the load client itself can drive. One
 aiohttp session drives every run.
 
     uv run python bench/a2a.py [--seconds 5]
+    uv run python bench/a2a.py --memory 10000   # raven's RSS after 1,000 and after N tasks
 """
 
 from __future__ import annotations
@@ -46,8 +47,11 @@ def wait_listening(port: int, timeout_s: float = 30) -> None:
     raise SystemExit(f"nothing listens on {port}")
 
 
-async def load(url: str, clients: int, seconds: float) -> tuple[float, float, float, int]:
-    """(requests/s, p50 ms, p99 ms, errors) for `clients` workers over `seconds`."""
+async def load(
+    url: str, clients: int, seconds: float, total: int | None = None
+) -> tuple[float, float, float, int]:
+    """(requests/s, p50 ms, p99 ms, errors) for `clients` workers over `seconds`, or until
+    `total` requests were answered."""
     headers = {
         "Authorization": f"Bearer {TOKEN}",
         "A2A-Version": "1.0",
@@ -62,7 +66,7 @@ async def load(url: str, clients: int, seconds: float) -> tuple[float, float, fl
         async def worker(n: int) -> None:
             nonlocal errors
             i = 0
-            while time.perf_counter() < stop_at:
+            while time.perf_counter() < stop_at and (total is None or len(latencies) < total):
                 body = json.dumps(
                     {
                         "jsonrpc": "2.0",
@@ -111,20 +115,64 @@ def servers(home: str) -> dict[str, tuple[list[str], int]]:
     }
 
 
+def rss_mib(pid: int) -> tuple[float, float]:
+    """(current, peak) resident set size of `pid`, MiB."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    values = {
+        line.split(":")[0]: int(line.split()[1]) / 1024
+        for line in status.splitlines()
+        if line.startswith(("VmRSS", "VmHWM"))
+    }
+    return values["VmRSS"], values["VmHWM"]
+
+
+async def memory(home: str, env: dict[str, str], tasks: int) -> None:
+    """Raven's RSS after a warm-up of 1,000 tasks and after `tasks`: growth per task."""
+    argv, port = servers(home)["raven a2a serve"]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_listening(port)
+        url = f"http://127.0.0.1:{port}/a2a"
+        await load(url, 8, float("inf"), total=1000)
+        first, _ = rss_mib(proc.pid)
+        rate, _, _, errors = await load(url, 8, float("inf"), total=tasks - 1000)
+        last, peak = rss_mib(proc.pid)
+        store = sum(f.stat().st_size for f in Path(home, "data").glob("raven.db*")) / 2**20
+        print(f"tasks {tasks} at {rate:.0f} req/s, {errors} errors")
+        print(f"RSS after 1,000: {first:.1f} MiB; after {tasks}: {last:.1f} MiB; peak {peak:.1f}")
+        print(f"growth per task after warm-up: {(last - first) * 1024 / (tasks - 1000):.2f} KiB")
+        print(f"session store on disk: {store:.1f} MiB")
+    finally:
+        proc.terminate()
+        proc.wait(15)
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=5.0)
-    seconds = parser.parse_args().seconds
+    parser.add_argument("--memory", type=int, metavar="TASKS", help="measure RSS instead")
+    parser.add_argument("--task-store", default="memory", help="a2a.server.taskStore")
+    args = parser.parse_args()
+    seconds = args.seconds
     with tempfile.TemporaryDirectory() as home:
         Path(home, "config.json").write_text(
             json.dumps(
                 {
                     "defaultModel": "echo",
-                    "a2a": {"server": {"token": TOKEN, "maxConcurrentTasks": 64}},
+                    "a2a": {
+                        "server": {
+                            "token": TOKEN,
+                            "maxConcurrentTasks": 64,
+                            "taskStore": args.task_store,
+                        }
+                    },
                 }
             )
         )
         env = {**os.environ, "RAVEN_HOME": home}
+        if args.memory:
+            await memory(home, env, args.memory)
+            return
         print(
             f"{'server':22} {'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}"
         )

@@ -86,7 +86,9 @@ SCRIPTS: dict[str, list[dict[str, Any]]] = {
             "text": 'Look: <img src=x onerror="window.pwned=1"> and '
             "[click me](javascript:window.pwned=2) and <script>window.pwned=3</script> "
             '[ok](https://example.com/"onmouseover="window.pwned=4)\n\n'
-            "```html\n<img src=y onerror=window.pwned=5>\n```"
+            "```html\n<img src=y onerror=window.pwned=5>\n```\n\n"
+            "| tool | note |\n|---|:-:|\n| **grep** | <img src=t onerror=window.pwned=7> |\n\n"
+            "3. third\n4. fourth"
         }
     ],
 }

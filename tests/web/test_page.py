@@ -206,6 +206,11 @@ def test_model_content_cannot_inject_html(page: Page, web: WebGateway) -> None:
     expect(transcript).to_contain_text('<img src=x onerror="window.pwned=1">')
     expect(transcript).to_contain_text("[click me](javascript:window.pwned=2)")
     expect(page.locator(".prompt-text")).to_contain_text("<img src=z onerror")
+    table = transcript.locator("table")
+    expect(table.locator("th")).to_have_text(["tool", "note"])
+    expect(table.locator("td strong")).to_have_text("grep")
+    expect(table.locator("td").last).to_have_text("<img src=t onerror=window.pwned=7>")
+    expect(transcript.locator("ol")).to_have_attribute("start", "3")
     for link in transcript.locator("a").all():
         assert re.match(r"^https://example\.com/", link.get_attribute("href") or "")
         assert link.get_attribute("onmouseover") is None

@@ -1,7 +1,7 @@
 // Markdown to DOM nodes, small and safe: every piece of text becomes a text node, never HTML,
 // and only http(s) and mailto links become links. Covers what models write: paragraphs,
-// headings, lists, quotes, rules, fenced code (highlighted, with a copy button), inline code,
-// emphasis and links. Unfinished input (a stream) renders as far as it goes.
+// headings, lists, quotes, rules, pipe tables, fenced code (highlighted, with a copy button),
+// inline code, emphasis and links. Unfinished input (a stream) renders as far as it goes.
 
 const SAFE_URL = /^(https?:\/\/|mailto:)/i;
 
@@ -53,10 +53,18 @@ export function renderMarkdown(source) {
       root.append(quote);
       continue;
     }
+    if (isTableRow(line) && i + 1 < lines.length && TABLE_RULE.test(lines[i + 1])) {
+      const rows = [line];
+      i += 2;
+      while (i < lines.length && isTableRow(lines[i])) rows.push(lines[i++]);
+      root.append(table(rows));
+      continue;
+    }
     const item = /^\s*([-*+]|\d+[.)])\s+/;
     if (item.test(line)) {
       const ordered = /^\s*\d/.test(line);
       const list = el(ordered ? "ol" : "ul");
+      if (ordered && parseInt(line, 10) !== 1) list.start = parseInt(line, 10);
       while (i < lines.length && item.test(lines[i])) {
         const li = el("li");
         let text = lines[i++].replace(item, "");
@@ -82,7 +90,8 @@ export function renderMarkdown(source) {
     while (
       i < lines.length &&
       lines[i].trim() &&
-      !/^\s*(`{3,}|~{3,}|#{1,6}\s|>|[-*+]\s|\d+[.)]\s)/.test(lines[i])
+      !/^\s*(`{3,}|~{3,}|#{1,6}\s|>|[-*+]\s|\d+[.)]\s)/.test(lines[i]) &&
+      !(isTableRow(lines[i]) && TABLE_RULE.test(lines[i + 1] ?? ""))
     ) {
       para.push(lines[i++]);
     }
@@ -92,6 +101,42 @@ export function renderMarkdown(source) {
     root.append(p);
   }
   return root;
+}
+
+const TABLE_RULE = /^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$/;
+
+function isTableRow(line) {
+  return /^\s*\|.*\|\s*$/.test(line);
+}
+
+function cells(row) {
+  return row.trim().replace(/^\|/, "").replace(/\|$/, "").split("|").map((c) => c.trim());
+}
+
+function table(rows) {
+  const wrap = el("div", "table");
+  const t = el("table");
+  const head = el("thead");
+  const headRow = el("tr");
+  for (const text of cells(rows[0])) {
+    const th = el("th");
+    th.append(inline(text));
+    headRow.append(th);
+  }
+  head.append(headRow);
+  const body = el("tbody");
+  for (const row of rows.slice(1)) {
+    const tr = el("tr");
+    for (const text of cells(row)) {
+      const td = el("td");
+      td.append(inline(text));
+      tr.append(td);
+    }
+    body.append(tr);
+  }
+  t.append(head, body);
+  wrap.append(t);
+  return wrap;
 }
 
 const INLINE =

@@ -151,7 +151,10 @@ def _serve(
             from raven.gateway.app import HUB
 
             try:
-                mounts.append(build_mount(runtime, cfg.a2a.server, local=app[HUB].local_asker))
+                hub = app[HUB]
+                mounts.append(
+                    build_mount(runtime, cfg.a2a.server, local=hub.local_asker, observe=hub.relay)
+                )
             except SubagentRefused as exc:
                 logging.getLogger("raven.gateway").warning("A2A not mounted: %s", exc)
                 return False

@@ -9,6 +9,7 @@ that goes away never stops one.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import time
@@ -77,6 +78,11 @@ class Hub:
         peers = self.peers if everyone else self.watchers.get(session_id, set())
         for peer in list(peers):
             peer.notify(method, body)
+
+    def relay(self, session_id: str, event: TurnEvent) -> None:
+        """A turn's event to the UIs watching its session (gateway turns and A2A tasks)."""
+        note = c.TurnEventNote(session_id=session_id, event=event_json(event))
+        self.broadcast(session_id, "turn.event", note)
 
     def local_asker(self, session_id: str) -> HubAsker | None:
         """An asker for a turn this gateway did not start (an A2A task), when UIs are here."""
@@ -293,13 +299,13 @@ class Peer:
             raise SessionBusy(live.id)
         self._hub.watch(live, self)
         hub = self._hub
-
-        def emit(event: TurnEvent) -> None:
-            note = c.TurnEventNote(session_id=live.id, event=event_json(event))
-            hub.broadcast(live.id, "turn.event", note)
-
         task = asyncio.create_task(
-            run_turn(live, [TextPart(text=p.text)], HubAsker(hub, live.id), emit)
+            run_turn(
+                live,
+                [TextPart(text=p.text)],
+                HubAsker(hub, live.id),
+                functools.partial(hub.relay, live.id),
+            )
         )
         hub.turns.add(task)
         task.add_done_callback(hub.turns.discard)

@@ -10,6 +10,7 @@ import stat
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -189,6 +190,11 @@ async def test_an_a2a_tasks_question_is_answered_by_a_ui_of_the_gateway(
                     if frame.get("method") == "question.asked":
                         break
             assert frame["params"]["text"] == "Which region?"
+            # The UI watches the task's session: the turn's events reach it as a gateway turn's.
+            watch = {"sessionId": frame["params"]["sessionId"]}
+            await ws.send_json(
+                {"jsonrpc": "2.0", "id": 6, "method": "session.subscribe", "params": watch}
+            )
             answer = {"requestId": frame["params"]["requestId"], "answer": "eu-west"}
             await ws.send_str(
                 json.dumps(
@@ -204,6 +210,13 @@ async def test_an_a2a_tasks_question_is_answered_by_a_ui_of_the_gateway(
                         break
                     await asyncio.sleep(0.05)
             assert task["status"]["message"]["parts"][0]["text"] == "Deployed."
+            seen: list[dict[str, Any]] = []
+            async with asyncio.timeout(DEADLINE_S):
+                while not any(e["type"] == "TurnEnded" for e in seen):
+                    frame = json.loads((await ws.receive()).data)
+                    if frame.get("method") == "turn.event":
+                        seen.append(frame["params"]["event"])
+            assert "".join(e["text"] for e in seen if e["type"] == "AgentText") == "Deployed."
             await ws.close()
     finally:
         proc.send_signal(signal.SIGTERM)

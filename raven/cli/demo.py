@@ -321,17 +321,9 @@ class Demo:
         )
 
     def open_web(self) -> None:
-        import httpx
+        from raven.cli.gateway_cmd import fresh_login_link, open_in_browser
 
-        from raven.cli.gateway_cmd import open_in_browser
-
-        token = (self.local / "gateway.token").read_text().strip()
-        path = httpx.post(
-            self.gateway_url + "/login-links",
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=10,
-        ).json()["path"]
-        link = self.gateway_url + path
+        link = fresh_login_link(self.gateway_url, self.local)
         if not open_in_browser(link):
             self.console.print("no browser to open here; open the link yourself")
         self.console.print(f"web UI: {link} (one use) — Ctrl-C stops the demo")

@@ -11,6 +11,8 @@ import typer
 from raven.cli.options import ConfigOption
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from aiohttp import web
 
     from raven.config import GatewayConfig, Paths, RavenConfig
@@ -52,7 +54,7 @@ def web_command(
     cfg, paths, settings = _settings(config, "web", host, port, allow_remote)
     running = running_url(paths.data_dir)
     if running is not None:
-        login = running + _login_path(running, paths.config_dir)
+        login = fresh_login_link(running, paths.config_dir)
         print(f"web:     {running} (the running gateway)", flush=True)
         _show(login, open_browser)
         return
@@ -88,8 +90,8 @@ def open_in_browser(url: str) -> bool:
     return graphical and webbrowser.open(url)
 
 
-def _login_path(url: str, config_dir: Any) -> str:
-    """A fresh login link's path from the running gateway, with the token."""
+def fresh_login_link(url: str, config_dir: Path) -> str:
+    """A fresh one-time login link from the gateway at `url`, asked with the token."""
     import httpx
 
     from raven.config import ConfigError
@@ -104,7 +106,7 @@ def _login_path(url: str, config_dir: Any) -> str:
             follow_redirects=False,
         )
         reply.raise_for_status()
-        return str(reply.json()["path"])
+        return url + str(reply.json()["path"])
     except (OSError, httpx.HTTPError, ValueError, KeyError) as exc:
         raise ConfigError(f"the gateway at {url} did not give a login link: {exc}") from None
 

@@ -49,3 +49,12 @@ class StopSignals:
         loop = asyncio.get_running_loop()
         for sig in self._signals:
             loop.remove_signal_handler(sig)
+
+
+async def until_stopped(signals: Iterable[int] = (signal.SIGINT, signal.SIGTERM)) -> int:
+    """Wait for one of `signals` (a server's foreground life); the signal that arrived."""
+    stopped = asyncio.Event()
+    with StopSignals(lambda _: stopped.set(), signals) as received:
+        await stopped.wait()
+    assert received.received is not None
+    return received.received

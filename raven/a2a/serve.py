@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import signal
 from collections.abc import Callable
 
 from aiohttp import web
 
 from raven.a2a.mount import A2AMount
 from raven.a2a.routes import add_a2a_routes
+from raven.signals import until_stopped
 
 log = logging.getLogger(__name__)
 
@@ -30,11 +29,7 @@ async def serve(
         shown = f"[{host}]" if ":" in host else host
         base = f"http://{shown}:{bound}"
         announce(f"{base}/.well-known/agent-card.json", f"{base}{mount.settings.path}")
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
+        await until_stopped()
         log.info("stopping the A2A server")
     finally:
         await mount.aclose()

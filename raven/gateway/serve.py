@@ -7,12 +7,10 @@ calls `serve`.
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import json
 import logging
 import os
-import signal
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,6 +21,7 @@ from raven.engine import Runtime
 from raven.errors import RavenError
 from raven.gateway.app import A2A_MOUNTED, make_app
 from raven.gateway.auth import Gatekeeper, load_or_mint_token
+from raven.signals import until_stopped
 
 log = logging.getLogger(__name__)
 
@@ -62,11 +61,7 @@ async def serve(
         state.parent.mkdir(parents=True, exist_ok=True)
         state.write_text(json.dumps({"pid": os.getpid(), "url": url}))
         announce(url, f"{url}/login?code={gate.new_login_code()}")
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
+        await until_stopped()
         log.info("stopping the gateway")
     finally:
         await runner.cleanup()

@@ -2,8 +2,10 @@
 
 Owns the agent card, the executor (one inbound task = one Raven turn), bearer
 authentication and the aiohttp binding. Protocol handling goes through
-`a2a-sdk`; only the HTTP binding is Raven's. `add_a2a_routes` mounts it on any
-aiohttp application (standalone or the gateway). Imports `a2a` and `aiohttp`.
+`a2a-sdk`'s types and request handler, except blocking sends that start a task,
+which `raven.a2a.direct` serves itself (the SDK's handler costs more than the
+turn). `add_a2a_routes` mounts it on any aiohttp application (standalone or the
+gateway). Imports `a2a` and `aiohttp`.
 """
 
 from raven.a2a.tracing import load_sdk_telemetry

@@ -20,6 +20,7 @@ from a2a.server.tasks import InMemoryTaskStore, TaskStore
 from a2a.types import AgentCard, Message, Part, Role, SendMessageRequest
 
 from raven.a2a.card import agent_card, extended_card
+from raven.a2a.direct import DirectTasks
 from raven.a2a.executor import NO_ANSWER, LocalAsker, Observer, RavenExecutor
 from raven.a2a.parts import input_modes
 from raven.config import A2AServerConfig, ConfigError, is_subagent
@@ -48,6 +49,8 @@ class A2AMount:
     executor: RavenExecutor
     task_store: TaskStore
     roster: list[dict[str, Any]]
+    direct: DirectTasks
+    """Blocking sends of new tasks, served without the SDK's handler (see `raven.a2a.direct`)."""
 
     def card(self, rpc_url: str) -> AgentCard:
         return agent_card(rpc_url, self.roster, input_modes(self.settings))
@@ -87,13 +90,13 @@ def build_mount(
         url = ctx.state.get("rpc_url") or card.supported_interfaces[0].url
         return extended_card(agent_card(url, roster, input_modes(settings)), roster)
 
+    builder = SimpleRequestContextBuilder(context_id_generator=executor.context_ids)
+    direct = DirectTasks(executor, store, builder)
     handler = DefaultRequestHandler(
         agent_executor=executor,
         task_store=store,
         agent_card=public,
-        request_context_builder=SimpleRequestContextBuilder(
-            context_id_generator=executor.context_ids
-        ),
+        request_context_builder=builder,
         extended_agent_card=extended_card(public, roster) if roster else None,
         extended_card_modifier=advertised,
         interrupted_task_timeout=settings.input_timeout_s + RELEASE_MARGIN_S,
@@ -107,13 +110,17 @@ def build_mount(
             context_id=context_id,
             parts=[Part(text=NO_ANSWER)],
         )
+        request = SendMessageRequest(message=message)
         try:
-            await handler.on_message_send(SendMessageRequest(message=message), ctx)
+            if direct.has(task_id):
+                await direct.send(request, ctx)
+            else:
+                await handler.on_message_send(request, ctx)
         except Exception:
             log.exception("A2A task %s: could not resume after the question timed out", task_id)
 
     executor.on_question_timeout = answer_timed_out
-    return A2AMount(settings, handler, executor, store, roster)
+    return A2AMount(settings, handler, executor, store, roster, direct)
 
 
 def task_store(kind: str, runtime: Runtime) -> TaskStore:

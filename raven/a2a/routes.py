@@ -151,8 +151,9 @@ class _Binding:
                 ):
                     return await self._steered(request, request_id, method, typed, context)
             if method in _STREAMING:
-                return await self._stream(request, request_id, method, typed, context)
-            result = await self._unary[method](typed, context)
+                events = await self._events(method, typed, context)
+                return await self._stream(request, request_id, events)
+            result = await self._call(method, typed, context)
             return _json(
                 {"jsonrpc": "2.0", "id": request_id, "result": _result(method, typed, result)}
             )
@@ -163,6 +164,28 @@ class _Binding:
             return _json(
                 build_error_response(_safe_id(request_id), InternalError(message="Internal error"))
             )
+
+    async def _call(self, method: str, typed: Any, context: ServerCallContext) -> Any:
+        direct = self._mount.direct
+        if method == "SendMessage" and direct.takes(typed):
+            return await direct.send(typed, context)
+        if method == "CancelTask" and direct.has(typed.id):
+            return await direct.cancel(typed.id, context)
+        return await self._unary[method](typed, context)
+
+    async def _events(
+        self, method: str, typed: Any, context: ServerCallContext
+    ) -> AsyncIterator[Any]:
+        """The events a streaming method sends: from the task's own server (`direct` or the
+        SDK's handler)."""
+        direct, handler = self._mount.direct, self._mount.handler
+        if method == "SendStreamingMessage":
+            if direct.has(typed.message.task_id):
+                return await direct.send_streaming(typed, context)
+            return handler.on_message_send_stream(typed, context)
+        if direct.has(typed.id):
+            return await direct.subscribe(typed.id, context)
+        return handler.on_subscribe_to_task(typed, context)
 
     async def _prepare_follow_up(
         self, request: a2a_types.SendMessageRequest, context: ServerCallContext
@@ -193,28 +216,20 @@ class _Binding:
         task_id = typed.message.task_id
         if method == "SendStreamingMessage":
             subscribe = a2a_types.SubscribeToTaskRequest(id=task_id)
-            return await self._stream(request, request_id, "SubscribeToTask", subscribe, context)
-        task = await self._mount.task_store.get(task_id, context)
-        if task is None:
+            events = await self._events("SubscribeToTask", subscribe, context)
+            return await self._stream(request, request_id, events)
+        stored = await self._mount.task_store.get(task_id, context)
+        if stored is None:
             raise TaskNotFoundError(message=f"Task {task_id} not found")
+        task = a2a_types.Task()
+        task.CopyFrom(stored)  # the store's own copy gains the message when the turn takes it
         task.history.append(typed.message)
         body = MessageToDict(a2a_types.SendMessageResponse(task=task))
         return _json({"jsonrpc": "2.0", "id": request_id, "result": body})
 
     async def _stream(
-        self,
-        request: web.Request,
-        request_id: Any,
-        method: str,
-        typed: Any,
-        context: ServerCallContext,
+        self, request: web.Request, request_id: Any, events: AsyncIterator[Any]
     ) -> web.StreamResponse:
-        handler = self._mount.handler
-        events: AsyncIterator[Any] = (
-            handler.on_message_send_stream(typed, context)
-            if method == "SendStreamingMessage"
-            else handler.on_subscribe_to_task(typed, context)
-        )
         first = await anext(events)
         response = web.StreamResponse(
             headers={

@@ -654,3 +654,69 @@ def test_list_tasks_pages_as_conformance_kits_read_them(serve: Any) -> None:
     rest = server.call("ListTasks", {"pageSize": 2, "pageToken": first["nextPageToken"]})
     assert rest["result"]["pageSize"] == 1 and rest["result"]["nextPageToken"] == ""
     assert server.call("ListTasks", {"status": "working"})["error"]["code"] == -32602
+
+
+# A blocking SendMessage that starts a task is served by Raven's own path (raven.a2a.direct),
+# not the SDK's handler: the task must stay as reachable as one the SDK runs.
+
+
+async def test_a_blocking_task_can_be_watched_and_cancelled_while_it_runs(
+    serve: Any, tmp_path: Path
+) -> None:
+    pidfile = tmp_path / "pid"
+    command = f"sleep 60 & echo $! > {pidfile}; wait"
+    server = serve(
+        [{"toolCalls": [{"name": "run_command", "arguments": {"command": command}}]}],
+        approvals="auto",
+    )
+    blocking = asyncio.create_task(asyncio.to_thread(server.call, "SendMessage", message("go")))
+    pid = await pid_from(pidfile)
+    (listed,) = server.call("ListTasks", {})["result"]["tasks"]
+    assert server.call("GetTask", {"id": listed["id"]})["result"]["status"]["state"] == (
+        "TASK_STATE_WORKING"
+    )
+    client, http = await sdk_client(server, streaming=True)
+    try:
+        stream = client.subscribe(SubscribeToTaskRequest(id=listed["id"]))
+        first = await anext(stream)
+        assert first.task.status.state == TaskState.TASK_STATE_WORKING
+        cancelled = server.call("CancelTask", {"id": listed["id"]})["result"]
+        assert cancelled["status"]["state"] == "TASK_STATE_CANCELED"
+        rest = [update async for update in stream]
+    finally:
+        await client.close()
+        await http.aclose()
+    assert rest[-1].status_update.status.state == TaskState.TASK_STATE_CANCELED
+    assert not alive(pid)
+    answered = (await blocking)["result"]["task"]
+    assert answered["id"] == listed["id"]
+    assert answered["status"]["state"] == "TASK_STATE_CANCELED"
+    assert server.call("CancelTask", {"id": listed["id"]})["error"]["code"] == -32002
+    again = server.call("SendMessage", message("more", taskId=listed["id"]))
+    assert again["error"]["code"] == -32004
+
+
+async def test_a_blocking_task_waiting_for_input_takes_a_streamed_answer(serve: Any) -> None:
+    server = serve(
+        [
+            {"toolCalls": [{"name": "ask_user", "arguments": {"question": "Which one?"}}]},
+            {"text": "Took the second.", "delayMs": 200},
+        ]
+    )
+    task = server.call("SendMessage", message("pick"))["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    client, http = await sdk_client(server, streaming=True)
+    try:
+        answer = user("the second", task_id=task["id"], context_id=task["contextId"])
+        events = await last(client.send_message(SendMessageRequest(message=answer)))
+    finally:
+        await client.close()
+        await http.aclose()
+    assert events[0].task.id == task["id"]
+    states = [e.status_update.status.state for e in events if e.HasField("status_update")]
+    assert states[0] == TaskState.TASK_STATE_WORKING
+    assert states[-1] == TaskState.TASK_STATE_COMPLETED
+    final = server.call("GetTask", {"id": task["id"]})["result"]
+    assert final["status"]["message"]["parts"][0]["text"] == "Took the second."
+    texts = [p.get("text", "") for m in final["history"] for p in m["parts"]]
+    assert texts.count("the second") == 1 and "Which one?" in texts

@@ -1,0 +1,232 @@
+"""Blocking SendMessage for a new task, served without the SDK's request handler.
+
+The SDK's handler runs every task as an `ActiveTask`: a producer, a consumer and two
+queue dispatchers, about 1.2 ms of bookkeeping a task, more than Raven's own turn.
+For the common call (a new task, blocking, no push config) Raven drives its
+executor itself: each event is applied to the task with the SDK's `TaskManager`
+(saved to the task store as it comes, as the SDK does) and handed to the task's
+subscribers. A task started here stays here until it ends: its follow-ups,
+SubscribeToTask and CancelTask are served here too, with the SDK handler's
+semantics. Never takes a task it did not start: stored tasks of an earlier run,
+streamed sends and `returnImmediately` go to the SDK's handler.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from a2a.server.agent_execution import RequestContext, SimpleRequestContextBuilder
+from a2a.server.context import ServerCallContext
+from a2a.server.events import Event, EventQueue
+from a2a.server.tasks import TaskManager, TaskStore
+from a2a.types import (
+    Message,
+    SendMessageRequest,
+    Task,
+    TaskState,
+    TaskStatusUpdateEvent,
+)
+from a2a.utils.errors import InternalError, TaskNotFoundError, UnsupportedOperationError
+from a2a.utils.proto_utils import validate_proto_required_fields
+from a2a.utils.task import apply_history_length, validate_history_length
+
+from raven.a2a.executor import RavenExecutor
+
+log = logging.getLogger(__name__)
+
+TERMINAL = frozenset(
+    {
+        TaskState.TASK_STATE_COMPLETED,
+        TaskState.TASK_STATE_FAILED,
+        TaskState.TASK_STATE_CANCELED,
+        TaskState.TASK_STATE_REJECTED,
+    }
+)
+SETTLED = TERMINAL | {TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED}
+"""States a subscriber's stream ends in: nothing more happens until a follow-up."""
+CANCEL_WAIT_S = 5.0
+"""How long a cancelled task's executor gets to stop before it is cancelled outright."""
+
+
+@dataclass
+class _Live:
+    """A task started here, from its first message until it ends."""
+
+    task_id: str
+    context_id: str
+    manager: TaskManager
+    runner: asyncio.Task[None] | None = None
+    """The executor's `execute` for the latest message; done while the task waits for input."""
+    subscribers: set[asyncio.Queue[Event | None]] = field(default_factory=set)
+    cancelling: bool = False
+
+    def close_streams(self) -> None:
+        for queue in self.subscribers:
+            queue.put_nowait(None)
+        self.subscribers.clear()
+
+
+class _Sink(EventQueue):
+    """The executor's event queue: applies each event to the task and tells subscribers."""
+
+    def __init__(self, live: _Live) -> None:
+        self._live = live
+
+    async def enqueue_event(self, event: Event) -> None:
+        if isinstance(event, Message):
+            raise InternalError(message="A task's executor sent a bare message")
+        task = await self._live.manager.save_task_event(event)
+        for queue in self._live.subscribers:
+            queue.put_nowait(event)
+        if task is not None and task.status.state in SETTLED:
+            self._live.close_streams()
+
+
+class DirectTasks:
+    """The tasks this server started without the SDK's handler, and how to reach them."""
+
+    def __init__(
+        self, executor: RavenExecutor, store: TaskStore, builder: SimpleRequestContextBuilder
+    ) -> None:
+        self._executor = executor
+        self._store = store
+        self._builder = builder
+        self._live: dict[str, _Live] = {}
+
+    def takes(self, request: SendMessageRequest) -> bool:
+        """True for a blocking send that starts a task or continues one started here."""
+        config = request.configuration
+        if config.return_immediately or config.HasField("task_push_notification_config"):
+            return False
+        return not request.message.task_id or request.message.task_id in self._live
+
+    def has(self, task_id: str) -> bool:
+        return task_id in self._live
+
+    async def send(self, request: SendMessageRequest, context: ServerCallContext) -> Task:
+        """Run the message's turn until the task ends or waits for input; the task then."""
+        live = await self._start(request, context)
+        assert live.runner is not None
+        await asyncio.wait([live.runner])  # a caller who goes away does not stop the task
+        task = await self._current(live)
+        return apply_history_length(task, request.configuration)
+
+    async def send_streaming(
+        self, request: SendMessageRequest, context: ServerCallContext
+    ) -> AsyncIterator[Event]:
+        """A follow-up to a task started here, streamed: the task, then its events."""
+        live = await self._start(request, context)
+        return self._follow(live, await self._current(live))
+
+    async def subscribe(self, task_id: str, context: ServerCallContext) -> AsyncIterator[Event]:
+        """The task as it is, then its events until it ends or waits for input."""
+        live = self._live[task_id]
+        task = await self._store.get(task_id, context)
+        if task is None:
+            raise TaskNotFoundError()
+        return self._follow(live, task)
+
+    async def cancel(self, task_id: str, context: ServerCallContext) -> Task:
+        """The executor's cancel first, then the runner; CANCELED is forced if still needed."""
+        live = self._live[task_id]
+        task = await self._store.get(task_id, context)
+        if task is None:
+            raise TaskNotFoundError()
+        live.cancelling = True
+        sink = _Sink(live)
+        request = RequestContext(
+            call_context=context, task_id=task_id, context_id=live.context_id, task=task
+        )
+        await self._executor.cancel(request, sink)
+        if live.runner is not None and not live.runner.done():
+            _, pending = await asyncio.wait([live.runner], timeout=CANCEL_WAIT_S)
+            for runner in pending:
+                runner.cancel()
+        current = await self._current(live)
+        if current.status.state not in TERMINAL:
+            current.status.state = TaskState.TASK_STATE_CANCELED
+            await sink.enqueue_event(
+                TaskStatusUpdateEvent(
+                    task_id=task_id, context_id=live.context_id, status=current.status
+                )
+            )
+        self._end(live)
+        return await self._current(live)
+
+    async def _start(self, request: SendMessageRequest, context: ServerCallContext) -> _Live:
+        validate_proto_required_fields(request)
+        validate_history_length(request.configuration)
+        message = request.message
+        live = self._live.get(message.task_id) if message.task_id else None
+        if live is None:
+            built = await self._builder.build(context, params=request)
+            assert built.task_id and built.context_id
+            manager = TaskManager(self._store, context, built.task_id, built.context_id, message)
+            live = self._live[built.task_id] = _Live(built.task_id, built.context_id, manager)
+        else:
+            if live.runner is not None and not live.runner.done():
+                raise UnsupportedOperationError(
+                    message=f"Task {live.task_id} is waiting for its turn; "
+                    "send follow-ups once it is working"
+                )
+            task = await self._current(live)
+            live.manager.update_with_message(message, task)
+            await self._store.save(task, context)
+            built = await self._builder.build(
+                context,
+                params=request,
+                task_id=live.task_id,
+                context_id=live.context_id,
+                task=task,
+            )
+        live.runner = asyncio.create_task(self._run(live, built), name=f"a2a:{live.task_id}")
+        return live
+
+    async def _run(self, live: _Live, request: RequestContext) -> None:
+        try:
+            await self._executor.execute(request, _Sink(live))
+        except Exception:
+            log.exception("A2A task %s: the executor failed", live.task_id)
+            task = await self._current(live)
+            if task.status.state not in TERMINAL:
+                task.status.state = TaskState.TASK_STATE_FAILED
+                await _Sink(live).enqueue_event(
+                    TaskStatusUpdateEvent(
+                        task_id=live.task_id, context_id=live.context_id, status=task.status
+                    )
+                )
+        finally:
+            if not live.cancelling:  # else the cancel's own status update ends the streams
+                live.close_streams()
+            with contextlib.suppress(Exception):
+                if (await self._current(live)).status.state in TERMINAL:
+                    self._end(live)
+
+    def _follow(self, live: _Live, first: Task) -> AsyncIterator[Event]:
+        queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        running = live.runner is not None and not live.runner.done()
+        if running:
+            live.subscribers.add(queue)
+
+        async def events() -> AsyncIterator[Event]:
+            try:
+                yield first
+                while running and (event := await queue.get()) is not None:
+                    yield event
+            finally:
+                live.subscribers.discard(queue)
+
+        return events()
+
+    async def _current(self, live: _Live) -> Task:
+        task = await live.manager.get_task()
+        if task is None:
+            raise TaskNotFoundError(message=f"Task {live.task_id} not found")
+        return task
+
+    def _end(self, live: _Live) -> None:
+        self._live.pop(live.task_id, None)

@@ -29,6 +29,10 @@ MAX_SHOWN_MATCHES = 10
 MATCH_START, MATCH_END = "\x02", "\x03"
 """Around the words found, in search snippets."""
 SESSION_ID_PREFIX = "ses_"
+CHECKPOINT_EVERY = 64
+"""Commits between WAL checkpoints, which run on the store's thread, never on an event loop."""
+_LOOP_WRITES = frozenset({"create", "append", "claim_turn", "release_turn", "update"})
+"""Small writes `call` runs on the caller's own thread when the store is free at once."""
 
 
 class SessionNotFound(RavenError):
@@ -130,15 +134,28 @@ class SessionStore:
             self._db.execute("PRAGMA journal_mode = WAL")
             self._db.execute("PRAGMA foreign_keys = ON")
             self._db.execute("PRAGMA synchronous = NORMAL")
+            self._db.execute("PRAGMA wal_autocheckpoint = 0")  # see `_grouping`
             with self._lock:
                 migrate(self._db)
         except (sqlite3.Error, OSError) as exc:
             raise StoreUnavailable(f"cannot open the session store {path}: {exc}") from exc
+        self._commits = 0
         self._worker = StoreWorker(group=self.group)
 
     async def call(self, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run `method(*args, **kwargs)` (a method of this store) off the event loop."""
-        return await self._worker.call(functools.partial(method, *args, **kwargs))
+        """Run `method(*args, **kwargs)` (a method of this store) without blocking the loop.
+
+        A small write runs right here when nothing waits for the store's thread and the
+        database can be written at once (no thread hop; committed before this returns,
+        in the order calls were made). Anything else goes to the store's thread, which
+        waits for other processes' writes and commits in groups.
+        """
+        call = functools.partial(method, *args, **kwargs)
+        if method.__name__ in _LOOP_WRITES and self._worker.idle:
+            with self._try_group() as free:
+                if free:
+                    return call()
+        return await self._worker.call(call)
 
     def close(self) -> None:
         self._worker.stop()
@@ -150,16 +167,54 @@ class SessionStore:
         """One transaction for several writes (group commit); each stays all-or-nothing."""
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
-            self._grouped = True
-            try:
+            with self._grouping():
                 yield
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            else:
-                self._db.execute("COMMIT")
+            if self._commits >= CHECKPOINT_EVERY:
+                self._commits = 0
+                self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+    @contextmanager
+    def _try_group(self) -> Iterator[bool]:
+        """`group`, yielding True, when the connection is free and no other process is
+        writing right now; else yields False, having done nothing (never waits)."""
+        if not self._lock.acquire(blocking=False):
+            yield False
+            return
+        try:
+            self._db.execute("PRAGMA busy_timeout = 0")
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError:  # another process holds the write lock
+                yield False
+                return
             finally:
-                self._grouped = False
+                self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            with self._grouping():
+                yield True
+            if self._commits >= CHECKPOINT_EVERY:
+                self._worker.wake()  # its batch checkpoints, off this thread
+        finally:
+            self._lock.release()
+
+    @contextmanager
+    def _grouping(self) -> Iterator[None]:
+        """Inside BEGIN: writes join as savepoints; COMMIT at the end, ROLLBACK on error.
+
+        Checkpoints are Raven's own (`wal_autocheckpoint` is off for this connection): a
+        commit that triggered one would copy the log into the database on the committing
+        thread, an event loop's included.
+        """
+        self._grouped = True
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        else:
+            self._db.execute("COMMIT")
+            self._commits += 1
+        finally:
+            self._grouped = False
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 MAX_BATCH = 64
 
-_Job = tuple[Callable[[], Any], asyncio.Future[Any], asyncio.AbstractEventLoop]
+_Job = tuple[Callable[[], Any], asyncio.Future[Any] | None, asyncio.AbstractEventLoop | None]
 
 
 class StoreWorker:
@@ -32,14 +32,29 @@ class StoreWorker:
         self._name = name
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._pending = 0
+
+    @property
+    def idle(self) -> bool:
+        """No call is queued or running: one made now would be next in line."""
+        return self._pending == 0
 
     async def call(self, fn: Callable[[], T]) -> T:
         """`fn()` on the worker thread; its result or exception, awaited here."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self._ensure_thread()
-        self._queue.put((fn, future, loop))
-        return await future
+        self._pending += 1
+        try:
+            self._queue.put((fn, future, loop))
+            return await future
+        finally:
+            self._pending -= 1
+
+    def wake(self) -> None:
+        """Run an empty batch soon (whatever `group` does around every batch), unawaited."""
+        self._ensure_thread()
+        self._queue.put((_nothing, None, None))
 
     def stop(self) -> None:
         """Finish queued calls and end the thread."""
@@ -72,20 +87,27 @@ class StoreWorker:
             try:
                 with self._group():
                     for fn, future, loop in batch:
+                        ok, value = True, None
                         try:
-                            outcome = (future, True, fn())
+                            value = fn()
                         except Exception as exc:  # handed to the awaiting task, never lost
-                            outcome = (future, False, exc)
-                        outcomes.setdefault(loop, []).append(outcome)
+                            ok, value = False, exc
+                        if future is not None and loop is not None:
+                            outcomes.setdefault(loop, []).append((future, ok, value))
             except Exception as exc:  # the batch did not commit: nothing in it happened
                 outcomes = {}
                 for _, future, loop in batch:
-                    outcomes.setdefault(loop, []).append((future, False, exc))
+                    if future is not None and loop is not None:
+                        outcomes.setdefault(loop, []).append((future, False, exc))
             for loop, results in outcomes.items():
                 try:
                     loop.call_soon_threadsafe(_settle, results)
                 except RuntimeError:
                     pass  # that event loop is closed; nobody awaits these any more
+
+
+def _nothing() -> None:
+    return None
 
 
 def _settle(results: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:

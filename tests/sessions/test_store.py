@@ -243,3 +243,70 @@ def test_search_finds_words_in_tool_results_and_in_sessions_older_than_the_index
     store.delete(new.id)
     assert store.search("petunias") == []
     store.close()
+
+
+async def test_small_writes_commit_on_the_loop_without_a_thread_hop(store: SessionStore) -> None:
+    import threading
+
+    rec = store.create("/w", face="cli")
+    threads: list[int] = []
+    real = store.append
+
+    def append(*args, **kwargs):  # type: ignore[no-untyped-def]
+        threads.append(threading.get_ident())
+        return real(*args, **kwargs)
+
+    append.__name__ = "append"
+    await store.call(append, rec.id, user_text("hello"))
+    assert threads == [threading.get_ident()]
+    other = SessionStore(Path(store._db.execute("PRAGMA database_list").fetchone()[2]))
+    try:
+        assert [m.text for m in other.messages(rec.id)] == ["hello"]  # type: ignore[union-attr]
+    finally:
+        other.close()
+
+
+async def test_another_process_writing_never_blocks_the_loop(tmp_path: Path) -> None:
+    import asyncio
+    import sqlite3
+
+    store = SessionStore(tmp_path / "raven.db")
+    rec = store.create("/w", face="cli")
+    holder = sqlite3.connect(tmp_path / "raven.db", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process's write transaction
+    write = asyncio.create_task(store.call(store.append, rec.id, user_text("waited")))
+    ticks = 0
+    while ticks < 20:  # the loop keeps turning while the write waits for the lock
+        await asyncio.sleep(0.005)
+        ticks += 1
+    assert not write.done()
+    holder.execute("COMMIT")
+    async with asyncio.timeout(10):
+        await write
+    assert [m.text for m in store.messages(rec.id)] == ["waited"]  # type: ignore[union-attr]
+    holder.close()
+    store.close()
+
+
+async def test_the_write_ahead_log_is_checkpointed_off_the_loop(tmp_path: Path) -> None:
+    import asyncio
+
+    from raven.sessions.store import CHECKPOINT_EVERY
+
+    store = SessionStore(tmp_path / "raven.db")
+    rec = store.create("/w", face="cli")
+    wal = tmp_path / "raven.db-wal"
+    for i in range(CHECKPOINT_EVERY):
+        await store.call(store.append, rec.id, user_text(f"message {i} " + "x" * 2000))
+    async with asyncio.timeout(10):  # the store's thread checkpoints; the next writer rewinds
+        while store._commits >= CHECKPOINT_EVERY or not store._worker.idle:
+            await asyncio.sleep(0.01)
+    size = wal.stat().st_size
+    for i in range(4 * CHECKPOINT_EVERY):
+        await store.call(store.append, rec.id, user_text(f"more {i} " + "x" * 2000))
+    async with asyncio.timeout(10):
+        while store._commits >= CHECKPOINT_EVERY or not store._worker.idle:
+            await asyncio.sleep(0.01)
+    assert wal.stat().st_size <= 2 * size  # reused from its start, not grown 5-fold
+    assert len(store.messages(rec.id)) == 5 * CHECKPOINT_EVERY
+    store.close()

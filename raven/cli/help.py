@@ -50,10 +50,14 @@ class Group(_PlainHelp, TyperGroup):
 
 
 class Typer(typer.Typer):
-    """`typer.Typer` whose groups and commands render help as above."""
+    """`typer.Typer` whose groups and commands render help as above, in plain text.
+
+    Plain, because typer's rich rendering imports most of rich (about 70 ms) before
+    it prints a line, and `--help` is what people type most.
+    """
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(cls=Group, **kwargs)
+        super().__init__(cls=Group, rich_markup_mode=None, **kwargs)
 
     def command(self, *args: Any, **kwargs: Any) -> Any:
         kwargs.setdefault("cls", Command)

@@ -125,3 +125,23 @@ def test_help_reads_as_users_expect(command: list[str], env: dict[str, str]) -> 
     for line in result.stdout.splitlines():
         if "--help" in line or "--json" in line or "--yes" in line:
             assert "<" not in line, line
+
+
+def test_help_is_plain_text_printed_without_loading_rich(env: dict[str, str]) -> None:
+    import subprocess
+
+    from tests.conftest import RAVEN
+
+    result = subprocess.run(
+        [*RAVEN[:1], "-X", "importtime", *RAVEN[1:], "--help"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert result.returncode == 0
+    assert result.stdout.startswith("Usage: raven [OPTIONS] COMMAND")
+    assert "╭" not in result.stdout
+    imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines()}
+    assert "typer" in imported
+    assert sorted(m for m in imported if m.split(".")[0] == "rich") == []

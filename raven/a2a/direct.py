@@ -19,22 +19,22 @@ import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
+from a2a.helpers import new_text_part
 from a2a.server.agent_execution import RequestContext, SimpleRequestContextBuilder
 from a2a.server.context import ServerCallContext
 from a2a.server.events import Event, EventQueue
-from a2a.server.tasks import TaskManager, TaskStore
+from a2a.server.tasks import TaskManager, TaskStore, TaskUpdater
 from a2a.types import (
     Message,
     SendMessageRequest,
     Task,
     TaskState,
-    TaskStatusUpdateEvent,
 )
 from a2a.utils.errors import InternalError, TaskNotFoundError, UnsupportedOperationError
 from a2a.utils.proto_utils import validate_proto_required_fields
 from a2a.utils.task import apply_history_length, validate_history_length
 
-from raven.a2a.executor import RavenExecutor
+from raven.a2a.executor import FAILED_MESSAGE, RavenExecutor
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,7 @@ TERMINAL = frozenset(
 )
 SETTLED = TERMINAL | {TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED}
 """States a subscriber's stream ends in: nothing more happens until a follow-up."""
+STOPPED_MESSAGE = "Raven stopped before this task finished; send it again."
 CANCEL_WAIT_S = 5.0
 """How long a cancelled task's executor gets to stop before it is cancelled outright."""
 
@@ -107,6 +108,14 @@ class DirectTasks:
     def has(self, task_id: str) -> bool:
         return task_id in self._live
 
+    async def aclose(self) -> None:
+        """Wait for the runners (the executor's `aclose` has stopped their turns)."""
+        runners = [live.runner for live in self._live.values() if live.runner is not None]
+        if runners:
+            _, pending = await asyncio.wait(runners, timeout=CANCEL_WAIT_S)
+            for runner in pending:
+                runner.cancel()
+
     async def send(self, request: SendMessageRequest, context: ServerCallContext) -> Task:
         """Run the message's turn until the task ends or waits for input; the task then."""
         live = await self._start(request, context)
@@ -146,14 +155,8 @@ class DirectTasks:
             _, pending = await asyncio.wait([live.runner], timeout=CANCEL_WAIT_S)
             for runner in pending:
                 runner.cancel()
-        current = await self._current(live)
-        if current.status.state not in TERMINAL:
-            current.status.state = TaskState.TASK_STATE_CANCELED
-            await sink.enqueue_event(
-                TaskStatusUpdateEvent(
-                    task_id=task_id, context_id=live.context_id, status=current.status
-                )
-            )
+        if (await self._current(live)).status.state not in TERMINAL:
+            await TaskUpdater(sink, task_id, live.context_id).cancel()
         self._end(live)
         return await self._current(live)
 
@@ -189,22 +192,23 @@ class DirectTasks:
     async def _run(self, live: _Live, request: RequestContext) -> None:
         try:
             await self._executor.execute(request, _Sink(live))
+            settled = (await self._current(live)).status.state in SETTLED
+            if not settled and not live.cancelling:  # its turn was stopped: the server stops
+                await self._fail(live, STOPPED_MESSAGE)
         except Exception:
             log.exception("A2A task %s: the executor failed", live.task_id)
-            task = await self._current(live)
-            if task.status.state not in TERMINAL:
-                task.status.state = TaskState.TASK_STATE_FAILED
-                await _Sink(live).enqueue_event(
-                    TaskStatusUpdateEvent(
-                        task_id=live.task_id, context_id=live.context_id, status=task.status
-                    )
-                )
+            if (await self._current(live)).status.state not in TERMINAL:
+                await self._fail(live, FAILED_MESSAGE)
         finally:
             if not live.cancelling:  # else the cancel's own status update ends the streams
                 live.close_streams()
             with contextlib.suppress(Exception):
                 if (await self._current(live)).status.state in TERMINAL:
                     self._end(live)
+
+    async def _fail(self, live: _Live, text: str) -> None:
+        updater = TaskUpdater(_Sink(live), live.task_id, live.context_id)
+        await updater.failed(updater.new_agent_message([new_text_part(text)]))
 
     def _follow(self, live: _Live, first: Task) -> AsyncIterator[Event]:
         queue: asyncio.Queue[Event | None] = asyncio.Queue()

@@ -57,6 +57,7 @@ class A2AMount:
 
     async def aclose(self) -> None:
         await self.executor.aclose()
+        await self.direct.aclose()
         await self.handler.aclose()
         engine = getattr(self.task_store, "engine", None)
         if engine is not None:

@@ -720,3 +720,21 @@ async def test_a_blocking_task_waiting_for_input_takes_a_streamed_answer(serve: 
     assert final["status"]["message"]["parts"][0]["text"] == "Took the second."
     texts = [p.get("text", "") for m in final["history"] for p in m["parts"]]
     assert texts.count("the second") == 1 and "Which one?" in texts
+
+
+async def test_stopping_the_server_mid_blocking_task_is_clean(serve: Any, home: Path) -> None:
+    server = serve([{"text": "never sent", "delayMs": 60_000}])
+    blocking = asyncio.create_task(asyncio.to_thread(server.post, message_body("go")))
+    async with asyncio.timeout(15):
+        while not server.call("ListTasks", {})["result"]["tasks"]:
+            await asyncio.sleep(0.02)
+    assert server.stop() == 0  # within the fixture's 15 s, not after the model's minute
+    answer = (await blocking).json()["result"]["task"]
+    assert answer["status"]["state"] == "TASK_STATE_FAILED"  # not left working for ever
+    assert "stopped before this task finished" in answer["status"]["message"]["parts"][0]["text"]
+    log = (home / "logs" / "a2a.log").read_text()
+    assert "Traceback" not in log and "was destroyed" not in log
+
+
+def message_body(text: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": message(text)}

@@ -16,12 +16,13 @@ from typing import Any
 from a2a.server.agent_execution import SimpleRequestContextBuilder
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.tasks import InMemoryTaskStore, TaskStore
+from a2a.server.tasks import TaskStore
 from a2a.types import AgentCard, Message, Part, Role, SendMessageRequest
 
 from raven.a2a.card import agent_card, extended_card
 from raven.a2a.direct import DirectTasks
 from raven.a2a.executor import NO_ANSWER, LocalAsker, Observer, RavenExecutor
+from raven.a2a.memory_store import BoundedMemoryTaskStore
 from raven.a2a.parts import input_modes
 from raven.config import A2AServerConfig, ConfigError, is_subagent
 from raven.engine import Runtime
@@ -82,7 +83,7 @@ def build_mount(
     if settings.cwd:
         workdir = runtime.paths.config_dir / settings.cwd
     roster = runtime.config.roster()
-    store = task_store(settings.task_store, runtime)
+    store = task_store(settings, runtime)
     executor = RavenExecutor(runtime, settings, workdir, local, observe)
     public = agent_card("http://localhost" + settings.path, roster, input_modes(settings))
 
@@ -124,10 +125,11 @@ def build_mount(
     return A2AMount(settings, handler, executor, store, roster, direct)
 
 
-def task_store(kind: str, runtime: Runtime) -> TaskStore:
+def task_store(settings: A2AServerConfig, runtime: Runtime) -> TaskStore:
     """`memory`, `sqlite` (a file in the data directory) or an SQLAlchemy async URL."""
+    kind = settings.task_store
     if kind == "memory":
-        return InMemoryTaskStore()
+        return BoundedMemoryTaskStore(settings.keep_finished_tasks)
     try:
         from a2a.server.tasks import DatabaseTaskStore
         from sqlalchemy.ext.asyncio import create_async_engine

@@ -150,6 +150,8 @@ class A2AServerConfig(_Model):
     port: int = Field(default=8710, ge=0, le=65535)
     task_store: str = "memory"
     """`memory`, `sqlite` (in the data directory), or an SQLAlchemy async URL."""
+    keep_finished_tasks: int = Field(default=10_000, ge=1)
+    """Finished tasks the `memory` store keeps (the oldest are forgotten first)."""
     max_concurrent_tasks: int = Field(default=4, ge=1)
     max_queued_tasks: int = Field(default=32, ge=0)
     max_queued_per_context: int = Field(default=8, ge=0)

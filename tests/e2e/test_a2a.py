@@ -738,3 +738,11 @@ async def test_stopping_the_server_mid_blocking_task_is_clean(serve: Any, home: 
 
 def message_body(text: str) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": message(text)}
+
+
+async def test_the_memory_store_forgets_the_oldest_finished_tasks(serve: Any) -> None:
+    server = serve(keep_finished_tasks=2)
+    ids = [server.call("SendMessage", message(f"t{n}"))["result"]["task"]["id"] for n in range(3)]
+    assert server.call("GetTask", {"id": ids[0]})["error"]["code"] == -32001
+    listed = {t["id"] for t in server.call("ListTasks", {})["result"]["tasks"]}
+    assert listed == set(ids[1:])

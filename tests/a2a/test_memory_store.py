@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+from a2a.server.context import ServerCallContext
+from a2a.types import ListTasksRequest, Task, TaskState, TaskStatus
+
+from raven.a2a.memory_store import BoundedMemoryTaskStore
+
+
+def task(task_id: str, state: TaskState.ValueType) -> Task:
+    return Task(id=task_id, context_id="c", status=TaskStatus(state=state))
+
+
+async def test_the_oldest_finished_tasks_are_forgotten_running_ones_kept() -> None:
+    store = BoundedMemoryTaskStore(keep=3)
+    context = ServerCallContext()
+    await store.save(task("running", TaskState.TASK_STATE_WORKING), context)
+    await store.save(task("waiting", TaskState.TASK_STATE_INPUT_REQUIRED), context)
+    for n in range(5):
+        await store.save(task(f"t{n}", TaskState.TASK_STATE_WORKING), context)
+        await store.save(task(f"t{n}", TaskState.TASK_STATE_COMPLETED), context)
+    kept = {t.id for t in (await store.list(ListTasksRequest(), context)).tasks}
+    assert kept == {"running", "waiting", "t2", "t3", "t4"}
+    assert await store.get("t0", context) is None
+    await store.save(task("running", TaskState.TASK_STATE_FAILED), context)
+    assert await store.get("t2", context) is None
+    assert (await store.get("running", context)) is not None
+    await store.delete("t4", context)
+    await store.save(task("t5", TaskState.TASK_STATE_CANCELED), context)
+    assert await store.get("t3", context) is not None  # t4's place was free

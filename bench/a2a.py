@@ -6,13 +6,14 @@ a bare aiohttp handler showing what the load client itself can drive. One
 aiohttp session drives every run.
 
     uv run python bench/a2a.py [--seconds 5]
-    uv run python bench/a2a.py --memory 10000   # raven's RSS after 1,000 and after N tasks
+    uv run python bench/a2a.py --memory 20000   # raven's RSS after 1,000, 10,000 and N tasks
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import socket
@@ -127,20 +128,25 @@ def rss_mib(pid: int) -> tuple[float, float]:
 
 
 async def memory(home: str, env: dict[str, str], tasks: int) -> None:
-    """Raven's RSS after a warm-up of 1,000 tasks and after `tasks`: growth per task."""
+    """Raven's RSS after a warm-up of 1,000 tasks, after 10,000 (the memory task store's
+    default `keepFinishedTasks`: from there it forgets the oldest) and after `tasks`."""
     argv, port = servers(home)["raven a2a serve"]
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_listening(port)
         url = f"http://127.0.0.1:{port}/a2a"
-        await load(url, 8, float("inf"), total=1000)
-        first, _ = rss_mib(proc.pid)
-        rate, _, _, errors = await load(url, 8, float("inf"), total=tasks - 1000)
-        last, peak = rss_mib(proc.pid)
+        done, marks, errors, began = 0, [], 0, time.perf_counter()
+        for mark in sorted({1000, min(10_000, tasks), tasks}):
+            _, _, _, failed = await load(url, 8, float("inf"), total=mark - done)
+            errors, done = errors + failed, mark
+            marks.append((mark, rss_mib(proc.pid)))
+        rate = done / (time.perf_counter() - began)
         store = sum(f.stat().st_size for f in Path(home, "data").glob("raven.db*")) / 2**20
         print(f"tasks {tasks} at {rate:.0f} req/s, {errors} errors")
-        print(f"RSS after 1,000: {first:.1f} MiB; after {tasks}: {last:.1f} MiB; peak {peak:.1f}")
-        print(f"growth per task after warm-up: {(last - first) * 1024 / (tasks - 1000):.2f} KiB")
+        for mark, (rss, peak) in marks:
+            print(f"RSS after {mark:>6,} tasks: {rss:.1f} MiB (peak {peak:.1f})")
+        for (a, (ra, _)), (b, (rb, _)) in itertools.pairwise(marks):
+            print(f"growth per task from {a:,} to {b:,}: {(rb - ra) * 1024 / (b - a):.2f} KiB")
         print(f"session store on disk: {store:.1f} MiB")
     finally:
         proc.terminate()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from a2a.auth.user import User
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import InMemoryTaskStore, TaskStore
 from a2a.types import ListTasksRequest, ListTasksResponse, Task, TaskState
@@ -27,18 +28,19 @@ class BoundedMemoryTaskStore(TaskStore):
     def __init__(self, keep: int) -> None:
         self._tasks = InMemoryTaskStore()
         self._keep = keep
-        self._finished: OrderedDict[str, ServerCallContext] = OrderedDict()
-        """Finished tasks, oldest first, with the context that saved them (their owner)."""
+        self._finished: OrderedDict[str, User] = OrderedDict()
+        """Finished tasks, oldest first, with their owner (not the whole call context, which
+        holds the request's headers)."""
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
         await self._tasks.save(task, context)
         if task.status.state not in FINISHED:
             return
-        self._finished[task.id] = context
+        self._finished[task.id] = context.user
         self._finished.move_to_end(task.id)
         while len(self._finished) > self._keep:
             task_id, owner = self._finished.popitem(last=False)
-            await self._tasks.delete(task_id, owner)
+            await self._tasks.delete(task_id, ServerCallContext(user=owner))
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
         return await self._tasks.get(task_id, context)

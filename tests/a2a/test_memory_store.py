@@ -27,3 +27,15 @@ async def test_the_oldest_finished_tasks_are_forgotten_running_ones_kept() -> No
     await store.delete("t4", context)
     await store.save(task("t5", TaskState.TASK_STATE_CANCELED), context)
     assert await store.get("t3", context) is not None  # t4's place was free
+
+
+async def test_each_forgotten_task_leaves_its_own_owners_tasks() -> None:
+    from raven.a2a.auth import Caller
+
+    store = BoundedMemoryTaskStore(keep=1)
+    alice, bob = ServerCallContext(user=Caller("alice")), ServerCallContext(user=Caller("bob"))
+    await store.save(task("a1", TaskState.TASK_STATE_COMPLETED), alice)
+    await store.save(task("b1", TaskState.TASK_STATE_COMPLETED), bob)
+    assert await store.get("a1", alice) is None
+    assert await store.get("b1", bob) is not None
+    assert await store.get("b1", alice) is None  # still scoped to its owner

@@ -2,9 +2,9 @@
 
 Owns the agent card, the executor (one inbound task = one Raven turn), bearer
 authentication and the aiohttp binding. Protocol handling goes through
-`a2a-sdk`'s types and request handler, except blocking sends that start a task,
-which `raven.a2a.direct` serves itself (the SDK's handler costs more than the
-turn). `add_a2a_routes` mounts it on any aiohttp application (standalone or the
+`a2a-sdk`'s types and request handler, except the tasks Raven starts, which
+`raven.a2a.direct` serves itself (the SDK's handler costs more than the turn).
+`add_a2a_routes` mounts it on any aiohttp application (standalone or the
 gateway). Imports `a2a` and `aiohttp`.
 """
 

@@ -1,14 +1,14 @@
-"""Blocking SendMessage for a new task, served without the SDK's request handler.
+"""Sends that start a task, served without the SDK's request handler.
 
 The SDK's handler runs every task as an `ActiveTask`: a producer, a consumer and two
 queue dispatchers, about 1.2 ms of bookkeeping a task, more than Raven's own turn.
-For the common call (a new task, blocking, no push config) Raven drives its
-executor itself: each event is applied to the task with the SDK's `TaskManager`
-(saved to the task store as it comes, as the SDK does) and handed to the task's
-subscribers. A task started here stays here until it ends: its follow-ups,
-SubscribeToTask and CancelTask are served here too, with the SDK handler's
-semantics. Never takes a task it did not start: stored tasks of an earlier run,
-streamed sends and `returnImmediately` go to the SDK's handler.
+Raven drives its executor itself instead: each event is applied to the task with the
+SDK's `TaskManager` (saved to the task store as it comes, as the SDK does) and handed
+to the task's subscribers. A task started here stays here until it ends: its
+follow-ups, SubscribeToTask and CancelTask are served here too, with the SDK handler's
+semantics (blocking or `returnImmediately`, streamed or not). Never takes a task it did
+not start (stored tasks of an earlier run go to the SDK's handler), nor a send asking
+for push notifications.
 """
 
 from __future__ import annotations
@@ -64,6 +64,8 @@ class _Live:
     """The executor's `execute` for the latest message; done while the task waits for input."""
     subscribers: set[asyncio.Queue[Event | None]] = field(default_factory=set)
     cancelling: bool = False
+    stored: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set once the task is in the task store."""
 
     def close_streams(self) -> None:
         for queue in self.subscribers:
@@ -81,6 +83,9 @@ class _Sink(EventQueue):
         if isinstance(event, Message):
             raise InternalError(message="A task's executor sent a bare message")
         task = await self._live.manager.save_task_event(event)
+        self._live.stored.set()
+        if isinstance(event, Task):  # the store keeps this very object and updates it
+            event = _copy(event)
         for queue in self._live.subscribers:
             queue.put_nowait(event)
         if task is not None and task.status.state in SETTLED:
@@ -99,9 +104,9 @@ class DirectTasks:
         self._live: dict[str, _Live] = {}
 
     def takes(self, request: SendMessageRequest) -> bool:
-        """True for a blocking send that starts a task or continues one started here."""
-        config = request.configuration
-        if config.return_immediately or config.HasField("task_push_notification_config"):
+        """True for a send that starts a task or continues one started here, unless it
+        asks for push notifications (the SDK's handler sends those)."""
+        if request.configuration.HasField("task_push_notification_config"):
             return False
         return not request.message.task_id or request.message.task_id in self._live
 
@@ -117,19 +122,29 @@ class DirectTasks:
                 runner.cancel()
 
     async def send(self, request: SendMessageRequest, context: ServerCallContext) -> Task:
-        """Run the message's turn until the task ends or waits for input; the task then."""
-        live = await self._start(request, context)
+        """Run the message's turn; the task once it ends or waits for input, or at once
+        (as soon as it is stored) with `returnImmediately`."""
+        live, _ = await self._start(request, context, watch=False)
         assert live.runner is not None
-        await asyncio.wait([live.runner])  # a caller who goes away does not stop the task
-        task = await self._current(live)
-        return apply_history_length(task, request.configuration)
+        # asyncio.wait: a caller who goes away does not stop the task.
+        if request.configuration.return_immediately:
+            stored = asyncio.ensure_future(live.stored.wait())
+            await asyncio.wait([stored, live.runner], return_when=asyncio.FIRST_COMPLETED)
+            stored.cancel()
+        else:
+            await asyncio.wait([live.runner])
+        return apply_history_length(_copy(await self._current(live)), request.configuration)
 
     async def send_streaming(
         self, request: SendMessageRequest, context: ServerCallContext
     ) -> AsyncIterator[Event]:
-        """A follow-up to a task started here, streamed: the task, then its events."""
-        live = await self._start(request, context)
-        return self._follow(live, await self._current(live))
+        """The task's events until it ends or waits for input; a follow-up's stream starts
+        with the task as it is, a new task's with the task as first stored."""
+        follow_up = bool(request.message.task_id)
+        live, queue = await self._start(request, context, watch=True)
+        assert queue is not None
+        first = _copy(await self._current(live)) if follow_up else None
+        return _events(live, queue, first)
 
     async def subscribe(self, task_id: str, context: ServerCallContext) -> AsyncIterator[Event]:
         """The task as it is, then its events until it ends or waits for input."""
@@ -137,7 +152,12 @@ class DirectTasks:
         task = await self._store.get(task_id, context)
         if task is None:
             raise TaskNotFoundError()
-        return self._follow(live, task)
+        queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        if live.runner is not None and not live.runner.done():
+            live.subscribers.add(queue)
+        else:
+            queue.put_nowait(None)  # nothing more happens until a follow-up
+        return _events(live, queue, _copy(task))
 
     async def cancel(self, task_id: str, context: ServerCallContext) -> Task:
         """The executor's cancel first, then the runner; CANCELED is forced if still needed."""
@@ -160,7 +180,11 @@ class DirectTasks:
         self._end(live)
         return await self._current(live)
 
-    async def _start(self, request: SendMessageRequest, context: ServerCallContext) -> _Live:
+    async def _start(
+        self, request: SendMessageRequest, context: ServerCallContext, watch: bool
+    ) -> tuple[_Live, asyncio.Queue[Event | None] | None]:
+        """The task's runner started for `request`; with `watch`, a queue that gets every
+        event from the first (subscribed before the runner runs)."""
         validate_proto_required_fields(request)
         validate_history_length(request.configuration)
         message = request.message
@@ -186,8 +210,12 @@ class DirectTasks:
                 context_id=live.context_id,
                 task=task,
             )
+        queue: asyncio.Queue[Event | None] | None = None
+        if watch:
+            queue = asyncio.Queue()
+            live.subscribers.add(queue)
         live.runner = asyncio.create_task(self._run(live, built), name=f"a2a:{live.task_id}")
-        return live
+        return live, queue
 
     async def _run(self, live: _Live, request: RequestContext) -> None:
         try:
@@ -210,22 +238,6 @@ class DirectTasks:
         updater = TaskUpdater(_Sink(live), live.task_id, live.context_id)
         await updater.failed(updater.new_agent_message([new_text_part(text)]))
 
-    def _follow(self, live: _Live, first: Task) -> AsyncIterator[Event]:
-        queue: asyncio.Queue[Event | None] = asyncio.Queue()
-        running = live.runner is not None and not live.runner.done()
-        if running:
-            live.subscribers.add(queue)
-
-        async def events() -> AsyncIterator[Event]:
-            try:
-                yield first
-                while running and (event := await queue.get()) is not None:
-                    yield event
-            finally:
-                live.subscribers.discard(queue)
-
-        return events()
-
     async def _current(self, live: _Live) -> Task:
         task = await live.manager.get_task()
         if task is None:
@@ -234,3 +246,22 @@ class DirectTasks:
 
     def _end(self, live: _Live) -> None:
         self._live.pop(live.task_id, None)
+
+
+async def _events(
+    live: _Live, queue: asyncio.Queue[Event | None], first: Task | None
+) -> AsyncIterator[Event]:
+    try:
+        if first is not None:
+            yield first
+        while (event := await queue.get()) is not None:
+            yield event
+    finally:
+        live.subscribers.discard(queue)
+
+
+def _copy(task: Task) -> Task:
+    """A snapshot: the store's own object changes as the task goes on."""
+    snapshot = Task()
+    snapshot.CopyFrom(task)
+    return snapshot

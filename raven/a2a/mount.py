@@ -51,7 +51,7 @@ class A2AMount:
     task_store: TaskStore
     roster: list[dict[str, Any]]
     direct: DirectTasks
-    """Blocking sends of new tasks, served without the SDK's handler (see `raven.a2a.direct`)."""
+    """The tasks this server starts, served without the SDK's handler (`raven.a2a.direct`)."""
 
     def card(self, rpc_url: str) -> AgentCard:
         return agent_card(rpc_url, self.roster, input_modes(self.settings))

@@ -180,7 +180,7 @@ class _Binding:
         SDK's handler)."""
         direct, handler = self._mount.direct, self._mount.handler
         if method == "SendStreamingMessage":
-            if direct.has(typed.message.task_id):
+            if direct.takes(typed):
                 return await direct.send_streaming(typed, context)
             return handler.on_message_send_stream(typed, context)
         if direct.has(typed.id):

@@ -64,8 +64,8 @@ class _Live:
     """The executor's `execute` for the latest message; done while the task waits for input."""
     subscribers: set[asyncio.Queue[Event | None]] = field(default_factory=set)
     cancelling: bool = False
-    stored: asyncio.Event = field(default_factory=asyncio.Event)
-    """Set once the task is in the task store."""
+    progressed: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set by each event the runner sends; cleared when a message starts it."""
 
     def close_streams(self) -> None:
         for queue in self.subscribers:
@@ -83,7 +83,7 @@ class _Sink(EventQueue):
         if isinstance(event, Message):
             raise InternalError(message="A task's executor sent a bare message")
         task = await self._live.manager.save_task_event(event)
-        self._live.stored.set()
+        self._live.progressed.set()
         if isinstance(event, Task):  # the store keeps this very object and updates it
             event = _copy(event)
         for queue in self._live.subscribers:
@@ -122,15 +122,15 @@ class DirectTasks:
                 runner.cancel()
 
     async def send(self, request: SendMessageRequest, context: ServerCallContext) -> Task:
-        """Run the message's turn; the task once it ends or waits for input, or at once
-        (as soon as it is stored) with `returnImmediately`."""
+        """Run the message's turn; the task once it ends or waits for input, or with
+        `returnImmediately` at its first event (stored, or working on a follow-up)."""
         live, _ = await self._start(request, context, watch=False)
         assert live.runner is not None
         # asyncio.wait: a caller who goes away does not stop the task.
         if request.configuration.return_immediately:
-            stored = asyncio.ensure_future(live.stored.wait())
-            await asyncio.wait([stored, live.runner], return_when=asyncio.FIRST_COMPLETED)
-            stored.cancel()
+            progressed = asyncio.ensure_future(live.progressed.wait())
+            await asyncio.wait([progressed, live.runner], return_when=asyncio.FIRST_COMPLETED)
+            progressed.cancel()
         else:
             await asyncio.wait([live.runner])
         return apply_history_length(_copy(await self._current(live)), request.configuration)
@@ -210,6 +210,7 @@ class DirectTasks:
                 context_id=live.context_id,
                 task=task,
             )
+        live.progressed.clear()
         queue: asyncio.Queue[Event | None] | None = None
         if watch:
             queue = asyncio.Queue()

@@ -746,3 +746,20 @@ async def test_the_memory_store_forgets_the_oldest_finished_tasks(serve: Any) ->
     assert server.call("GetTask", {"id": ids[0]})["error"]["code"] == -32001
     listed = {t["id"] for t in server.call("ListTasks", {})["result"]["tasks"]}
     assert listed == set(ids[1:])
+
+
+async def test_an_answer_sent_with_return_immediately_resumes_the_task(serve: Any) -> None:
+    server = serve(
+        [
+            {"toolCalls": [{"name": "ask_user", "arguments": {"question": "Go on?"}}]},
+            {"text": "Went on.", "delayMs": 300},
+        ]
+    )
+    task = server.call("SendMessage", message("start"))["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    answer = message("yes", taskId=task["id"]) | IMMEDIATELY
+    answered = server.call("SendMessage", answer)["result"]["task"]
+    assert answered["status"]["state"] == "TASK_STATE_WORKING"
+    final = await reaches(server, task["id"], "TASK_STATE_COMPLETED")
+    assert final["status"]["message"]["parts"][0]["text"] == "Went on."
+    assert server.call("CancelTask", {"id": task["id"]})["error"]["code"] == -32002

@@ -138,7 +138,8 @@ class _Binding:
         try:
             method, params = _envelope(message)
             context = _call_context(request, caller, method, request_id)
-            context.state["rpc_url"] = rpc_url(request, self._mount.settings)
+            if method == "GetExtendedAgentCard":  # the one answer that names the URL
+                context.state["rpc_url"] = rpc_url(request, self._mount.settings)
             await _check_version(context)
             if method not in _REQUESTS:
                 raise MethodNotFoundError(message=f"Method not found: {method}")

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from a2a.helpers import new_text_part
 from a2a.server.agent_execution import RequestContext, SimpleRequestContextBuilder
+from a2a.server.agent_execution.active_task import INTERRUPTED_TASK_STATES, TERMINAL_TASK_STATES
 from a2a.server.context import ServerCallContext
 from a2a.server.events import Event, EventQueue
 from a2a.server.tasks import TaskManager, TaskStore, TaskUpdater
@@ -28,7 +29,6 @@ from a2a.types import (
     Message,
     SendMessageRequest,
     Task,
-    TaskState,
 )
 from a2a.utils.errors import InternalError, TaskNotFoundError, UnsupportedOperationError
 from a2a.utils.proto_utils import validate_proto_required_fields
@@ -38,15 +38,7 @@ from raven.a2a.executor import FAILED_MESSAGE, RavenExecutor
 
 log = logging.getLogger(__name__)
 
-TERMINAL = frozenset(
-    {
-        TaskState.TASK_STATE_COMPLETED,
-        TaskState.TASK_STATE_FAILED,
-        TaskState.TASK_STATE_CANCELED,
-        TaskState.TASK_STATE_REJECTED,
-    }
-)
-SETTLED = TERMINAL | {TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED}
+SETTLED = TERMINAL_TASK_STATES | INTERRUPTED_TASK_STATES
 """States a subscriber's stream ends in: nothing more happens until a follow-up."""
 STOPPED_MESSAGE = "Raven stopped before this task finished; send it again."
 CANCEL_WAIT_S = 5.0
@@ -175,7 +167,7 @@ class DirectTasks:
             _, pending = await asyncio.wait([live.runner], timeout=CANCEL_WAIT_S)
             for runner in pending:
                 runner.cancel()
-        if (await self._current(live)).status.state not in TERMINAL:
+        if (await self._current(live)).status.state not in TERMINAL_TASK_STATES:
             await TaskUpdater(sink, task_id, live.context_id).cancel()
         self._end(live)
         return await self._current(live)
@@ -226,13 +218,13 @@ class DirectTasks:
                 await self._fail(live, STOPPED_MESSAGE)
         except Exception:
             log.exception("A2A task %s: the executor failed", live.task_id)
-            if (await self._current(live)).status.state not in TERMINAL:
+            if (await self._current(live)).status.state not in TERMINAL_TASK_STATES:
                 await self._fail(live, FAILED_MESSAGE)
         finally:
             if not live.cancelling:  # else the cancel's own status update ends the streams
                 live.close_streams()
             with contextlib.suppress(Exception):
-                if (await self._current(live)).status.state in TERMINAL:
+                if (await self._current(live)).status.state in TERMINAL_TASK_STATES:
                     self._end(live)
 
     async def _fail(self, live: _Live, text: str) -> None:

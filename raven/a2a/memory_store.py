@@ -10,18 +10,10 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from a2a.auth.user import User
+from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import InMemoryTaskStore, TaskStore
-from a2a.types import ListTasksRequest, ListTasksResponse, Task, TaskState
-
-FINISHED = frozenset(
-    {
-        TaskState.TASK_STATE_COMPLETED,
-        TaskState.TASK_STATE_FAILED,
-        TaskState.TASK_STATE_CANCELED,
-        TaskState.TASK_STATE_REJECTED,
-    }
-)
+from a2a.types import ListTasksRequest, ListTasksResponse, Task
 
 
 class BoundedMemoryTaskStore(TaskStore):
@@ -34,7 +26,7 @@ class BoundedMemoryTaskStore(TaskStore):
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
         await self._tasks.save(task, context)
-        if task.status.state not in FINISHED:
+        if task.status.state not in TERMINAL_TASK_STATES:
             return
         self._finished[task.id] = context.user
         self._finished.move_to_end(task.id)

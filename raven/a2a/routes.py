@@ -21,6 +21,7 @@ from typing import Any
 from a2a import types as a2a_types
 from a2a.extensions.common import get_requested_extensions
 from a2a.server import jsonrpc_models
+from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import build_error_response
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
@@ -49,12 +50,6 @@ log = logging.getLogger(__name__)
 
 KEEPALIVE_S = 15.0
 _READ_CHUNK = 65536
-_TERMINAL = {
-    a2a_types.TaskState.TASK_STATE_COMPLETED,
-    a2a_types.TaskState.TASK_STATE_FAILED,
-    a2a_types.TaskState.TASK_STATE_CANCELED,
-    a2a_types.TaskState.TASK_STATE_REJECTED,
-}
 _REQUESTS: dict[str, type[Any]] = {
     "SendMessage": a2a_types.SendMessageRequest,
     "SendStreamingMessage": a2a_types.SendMessageRequest,
@@ -198,7 +193,7 @@ class _Binding:
         task = await self._mount.task_store.get(task_id, context)
         if task is None:
             raise TaskNotFoundError(message=f"Task {task_id} not found")
-        if task.status.state in _TERMINAL:
+        if task.status.state in TERMINAL_TASK_STATES:
             state = a2a_types.TaskState.Name(task.status.state)
             raise UnsupportedOperationError(message=f"Task {task_id} is in terminal state: {state}")
         if not request.message.context_id:

@@ -196,7 +196,7 @@ class SessionStore:
                 self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             with self._grouping():
                 yield True
-            if self._commits >= CHECKPOINT_EVERY:
+            if self._commits == CHECKPOINT_EVERY:  # once: until it runs, commits go past
                 self._worker.wake()  # its batch checkpoints, off this thread
         finally:
             self._lock.release()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
+import logging
 import os
 import re
 import sqlite3
@@ -19,10 +20,11 @@ from typing import Any, TypeVar
 
 from raven.errors import RavenError
 from raven.messages import MESSAGE_ADAPTER, Message
-from raven.sessions.migrations import migrate
+from raven.sessions.migrations import index_pending, migrate
 from raven.sessions.worker import StoreWorker
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 BUSY_TIMEOUT_MS = 10_000
 DEFAULT_PAGE_SIZE = 50
 MAX_SHOWN_MATCHES = 10
@@ -30,7 +32,8 @@ MATCH_START, MATCH_END = "\x02", "\x03"
 """Around the words found, in search snippets."""
 SESSION_ID_PREFIX = "ses_"
 CHECKPOINT_EVERY = 256
-"""Commits between WAL checkpoints, which run on the store's thread, never on an event loop.
+"""Commits between WAL checkpoints, which run on the store's thread, never on an event loop
+(and index the words of the messages written since the last one, see `index_pending`).
 
 A commit writes about 15 pages, so the log stays under about 16 MB; fewer, larger
 checkpoints copy the pages every commit touches (the session row, the index) once, and
@@ -175,8 +178,22 @@ class SessionStore:
             with self._grouping():
                 yield
             if self._commits >= CHECKPOINT_EVERY:
-                self._commits = 0
-                self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                self._upkeep()
+
+    def _upkeep(self) -> None:
+        """Index the words of new messages and checkpoint the log (on the store's thread).
+
+        A failure (another process holding the write lock for long) is logged and tried
+        again after the next `CHECKPOINT_EVERY` commits; the commits made stay made.
+        """
+        try:
+            with self._write() as db:
+                index_pending(db)
+            self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        except sqlite3.Error:
+            log.warning("session store upkeep failed; tried again later", exc_info=True)
+        finally:
+            self._commits = 0
 
     @contextmanager
     def _try_group(self) -> Iterator[bool]:
@@ -197,7 +214,7 @@ class SessionStore:
             with self._grouping():
                 yield True
             if self._commits == CHECKPOINT_EVERY:  # once: until it runs, commits go past
-                self._worker.wake()  # its batch checkpoints, off this thread
+                self._worker.wake()  # its batch does the upkeep, off this thread
         finally:
             self._lock.release()
 
@@ -421,6 +438,8 @@ class SessionStore:
         )
         params: list[object] = [query, *([cwd] if cwd else [])]
         hits: dict[str, str] = {}
+        with self._write() as db:
+            index_pending(db)
         with self._lock:
             for session_id, snippet in self._db.execute(sql, params):
                 hits.setdefault(str(session_id), " ".join(str(snippet).split()))

@@ -90,6 +90,7 @@ def test_migrations_apply_once(tmp_path: Path) -> None:
         "tool_calls_keep_title_and_kind",
         "turn_claims_and_versions",
         "full_text_search",
+        "index_words_off_the_write_path",
     ]
 
 
@@ -222,10 +223,11 @@ def test_search_finds_words_in_tool_results_and_in_sessions_older_than_the_index
     store.append(old.id, user_text("remember the marigolds"))
     store.close()
     db = sqlite3.connect(path)  # as a store from before full-text search
-    db.execute("DROP TRIGGER messages_fts_insert")
+    db.execute("DROP TRIGGER messages_unindexed_insert")
     db.execute("DROP TRIGGER messages_fts_delete")
+    db.execute("DROP TABLE messages_unindexed")
     db.execute("DROP TABLE messages_fts")
-    db.execute("DELETE FROM schema_migrations WHERE version = 4")
+    db.execute("DELETE FROM schema_migrations WHERE version >= 4")
     db.commit()
     db.close()
     store = SessionStore(path)
@@ -309,4 +311,33 @@ async def test_the_write_ahead_log_is_checkpointed_off_the_loop(tmp_path: Path) 
             await asyncio.sleep(0.01)
     assert wal.stat().st_size <= 2 * size  # reused from its start, not grown 5-fold
     assert len(store.messages(rec.id)) == 5 * CHECKPOINT_EVERY
+    store.close()
+
+
+async def test_search_finds_every_message_while_the_index_catches_up_off_the_loop(
+    tmp_path: Path,
+) -> None:
+    import asyncio
+
+    from raven.sessions.store import CHECKPOINT_EVERY
+
+    path = tmp_path / "raven.db"
+    store = SessionStore(path)
+    rec = store.create("/w", face="cli")
+    gone = store.create("/w", face="cli")
+    await store.call(store.append, gone.id, user_text("zinnias in the window"))
+    await store.call(store.delete, gone.id)
+    for i in range(CHECKPOINT_EVERY):
+        await store.call(store.append, rec.id, user_text(f"note about tulip{i}"))
+    async with asyncio.timeout(10):  # the store's thread indexes them with its checkpoint
+        while store._commits >= CHECKPOINT_EVERY or not store._worker.idle:
+            await asyncio.sleep(0.01)
+    (unindexed,) = store._db.execute("SELECT COUNT(*) FROM messages_unindexed").fetchone()
+    assert unindexed <= store._commits  # only what was committed after the upkeep
+    other = SessionStore(path)  # another process's writer: its message is not indexed yet
+    other.append(rec.id, user_text("asters by the fence"))
+    other.close()
+    assert [hit.record.id for hit in store.search("asters")] == [rec.id]
+    assert [hit.record.id for hit in store.search("tulip7")] == [rec.id]
+    assert store.search("zinnias") == []
     store.close()

@@ -166,8 +166,10 @@ class SessionStore:
         return await self._worker.call(call)
 
     def close(self) -> None:
+        """Finish queued calls, index the words of new messages, and close."""
         self._worker.stop()
         with self._lock:
+            self._upkeep()
             self._db.close()
 
     @contextmanager
@@ -181,7 +183,8 @@ class SessionStore:
                 self._upkeep()
 
     def _upkeep(self) -> None:
-        """Index the words of new messages and checkpoint the log (on the store's thread).
+        """Index the words of new messages and checkpoint the log (on the store's thread,
+        or on closing).
 
         A failure (another process holding the write lock for long) is logged and tried
         again after the next `CHECKPOINT_EVERY` commits; the commits made stay made.

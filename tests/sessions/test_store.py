@@ -334,10 +334,17 @@ async def test_search_finds_every_message_while_the_index_catches_up_off_the_loo
             await asyncio.sleep(0.01)
     (unindexed,) = store._db.execute("SELECT COUNT(*) FROM messages_unindexed").fetchone()
     assert unindexed <= store._commits  # only what was committed after the upkeep
-    other = SessionStore(path)  # another process's writer: its message is not indexed yet
+    other = SessionStore(path)  # another process's writer: indexes what it wrote as it closes
     other.append(rec.id, user_text("asters by the fence"))
     other.close()
+    assert store._db.execute("SELECT COUNT(*) FROM messages_unindexed").fetchone() == (0,)
     assert [hit.record.id for hit in store.search("asters")] == [rec.id]
+    store._db.execute(  # as a writer that crashed before indexing: found all the same
+        "INSERT INTO messages (session_id, seq, body, created_at) "
+        "VALUES (?, 999, '{\"role\": \"user\", \"text\": \"hollyhocks\"}', '')",
+        (rec.id,),
+    )
+    assert [hit.record.id for hit in store.search("hollyhocks")] == [rec.id]
     assert [hit.record.id for hit in store.search("tulip7")] == [rec.id]
     assert store.search("zinnias") == []
     store.close()

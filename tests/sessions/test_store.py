@@ -341,7 +341,7 @@ async def test_search_finds_every_message_while_the_index_catches_up_off_the_loo
     assert [hit.record.id for hit in store.search("asters")] == [rec.id]
     store._db.execute(  # as a writer that crashed before indexing: found all the same
         "INSERT INTO messages (session_id, seq, body, created_at) "
-        "VALUES (?, 999, '{\"role\": \"user\", \"text\": \"hollyhocks\"}', '')",
+        'VALUES (?, 999, \'{"role": "user", "text": "hollyhocks"}\', \'\')',
         (rec.id,),
     )
     assert [hit.record.id for hit in store.search("hollyhocks")] == [rec.id]

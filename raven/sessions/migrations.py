@@ -1,4 +1,7 @@
-"""Schema changes for raven.db: small named functions applied in order, recorded in a table."""
+"""Schema changes for raven.db: small named functions applied in order, recorded in a table.
+
+Also `index_pending`, which fills the word index the way the schema here defines it.
+"""
 
 from __future__ import annotations
 

@@ -4,6 +4,10 @@ Wall time and peak RSS of `raven --help`, `raven --version` and `raven run --mod
 echo hi`, 10 runs each; medians, and each as a multiple of `python -c pass` (the
 floor) measured in the same run. Aims: run within 15x, --help and --version within 8x.
 
+Then what importing the libraries DESIGN.md puts on these paths costs on its own
+(asyncio; typer; pydantic with Raven's config schema), the part of each command's
+time Raven's code cannot remove.
+
     uv run python bench/startup.py [--runs N]
 
 Byte-code caches are allowed (as on a user's machine): one warm-up run precedes each.
@@ -24,6 +28,12 @@ COMMANDS = {
     "raven --help": [sys.executable, "-m", "raven", "--help"],
     "raven --version": [sys.executable, "-m", "raven", "--version"],
     "raven run --model echo hi": [sys.executable, "-m", "raven", "run", "--model", "echo", "hi"],
+}
+LIBRARIES = {
+    "import asyncio": [sys.executable, "-c", "import asyncio"],
+    "import typer": [sys.executable, "-c", "import typer"],
+    "import the config schema": [sys.executable, "-c", "import raven.config.schema"],
+    "all three": [sys.executable, "-c", "import asyncio, typer, raven.config.schema"],
 }
 
 
@@ -48,14 +58,19 @@ def main() -> None:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         print(f"{'command':32} {'median ms':>10} {'min ms':>8} {'x floor':>8} {'peak RSS MiB':>13}")
         floor = 0.0
-        for name, argv in COMMANDS.items():
-            measure(argv, env)
-            samples = [measure(argv, env) for _ in range(runs)]
-            walls = [w * 1000 for w, _ in samples]
-            median = statistics.median(walls)
-            floor = floor or median
-            rss = statistics.median(r for _, r in samples)
-            print(f"{name:32} {median:10.0f} {min(walls):8.0f} {median / floor:8.1f} {rss:13.1f}")
+        for heading, table in (("", COMMANDS), ("what the libraries alone cost:", LIBRARIES)):
+            if heading:
+                print(heading)
+            for name, argv in table.items():
+                measure(argv, env)
+                samples = [measure(argv, env) for _ in range(runs)]
+                walls = [w * 1000 for w, _ in samples]
+                median = statistics.median(walls)
+                floor = floor or median
+                rss = statistics.median(r for _, r in samples)
+                print(
+                    f"{name:32} {median:10.0f} {min(walls):8.0f} {median / floor:8.1f} {rss:13.1f}"
+                )
 
 
 if __name__ == "__main__":

@@ -72,7 +72,7 @@ def _cbreak(fd: int) -> Iterator[None]:
 
     saved = termios.tcgetattr(fd)
     try:
-        tty.setcbreak(fd)
+        tty.setcbreak(fd, termios.TCSANOW)  # keeps keys typed ahead (tty's default drops them)
         yield
     finally:
         termios.tcsetattr(fd, termios.TCSADRAIN, saved)

@@ -257,6 +257,10 @@ def test_the_session_list_pages(page: Page, web: WebGateway) -> None:
     expect(page.get_by_role("button", name="Load more")).to_be_hidden()
     shown = [li.get_attribute("data-session-id") for li in items.all()]
     assert shown == list(reversed(made))  # newest first
+    new_session(page, cwd, "stream")  # the list is refreshed: as many shown as before
+    expect(page.get_by_role("button", name="Load more")).to_be_visible()
+    expect(items).to_have_count(33)
+    assert items.first.get_attribute("data-session-id") not in made
 
 
 def test_a_narrow_dark_window_is_usable_and_every_control_is_labelled(

@@ -156,18 +156,20 @@ function bumpWaiting(sessionId, delta) {
 
 // -- session list ----------------------------------------------------------------------------
 
-async function refreshList(more = false, keep = false) {
-  // `keep`: refresh as many as are shown (a periodic refresh must not undo "Load more").
+async function refreshList(more = false) {
+  // A refresh of the list on show keeps as many as are shown (a periodic refresh, or one
+  // after creating a session, must not undo "Load more"); another filter starts afresh.
   const query = $("filter").value.trim() || null;
+  const list = $("sessions");
+  const again = (query || "") === list.dataset.query;
   const shown = Math.min(200, Math.max(PAGE_SIZE, state.sessions.size));
   const asked = ++state.listed;
   const page = await call("session.list", {
-    limit: keep ? shown : PAGE_SIZE,
+    limit: again && !more ? shown : PAGE_SIZE,
     query,
     cursor: more ? state.cursor : null,
   });
   if (asked !== state.listed) return; // a newer request (another filter) supersedes this one
-  const list = $("sessions");
   list.dataset.query = query || "";
   if (!more) {
     // Update in place, so a refresh never makes the list flicker under the pointer.
@@ -590,7 +592,7 @@ function wire() {
     $("new-error").hidden = true;
   });
   setInterval(() => {
-    if (state.rpc?.online && !document.hidden) refreshList(false, true).catch(() => {});
+    if (state.rpc?.online && !document.hidden) refreshList().catch(() => {});
   }, LIST_REFRESH_MS);
   if (window.matchMedia("(max-width: 700px)").matches && location.hash) toggleSidebar(false);
 }

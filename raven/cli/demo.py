@@ -51,11 +51,8 @@ def run_demo(web: bool, keep: bool) -> int:
     console = Console(highlight=False)
     demo = Demo(console, web)
     code = 0
-
-    def stop(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, demo.interrupts.arrived)
+    signal.signal(signal.SIGTERM, demo.interrupts.arrived)
     try:
         demo.run()
     except KeyboardInterrupt:
@@ -69,6 +66,32 @@ def run_demo(web: bool, keep: bool) -> int:
     if code == 0:
         demo.summary()
     return code
+
+
+class Interrupts:
+    """Ctrl-C and SIGTERM as KeyboardInterrupt, held back while a child is started and
+    recorded (else one arriving in between leaves a child nobody stops)."""
+
+    def __init__(self) -> None:
+        self._holding = False
+        self._pending = False
+
+    def arrived(self, signum: int, frame: Any) -> None:
+        if self._holding:
+            self._pending = True
+        else:
+            raise KeyboardInterrupt
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        self._holding = True
+        try:
+            yield
+        finally:
+            self._holding = False
+            if self._pending:
+                self._pending = False
+                raise KeyboardInterrupt
 
 
 class Demo:
@@ -85,6 +108,7 @@ class Demo:
         self.peer_token = secrets.token_urlsafe(24)
         self.card_url = self.rpc_url = self.gateway_url = self.rpc_session = ""
         self.stderr: dict[int, Path] = {}
+        self.interrupts = Interrupts()
 
     # -- the steps -----------------------------------------------------------------------
 
@@ -412,20 +436,19 @@ class Demo:
     def spawn(self, args: list[str], home: Path) -> subprocess.Popen[str]:
         """A long-running child in its own session (Ctrl-C reaches the demo, which stops it)."""
         log = self.root / f"stderr-{len(self.stderr)}.log"
-        errors = log.open("w")
-        proc = subprocess.Popen(
-            args,
-            env=self.env(home),
-            cwd=self.work,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=errors,
-            text=True,
-            start_new_session=True,
-        )
-        errors.close()
-        self.stderr[proc.pid] = log
-        self.procs.append(proc)
+        with log.open("w") as errors, self.interrupts.held():
+            proc = subprocess.Popen(
+                args,
+                env=self.env(home),
+                cwd=self.work,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=errors,
+                text=True,
+                start_new_session=True,
+            )
+            self.stderr[proc.pid] = log
+            self.procs.append(proc)
         return proc
 
     def read_lines(self, proc: subprocess.Popen[str], keys: tuple[str, ...]) -> dict[str, str]:

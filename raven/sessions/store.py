@@ -190,13 +190,19 @@ class SessionStore:
         again after the next `CHECKPOINT_EVERY` commits; the commits made stay made.
         """
         try:
-            with self._write() as db:
-                index_pending(db)
+            self._index_pending()
             self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
         except sqlite3.Error:
             log.warning("session store upkeep failed; tried again later", exc_info=True)
         finally:
             self._commits = 0
+
+    def _index_pending(self) -> None:
+        """`index_pending`, taking the write lock only when a writer noted something."""
+        with self._lock:
+            if self._db.execute("SELECT 1 FROM messages_unindexed LIMIT 1").fetchone():
+                with self._write() as db:
+                    index_pending(db)
 
     @contextmanager
     def _try_group(self) -> Iterator[bool]:
@@ -441,8 +447,7 @@ class SessionStore:
         )
         params: list[object] = [query, *([cwd] if cwd else [])]
         hits: dict[str, str] = {}
-        with self._write() as db:
-            index_pending(db)
+        self._index_pending()
         with self._lock:
             for session_id, snippet in self._db.execute(sql, params):
                 hits.setdefault(str(session_id), " ".join(str(snippet).split()))

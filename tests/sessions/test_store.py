@@ -318,6 +318,7 @@ async def test_search_finds_every_message_while_the_index_catches_up_off_the_loo
     tmp_path: Path,
 ) -> None:
     import asyncio
+    import sqlite3
 
     from raven.sessions.store import CHECKPOINT_EVERY
 
@@ -345,6 +346,11 @@ async def test_search_finds_every_message_while_the_index_catches_up_off_the_loo
         (rec.id,),
     )
     assert [hit.record.id for hit in store.search("hollyhocks")] == [rec.id]
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")  # another process writing: nothing to index, no wait
+    store._db.execute("PRAGMA busy_timeout = 100")
     assert [hit.record.id for hit in store.search("tulip7")] == [rec.id]
+    blocker.execute("ROLLBACK")
+    blocker.close()
     assert store.search("zinnias") == []
     store.close()

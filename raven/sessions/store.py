@@ -156,10 +156,13 @@ class SessionStore:
         A small write runs right here when nothing waits for the store's thread and the
         database can be written at once (no thread hop; committed before this returns,
         in the order calls were made). Anything else goes to the store's thread, which
-        waits for other processes' writes and commits in groups.
+        waits for other processes' writes and commits in groups; so do writes once an
+        upkeep is due, which the thread does first (back-to-back writes here could
+        otherwise keep it from the lock and the log would grow).
         """
         call = functools.partial(method, *args, **kwargs)
-        if method.__name__ in _LOOP_WRITES and self._worker.idle:
+        due = self._commits >= CHECKPOINT_EVERY
+        if method.__name__ in _LOOP_WRITES and self._worker.idle and not due:
             with self._try_group() as free:
                 if free:
                     return call()

@@ -58,6 +58,11 @@ def user(text: str, **ids: str) -> Message:
     )
 
 
+def asks(question: str) -> dict[str, Any]:
+    """A scripted model step that asks the user `question` (the task waits for input)."""
+    return {"toolCalls": [{"name": "ask_user", "arguments": {"question": question}}]}
+
+
 async def reaches(server: A2AServer, task_id: str, state: str) -> dict[str, Any]:
     """The task once it is in `state`, asking GetTask until then (15 s at most)."""
     async with asyncio.timeout(15):
@@ -417,7 +422,7 @@ async def test_sqlite_store_survives_a_restart_with_a_parked_task(
     configure(
         home,
         [
-            {"toolCalls": [{"name": "ask_user", "arguments": {"question": "Colour?"}}]},
+            asks("Colour?"),
         ],
         task_store="sqlite",
     )
@@ -472,7 +477,7 @@ def test_a2a_commands_manage_the_config(env: dict[str, str], home: Path) -> None
 async def test_an_unanswered_question_times_out_and_the_turn_goes_on(serve: Any) -> None:
     server = serve(
         [
-            {"toolCalls": [{"name": "ask_user", "arguments": {"question": "Anyone there?"}}]},
+            asks("Anyone there?"),
             {"text": "Carrying on without an answer."},
         ],
         input_timeout_s=0.5,
@@ -503,7 +508,7 @@ async def test_two_replicas_share_tasks_through_postgresql(
         for home, steps in zip(
             homes,
             [
-                [{"toolCalls": [{"name": "ask_user", "arguments": {"question": "Which branch?"}}]}],
+                [asks("Which branch?")],
                 [{"text": "Deployed main."}],
             ],
             strict=True,
@@ -699,7 +704,7 @@ async def test_a_blocking_task_can_be_watched_and_cancelled_while_it_runs(
 async def test_a_blocking_task_waiting_for_input_takes_a_streamed_answer(serve: Any) -> None:
     server = serve(
         [
-            {"toolCalls": [{"name": "ask_user", "arguments": {"question": "Which one?"}}]},
+            asks("Which one?"),
             {"text": "Took the second.", "delayMs": 200},
         ]
     )
@@ -751,7 +756,7 @@ async def test_the_memory_store_forgets_the_oldest_finished_tasks(serve: Any) ->
 async def test_an_answer_sent_with_return_immediately_resumes_the_task(serve: Any) -> None:
     server = serve(
         [
-            {"toolCalls": [{"name": "ask_user", "arguments": {"question": "Go on?"}}]},
+            asks("Go on?"),
             {"text": "Went on.", "delayMs": 300},
         ]
     )

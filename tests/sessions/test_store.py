@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import stat
@@ -13,6 +14,14 @@ import pytest
 
 from raven.messages import AssistantMessage, ToolCall, ToolResultMessage, user_text
 from raven.sessions import BadCursor, SessionNotFound, SessionStore
+from raven.sessions.store import CHECKPOINT_EVERY
+
+
+async def upkeep_done(store: SessionStore) -> None:
+    """Until the store's thread has done the upkeep due (word index and WAL checkpoint)."""
+    async with asyncio.timeout(10):
+        while store._commits >= CHECKPOINT_EVERY or not store._worker.idle:
+            await asyncio.sleep(0.01)
 
 
 @pytest.fixture
@@ -269,7 +278,6 @@ async def test_small_writes_commit_on_the_loop_without_a_thread_hop(store: Sessi
 
 
 async def test_another_process_writing_never_blocks_the_loop(tmp_path: Path) -> None:
-    import asyncio
     import sqlite3
 
     store = SessionStore(tmp_path / "raven.db")
@@ -291,24 +299,16 @@ async def test_another_process_writing_never_blocks_the_loop(tmp_path: Path) -> 
 
 
 async def test_the_write_ahead_log_is_checkpointed_off_the_loop(tmp_path: Path) -> None:
-    import asyncio
-
-    from raven.sessions.store import CHECKPOINT_EVERY
-
     store = SessionStore(tmp_path / "raven.db")
     rec = store.create("/w", face="cli")
     wal = tmp_path / "raven.db-wal"
     for i in range(CHECKPOINT_EVERY):
         await store.call(store.append, rec.id, user_text(f"message {i} " + "x" * 2000))
-    async with asyncio.timeout(10):  # the store's thread checkpoints; the next writer rewinds
-        while store._commits >= CHECKPOINT_EVERY or not store._worker.idle:
-            await asyncio.sleep(0.01)
+    await upkeep_done(store)  # the store's thread checkpoints; the next writer rewinds
     size = wal.stat().st_size
     for i in range(4 * CHECKPOINT_EVERY):
         await store.call(store.append, rec.id, user_text(f"more {i} " + "x" * 2000))
-    async with asyncio.timeout(10):
-        while store._commits >= CHECKPOINT_EVERY or not store._worker.idle:
-            await asyncio.sleep(0.01)
+    await upkeep_done(store)
     assert wal.stat().st_size <= 2 * size  # reused from its start, not grown 5-fold
     assert len(store.messages(rec.id)) == 5 * CHECKPOINT_EVERY
     store.close()
@@ -317,10 +317,7 @@ async def test_the_write_ahead_log_is_checkpointed_off_the_loop(tmp_path: Path) 
 async def test_search_finds_every_message_while_the_index_catches_up_off_the_loop(
     tmp_path: Path,
 ) -> None:
-    import asyncio
     import sqlite3
-
-    from raven.sessions.store import CHECKPOINT_EVERY
 
     path = tmp_path / "raven.db"
     store = SessionStore(path)
@@ -330,9 +327,7 @@ async def test_search_finds_every_message_while_the_index_catches_up_off_the_loo
     await store.call(store.delete, gone.id)
     for i in range(CHECKPOINT_EVERY):
         await store.call(store.append, rec.id, user_text(f"note about tulip{i}"))
-    async with asyncio.timeout(10):  # the store's thread indexes them with its checkpoint
-        while store._commits >= CHECKPOINT_EVERY or not store._worker.idle:
-            await asyncio.sleep(0.01)
+    await upkeep_done(store)  # the store's thread indexes them with its checkpoint
     (unindexed,) = store._db.execute("SELECT COUNT(*) FROM messages_unindexed").fetchone()
     assert unindexed <= store._commits  # only what was committed after the upkeep
     other = SessionStore(path)  # another process's writer: indexes what it wrote as it closes

@@ -156,13 +156,19 @@ class Connection:
             log.warning("invalid JSON from the peer: %s", exc)
             self._error(None, RpcError(PARSE_ERROR, "Parse error: invalid JSON"))
             return
+        except RecursionError:
+            log.warning("refused a frame of %d bytes: JSON nested too deeply", len(frame))
+            self._error(None, RpcError(PARSE_ERROR, "Parse error: JSON nested too deeply"))
+            return
         if not isinstance(message, dict):
             self._error(None, RpcError(INVALID_REQUEST, "Invalid request: not a JSON object"))
             return
-        if "method" not in message:
+        if "method" in message:
+            self._inbound(message)
+        elif "result" in message or "error" in message:
             self._resolve(message)
-            return
-        self._inbound(message)
+        else:
+            self._error(None, RpcError(INVALID_REQUEST, "Invalid request: no method"))
 
     def _inbound(self, message: dict[str, Any]) -> None:
         method = message.get("method")
@@ -172,8 +178,8 @@ class Connection:
             self._error(None, RpcError(INVALID_REQUEST, "Invalid request: bad id"))
             return
         if not isinstance(method, str) or message.get("jsonrpc") != "2.0":
-            if has_id:
-                self._error(request_id, RpcError(INVALID_REQUEST, "Invalid request"))
+            # An invalid request is answered even without an id (JSON-RPC 2.0, section 5).
+            self._error(request_id, RpcError(INVALID_REQUEST, "Invalid request"))
             return
         params = message.get("params", {})
         if params is None:

@@ -1,6 +1,8 @@
-"""Asyncio streams over two file descriptors: pipes, sockets and ttys, or plain files.
+"""Asyncio streams over two file descriptors: pipes, sockets and ttys, or anything else.
 
-Plain files cannot be watched by the event loop, so they are served by a thread.
+Plain files and character devices other than ttys (`/dev/null`) cannot be watched
+by the event loop, so they are served by a thread; end of input ends the reader
+whatever the descriptor is.
 """
 
 from __future__ import annotations
@@ -20,13 +22,13 @@ async def open_stdio(in_fd: int, out_fd: int) -> tuple[asyncio.StreamReader, Wri
     """A reader for `in_fd` and an awaitable write function for `out_fd`."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=READ_LIMIT_BYTES)
-    if _is_regular_file(in_fd):
+    if not _pollable(in_fd):
         threading.Thread(target=_pump, args=(loop, in_fd, reader), daemon=True).start()
     else:
         await loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(in_fd, "rb", 0, closefd=False)
         )
-    if _is_regular_file(out_fd):
+    if not _pollable(out_fd):
 
         async def write_file(data: bytes) -> None:
             await asyncio.to_thread(os.write, out_fd, data)
@@ -44,8 +46,10 @@ async def open_stdio(in_fd: int, out_fd: int) -> tuple[asyncio.StreamReader, Wri
     return reader, write_pipe
 
 
-def _is_regular_file(fd: int) -> bool:
-    return stat.S_ISREG(os.fstat(fd).st_mode)
+def _pollable(fd: int) -> bool:
+    """Whether the event loop can watch `fd`: a pipe, a socket or a terminal."""
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)
 
 
 def _pump(loop: asyncio.AbstractEventLoop, fd: int, reader: asyncio.StreamReader) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -95,6 +97,29 @@ async def test_bad_frames_get_errors_and_the_server_keeps_serving(env: dict[str,
     await wire.send({"jsonrpc": "2.0", "id": 6, "method": "session/list", "params": {}})
     assert "sessions" in (await wire.recv())["result"]
     assert await wire.close() == 0
+
+
+async def test_deep_json_and_invalid_requests_without_id_get_errors(env: dict[str, str]) -> None:
+    wire = await Wire.start(env)
+    await wire.send(b"[" * 100_000 + b"]" * 100_000)
+    deep = await wire.recv()
+    assert deep["error"]["code"] == -32700 and deep["id"] is None
+    await wire.send(b'{"jsonrpc":"2.0","id":9,"method":"x","params":' + b'{"a":' * 5000 + b"1")
+    assert (await wire.recv())["error"]["code"] == -32700
+    for invalid in ({"jsonrpc": "aaa", "method": "session/list"}, {"jsonrpc": "2.0"}):
+        await wire.send(invalid)
+        answer = await wire.recv()
+        assert answer["error"]["code"] == -32600 and answer["id"] is None
+    await wire.send(INIT)
+    assert (await wire.recv())["result"]["protocolVersion"] == 1
+    assert await wire.close() == 0
+
+
+def test_end_of_input_on_dev_null_exits_0(env: dict[str, str]) -> None:
+    with open(os.devnull, "rb") as devnull:
+        done = subprocess.run([*RAVEN, "acp"], stdin=devnull, env=env, capture_output=True, timeout=20)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == b""
 
 
 async def test_initialize_answers_version_1_whatever_was_asked(env: dict[str, str]) -> None:

@@ -95,6 +95,9 @@ async def test_a_slow_request_does_not_block_others(wired: Any) -> None:
         (b'{"jsonrpc":"2.0","id":true,"method":"x"}', -32600),
         (b'{"jsonrpc":"1.0","id":1,"method":"x"}', -32600),
         (b'{"jsonrpc":"2.0","id":1,"method":"x","params":"str"}', -32602),
+        (b'{"jsonrpc":"aaa","method":"x"}', -32600),
+        (b'{"jsonrpc":"2.0"}', -32600),
+        (b"[" * 50_000, -32700),
     ],
 )
 async def test_malformed_frames_get_the_right_error(wired: Any, frame: bytes, code: int) -> None:

@@ -123,9 +123,9 @@ class _Binding:
             )
         try:
             message = json.loads(body)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             return _json(build_error_response(None, jsonrpc_models.JSONParseError()))
-        if isinstance(message, dict) and "id" not in message:
+        if _is_notification(message):
             # JSON-RPC 2.0: a notification is never answered. A2A defines none, so none runs.
             log.info("ignored an A2A notification (%s)", message.get("method"))
             return web.Response(status=204)
@@ -297,6 +297,16 @@ async def _read_limited(request: web.Request, limit: int) -> bytes | None:
             return None
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def _is_notification(message: Any) -> bool:
+    """A valid JSON-RPC request without an id; an invalid one is answered with id null."""
+    return (
+        isinstance(message, dict)
+        and "id" not in message
+        and message.get("jsonrpc") == "2.0"
+        and isinstance(message.get("method"), str)
+    )
 
 
 def _envelope(message: Any) -> tuple[str, dict[str, Any]]:

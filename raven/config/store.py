@@ -94,6 +94,8 @@ def parse_config(text: str, source: Path) -> RavenConfig:
         raise ConfigError(
             f"{source}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
         ) from exc
+    except RecursionError:
+        raise ConfigError(f"{source}: invalid JSON: nested too deeply") from None
     try:
         return RavenConfig.model_validate(data)
     except ValidationError as exc:

@@ -181,6 +181,17 @@ def test_bad_requests_get_the_sdk_errors(serve: Any) -> None:
     assert push["error"]["code"] == -32003
     extended = server.call("GetExtendedAgentCard", {})
     assert extended["error"]["code"] in (-32004, -32007)
+    deep = server.post(None, raw=b"[" * 100_000 + b"]" * 100_000)
+    assert deep.status_code == 200 and deep.json()["error"]["code"] == -32700
+    deep_params = server.post(
+        None, raw=b'{"jsonrpc":"2.0","id":3,"method":"GetTask","params":' + b'{"a":' * 3000 + b"1" + b"}" * 3001
+    )
+    assert deep_params.json()["error"]["code"] == -32700
+    for invalid in ({"jsonrpc": "aaa", "method": "GetTask"}, {"jsonrpc": "2.0", "params": {}}):
+        answer = server.post(invalid)
+        assert answer.status_code == 200, invalid
+        assert answer.json()["error"]["code"] == -32600 and answer.json()["id"] is None
+    assert server.call("ListTasks", {})["result"]["tasks"] == []
 
 
 async def test_send_get_list_with_the_sdk_client(serve: Any) -> None:

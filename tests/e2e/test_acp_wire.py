@@ -104,7 +104,7 @@ async def test_deep_json_and_invalid_requests_without_id_get_errors(env: dict[st
     await wire.send(b"[" * 100_000 + b"]" * 100_000)
     deep = await wire.recv()
     assert deep["error"]["code"] == -32700 and deep["id"] is None
-    await wire.send(b'{"jsonrpc":"2.0","id":9,"method":"x","params":' + b'{"a":' * 5000 + b"1")
+    await wire.send(b'{"jsonrpc":"2.0","id":9,"method":"x","params":' + b'{"a":' * 5000 + b"1" + b"}" * 5001)
     assert (await wire.recv())["error"]["code"] == -32700
     for invalid in ({"jsonrpc": "aaa", "method": "session/list"}, {"jsonrpc": "2.0"}):
         await wire.send(invalid)

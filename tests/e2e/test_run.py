@@ -38,6 +38,16 @@ def test_invalid_config_is_exit_2_naming_the_file(env: dict[str, str], home: Pat
     assert (home / "config.json").read_text() == '{"models": [}'
 
 
+def test_a_config_nested_too_deeply_is_exit_2_in_one_line(env: dict[str, str], home: Path) -> None:
+    deep = '{"models": ' + "[" * 50_000 + "]" * 50_000 + "}"
+    (home / "config.json").write_text(deep)
+    result = raven("run", "--model", "echo", "hi", env=env)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr and "nested too deeply" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert (home / "config.json").read_text() == deep
+
+
 def test_openai_provider_streams_through_run_with_a_tool_call(
     env: dict[str, str], home: Path, tmp_path: Path, model_server: FakeModelServer
 ) -> None:

@@ -183,8 +183,9 @@ def test_bad_requests_get_the_sdk_errors(serve: Any) -> None:
     assert extended["error"]["code"] in (-32004, -32007)
     deep = server.post(None, raw=b"[" * 100_000 + b"]" * 100_000)
     assert deep.status_code == 200 and deep.json()["error"]["code"] == -32700
+    nested = b'{"a":' * 3000 + b"1" + b"}" * 3000
     deep_params = server.post(
-        None, raw=b'{"jsonrpc":"2.0","id":3,"method":"GetTask","params":' + b'{"a":' * 3000 + b"1" + b"}" * 3001
+        None, raw=b'{"jsonrpc":"2.0","id":3,"method":"GetTask","params":' + nested + b"}"
     )
     assert deep_params.json()["error"]["code"] == -32700
     for invalid in ({"jsonrpc": "aaa", "method": "GetTask"}, {"jsonrpc": "2.0", "params": {}}):

@@ -104,7 +104,8 @@ async def test_deep_json_and_invalid_requests_without_id_get_errors(env: dict[st
     await wire.send(b"[" * 100_000 + b"]" * 100_000)
     deep = await wire.recv()
     assert deep["error"]["code"] == -32700 and deep["id"] is None
-    await wire.send(b'{"jsonrpc":"2.0","id":9,"method":"x","params":' + b'{"a":' * 5000 + b"1" + b"}" * 5001)
+    nested = b'{"a":' * 5000 + b"1" + b"}" * 5000
+    await wire.send(b'{"jsonrpc":"2.0","id":9,"method":"x","params":' + nested + b"}")
     assert (await wire.recv())["error"]["code"] == -32700
     for invalid in ({"jsonrpc": "aaa", "method": "session/list"}, {"jsonrpc": "2.0"}):
         await wire.send(invalid)
@@ -117,7 +118,9 @@ async def test_deep_json_and_invalid_requests_without_id_get_errors(env: dict[st
 
 def test_end_of_input_on_dev_null_exits_0(env: dict[str, str]) -> None:
     with open(os.devnull, "rb") as devnull:
-        done = subprocess.run([*RAVEN, "acp"], stdin=devnull, env=env, capture_output=True, timeout=20)
+        done = subprocess.run(
+            [*RAVEN, "acp"], stdin=devnull, env=env, capture_output=True, timeout=20
+        )
     assert done.returncode == 0, done.stderr
     assert done.stdout == b""
 

@@ -17,7 +17,7 @@ from aiohttp import WSMsgType, web
 
 from raven import __version__
 from raven.engine import Runtime
-from raven.gateway.auth import COOKIE, Gatekeeper
+from raven.gateway.auth import COOKIE, LOGIN_LINK_TTL_S, Gatekeeper
 from raven.gateway.rpc import Hub, Peer
 from raven.web import FILES
 
@@ -94,7 +94,10 @@ async def _login(request: web.Request) -> web.StreamResponse:
         raise web.HTTPForbidden(text="unexpected Host")
     cookie = gate.spend_login_code(request.query.get("code", ""))
     if cookie is None:
-        raise web.HTTPForbidden(text="this login link is not valid, or was used already")
+        raise web.HTTPForbidden(
+            text="this login link is not valid, was used already or has expired (a link lasts "
+            f"{LOGIN_LINK_TTL_S / 60:g} minutes); `raven web` prints a fresh one"
+        )
     response = web.HTTPFound("/")
     response.set_cookie(COOKIE, cookie, httponly=True, samesite="Strict", path="/")
     return response

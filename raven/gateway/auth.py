@@ -11,10 +11,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 COOKIE = "raven_gateway"
 TOKEN_FILE = "gateway.token"
+LOGIN_LINK_TTL_S = 600.0
+"""A login link works once, and only this long after it was made (scrollback keeps links)."""
 
 
 def load_or_mint_token(config_dir: Path) -> str:
@@ -34,25 +38,39 @@ def load_or_mint_token(config_dir: Path) -> str:
 class Gatekeeper:
     """The token, the login links handed out, and the cookies signed with the token."""
 
-    def __init__(self, token: str, allowed_hosts: set[str]) -> None:
+    def __init__(
+        self,
+        token: str,
+        allowed_hosts: set[str],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._token = token
-        self._links: set[str] = set()
+        self._clock = clock
+        self._links: dict[str, float] = {}
         self.allowed_hosts = {h.lower() for h in allowed_hosts}
 
     def new_login_code(self) -> str:
-        """A code for one login link; spent on first use."""
+        """A code for one login link; spent on first use, void after `LOGIN_LINK_TTL_S`."""
+        self._forget_expired()
         code = secrets.token_urlsafe(24)
-        self._links.add(code)
+        self._links[code] = self._clock() + LOGIN_LINK_TTL_S
         return code
 
     def spend_login_code(self, code: str) -> str | None:
-        """The cookie value for a browser presenting `code`, once; None for a bad or spent code."""
+        """The cookie value for a browser presenting `code`, once and in time; None for a bad,
+        spent or expired code."""
+        self._forget_expired()
         match = next((c for c in self._links if hmac.compare_digest(c, code)), None)
         if match is None:
             return None
-        self._links.discard(match)
+        del self._links[match]
         nonce = secrets.token_urlsafe(24)
         return f"{nonce}.{self._sign(nonce)}"
+
+    def _forget_expired(self) -> None:
+        now = self._clock()
+        for code in [c for c, deadline in self._links.items() if deadline <= now]:
+            del self._links[code]
 
     def _sign(self, nonce: str) -> str:
         mac = hmac.new(self._token.encode(), b"raven-cookie:" + nonce.encode(), hashlib.sha256)

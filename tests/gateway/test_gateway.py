@@ -18,7 +18,7 @@ from aiohttp.test_utils import TestServer
 from raven.config import Paths, RavenConfig
 from raven.engine import Runtime
 from raven.gateway.app import HUB, make_app
-from raven.gateway.auth import COOKIE, Gatekeeper
+from raven.gateway.auth import COOKIE, LOGIN_LINK_TTL_S, Gatekeeper
 from raven.gateway.contract import METHODS, NOTIFICATIONS, openrpc_document
 from raven.gateway.rpc import Peer
 from tests.mcp.conftest import free_port
@@ -405,3 +405,26 @@ def test_a_login_cookie_outlives_a_restart_and_dies_with_the_token() -> None:
     nonce, _, signature = cookie.partition(".")
     assert not first.authorized(None, f"{nonce}x.{signature}")
     assert not first.authorized(None, nonce) and not first.authorized(None, "")
+
+
+def test_a_login_link_expires_unused() -> None:
+    now = [1000.0]
+    gate = Gatekeeper(TOKEN, {"127.0.0.1:1"}, clock=lambda: now[0])
+    early, late = gate.new_login_code(), gate.new_login_code()
+    now[0] += LOGIN_LINK_TTL_S - 1
+    assert gate.spend_login_code(early) is not None
+    now[0] += 2
+    assert gate.spend_login_code(late) is None
+
+
+async def test_an_expired_login_link_is_refused_saying_so(
+    gateway: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    g = await gateway([])
+    monkeypatch.setattr("raven.gateway.auth.LOGIN_LINK_TTL_S", 0.0)
+    minted = await g.http.post(
+        g.base + "/login-links", headers={"Authorization": f"Bearer {TOKEN}"}
+    )
+    login = await g.http.get(g.base + (await minted.json())["path"], allow_redirects=False)
+    assert login.status == 403 and "expired" in await login.text()
+    assert COOKIE not in login.headers.get("Set-Cookie", "")

@@ -1,14 +1,19 @@
 """Logging for a face: `<config dir>/logs/<face>.log`, rotating at 10 MB with 3 kept.
 
-Warnings and errors also go to stderr. Never writes to stdout.
+The directory is 0700 and every log file 0600 (logs name paths, commands and
+peers). Warnings and errors also go to stderr. Never writes to stdout.
 """
 
 from __future__ import annotations
 
 import logging
 import logging.handlers
+import os
 import sys
 from pathlib import Path
+from typing import IO
+
+from raven.private_files import private_dir
 
 MAX_LOG_BYTES = 10 * 1024 * 1024
 LOG_BACKUPS = 3
@@ -24,8 +29,8 @@ def setup_logging(logs_dir: Path, face: str, stderr_level: int = logging.WARNING
     root.setLevel(logging.INFO)
     path = logs_dir / f"{face}.log"
     try:
-        logs_dir.mkdir(parents=True, exist_ok=True)
-        file_handler = logging.handlers.RotatingFileHandler(
+        private_dir(logs_dir, narrow=True)
+        file_handler = _PrivateRotatingFileHandler(
             path, maxBytes=MAX_LOG_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8"
         )
         file_handler.setFormatter(logging.Formatter(_FORMAT))
@@ -39,3 +44,13 @@ def setup_logging(logs_dir: Path, face: str, stderr_level: int = logging.WARNING
     for noisy in ("httpx", "httpcore", "asyncio"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     return path
+
+
+class _PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
+    """Opens each log file, the first and every one after a rollover, 0600."""
+
+    def _open(self) -> IO[str]:
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        if os.fstat(fd).st_mode & 0o077:
+            os.fchmod(fd, 0o600)
+        return open(fd, "a", encoding=self.encoding, errors=self.errors)

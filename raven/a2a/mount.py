@@ -136,8 +136,9 @@ def task_store(settings: A2AServerConfig, runtime: Runtime) -> TaskStore:
     except ImportError as exc:
         raise ConfigError(f"a2a.server.taskStore {kind!r} needs SQLAlchemy: {exc}") from exc
     if kind == "sqlite":
-        runtime.paths.data_dir.mkdir(parents=True, exist_ok=True)
-        url = f"sqlite+aiosqlite:///{runtime.paths.data_dir / 'a2a-tasks.db'}"
+        from raven.private_files import private_file
+
+        url = f"sqlite+aiosqlite:///{private_file(runtime.paths.data_dir / 'a2a-tasks.db')}"
     else:
         url = kind
     try:

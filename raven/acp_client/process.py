@@ -2,7 +2,7 @@
 
 Never leaves a child behind: `stop` closes stdin, waits, then TERMs and KILLs the
 whole group. stderr is read continuously (an unread pipe would stall the child)
-into the log, keeping its tail for error reports.
+into the log, credentials masked, keeping its tail for error reports.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pathlib import Path
 
 from raven.config import SUBAGENT_ENV
 from raven.jsonrpc import MAX_FRAME_BYTES
+from raven.redact import redact
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +110,6 @@ class ChildProcess:
                 continue  # a line longer than the buffer: skipped, reading goes on
             if not line:
                 return
-            text = line.decode("utf-8", "replace").rstrip()
+            text = redact(line.decode("utf-8", "replace").rstrip())
             self._tail.append(text[:500])
             child_log.info("%s", text)

@@ -109,7 +109,9 @@ def save_config(config: RavenConfig, path: Path) -> None:
 
 
 def write_private_file(path: Path, body: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    from raven.private_files import private_dir
+
+    private_dir(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=".config-", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, 0o600)

@@ -112,9 +112,11 @@ def _open_errlog(logs_dir: Path | None) -> TextIO:
     """Where servers' stderr goes: `logs/mcp.log`, never an unread pipe."""
     if logs_dir is None:
         return sys.stderr
+    from raven.private_files import private_dir, private_file
+
     try:
-        logs_dir.mkdir(parents=True, exist_ok=True)
-        return open(logs_dir / "mcp.log", "a", encoding="utf-8")
+        private_dir(logs_dir, narrow=True)
+        return open(private_file(logs_dir / "mcp.log"), "a", encoding="utf-8")
     except OSError as exc:
         log.warning(
             "cannot open %s/mcp.log (%s); MCP servers' stderr goes to stderr",

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from raven.errors import RavenError
 from raven.messages import MESSAGE_ADAPTER, Message
+from raven.private_files import private_file
 from raven.sessions.migrations import index_pending, migrate
 from raven.sessions.worker import StoreWorker
 
@@ -105,22 +106,6 @@ class SessionPage:
     next_cursor: str | None
 
 
-def _private_file(path: Path) -> None:
-    """Create `path` (and its directory) for this user alone: 0700 and 0600.
-
-    A file others could read is narrowed to 0600; SQLite gives its -wal and -shm
-    files the database's mode.
-    """
-    if not path.parent.is_dir():
-        path.parent.mkdir(mode=0o700, parents=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        if os.fstat(fd).st_mode & 0o077:
-            os.fchmod(fd, 0o600)
-    finally:
-        os.close(fd)
-
-
 def now_iso() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
@@ -136,7 +121,7 @@ class SessionStore:
         self._grouped = False
         """True while `group` holds a transaction that writes join as savepoints."""
         try:
-            _private_file(path)
+            private_file(path)
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
             self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             self._db.execute("PRAGMA journal_mode = WAL")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import stat
 import sys
 from pathlib import Path
 
@@ -81,3 +82,36 @@ def test_delegate_is_never_offered_inside_a_sub_agent(
     write_config(home, config)
     inside = raven("run", "--yes", "go", env={**env, "RAVEN_SUBAGENT": "1"})
     assert "Unknown tool 'delegate'" in inside.stderr
+
+
+def test_a_sub_agents_stderr_is_logged_masked_and_every_file_is_private(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    key = "sk-live-" + "q" * 24
+    child = tmp_path / "child.json"
+    child.write_text(json.dumps({"defaultModel": "echo"}))
+    launch = " ".join([*RAVEN, "acp", "--config", str(child)])
+    write_config(
+        home,
+        {
+            "defaultModel": "echo",
+            "agents": [
+                {
+                    "name": "leaky",
+                    "command": "/bin/sh",
+                    "args": ["-c", f"echo 'starting with api_key={key}' >&2; exec {launch}"],
+                }
+            ],
+        },
+    )
+    ran = raven("agents", "run", "leaky", "hello", env=env, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    logs = home / "logs"
+    assert stat.S_IMODE(logs.stat().st_mode) == 0o700
+    files = list(logs.iterdir())
+    assert files and all(stat.S_IMODE(f.stat().st_mode) == 0o600 for f in files)
+    text = "".join(f.read_text() for f in files)
+    assert "starting with api_key=[REDACTED]" in text and key not in text
+    data = home / "data"
+    assert stat.S_IMODE(data.stat().st_mode) == 0o700
+    assert all(stat.S_IMODE(f.stat().st_mode) == 0o600 for f in data.iterdir())

@@ -11,7 +11,7 @@ import logging.handlers
 import os
 import sys
 from pathlib import Path
-from typing import IO
+import io
 
 from raven.private_files import private_dir
 
@@ -49,7 +49,7 @@ def setup_logging(logs_dir: Path, face: str, stderr_level: int = logging.WARNING
 class _PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
     """Opens each log file, the first and every one after a rollover, 0600."""
 
-    def _open(self) -> IO[str]:
+    def _open(self) -> io.TextIOWrapper:
         fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         if os.fstat(fd).st_mode & 0o077:
             os.fchmod(fd, 0o600)

@@ -13,6 +13,7 @@ from raven.cli.options import ConfigOption
 if TYPE_CHECKING:
     from rich.text import Text
 
+    from raven.messages import Message
     from raven.sessions import SessionRecord, SessionStore
 
 app = Typer(help="List, show and delete stored sessions.", no_args_is_help=True)
@@ -75,21 +76,11 @@ def show_command(
     config: ConfigOption = None,
 ) -> None:
     """Print a session's transcript, tool calls and results included."""
-    import json
-
-    from raven.messages import MESSAGE_ADAPTER
-
     store = _store(config)
     record = store.get(store.resolve(session_id))
     messages = store.messages(record.id)
     if as_json:
-        body = {
-            **_record_json(record),
-            "messages": [
-                MESSAGE_ADAPTER.dump_python(m, mode="json", by_alias=True) for m in messages
-            ],
-        }
-        typer.echo(json.dumps(body, indent=2))
+        typer.echo(_transcript_json(record, messages))
         return
     from raven.cli.transcript import print_transcript
 
@@ -166,25 +157,15 @@ def export_command(
     config: ConfigOption = None,
 ) -> None:
     """Write a readable transcript to stdout, tool calls and results included, secrets masked."""
-    import json
-
     from raven.cli.transcript import markdown_transcript
-    from raven.messages import MESSAGE_ADAPTER
-    from raven.redact import redact, redact_json
 
     store = _store(config)
     record = store.get(store.resolve(session_id))
     messages = store.messages(record.id)
     if fmt == "json":
-        body = {
-            **_record_json(record),
-            "messages": [
-                MESSAGE_ADAPTER.dump_python(m, mode="json", by_alias=True) for m in messages
-            ],
-        }
-        typer.echo(json.dumps(redact_json(body), indent=2, ensure_ascii=False))
+        typer.echo(_transcript_json(record, messages))
         return
-    typer.echo(redact(markdown_transcript(record, messages)))
+    typer.echo(markdown_transcript(record, messages))
 
 
 @app.command("delete")
@@ -202,6 +183,24 @@ def delete_command(
     full_id = store.resolve(session_id)
     store.delete(full_id)
     typer.echo(f"deleted {full_id}")
+
+
+def _transcript_json(record: SessionRecord, messages: list[Message]) -> str:
+    """A session and its transcript as JSON (camelCase), credentials masked."""
+    import json
+
+    from raven.cli.transcript import masked
+    from raven.messages import MESSAGE_ADAPTER
+    from raven.redact import redact
+
+    body = {
+        **_record_json(record),
+        "title": redact(record.title),
+        "messages": [
+            MESSAGE_ADAPTER.dump_python(m, mode="json", by_alias=True) for m in masked(messages)
+        ],
+    }
+    return json.dumps(body, indent=2, ensure_ascii=False)
 
 
 def _record_json(r: SessionRecord) -> dict[str, object]:

@@ -1,4 +1,7 @@
-"""A stored transcript printed for a person: messages, tool calls and their results."""
+"""A stored transcript printed for a person: messages, tool calls and their results.
+
+Everything shown here is masked first (`masked`); never prints a stored credential.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +11,46 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.markup import escape
 
-from raven.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
+from raven.messages import AssistantMessage, Message, TextPart, ToolResultMessage, UserMessage
+from raven.redact import redact, redact_json
 from raven.sessions import SessionRecord
+
+
+def masked(messages: Sequence[Message]) -> list[Message]:
+    """The messages with every recognised credential masked in what they say, before anything
+    is serialised (in JSON text a secret after an escaped newline would slip past)."""
+    out: list[Message] = []
+    for msg in messages:
+        if isinstance(msg, UserMessage):
+            parts = [
+                p.model_copy(update={"text": redact(p.text)}) if isinstance(p, TextPart) else p
+                for p in msg.parts
+            ]
+            out.append(msg.model_copy(update={"parts": parts}))
+        elif isinstance(msg, AssistantMessage):
+            calls = [
+                c.model_copy(
+                    update={
+                        "arguments": redact_json(c.arguments),
+                        "raw_arguments": c.raw_arguments and redact(c.raw_arguments),
+                        "title": c.title and redact(c.title),
+                    }
+                )
+                for c in msg.tool_calls
+            ]
+            update = {"text": redact(msg.text), "thought": redact(msg.thought)}
+            out.append(msg.model_copy(update={**update, "tool_calls": calls}))
+        else:
+            out.append(msg.model_copy(update={"content": redact(msg.content)}))
+    return out
 
 
 def print_transcript(
     record: SessionRecord, messages: Sequence[Message], console: Console | None = None
 ) -> None:
     out = console or Console(highlight=False)
-    out.print(f"[bold]{escape(record.title or '(untitled)')}[/]  [dim]{record.id}[/]")
+    messages = masked(messages)
+    out.print(f"[bold]{escape(redact(record.title) or '(untitled)')}[/]  [dim]{record.id}[/]")
     out.print(f"[dim]{escape(record.cwd)} · model {record.model} · mode {record.mode or '-'}[/]")
     for msg in messages:
         out.print()
@@ -37,7 +71,8 @@ def print_transcript(
 
 def markdown_transcript(record: SessionRecord, messages: Sequence[Message]) -> str:
     """The transcript as Markdown: a heading, then each message, tool call and result."""
-    lines = [f"# {record.title or '(untitled)'}", ""]
+    messages = masked(messages)
+    lines = [f"# {redact(record.title) or '(untitled)'}", ""]
     lines.append(f"`{record.id}` · {record.cwd} · model {record.model} · {record.created_at}")
     for msg in messages:
         lines.append("")

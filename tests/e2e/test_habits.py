@@ -174,3 +174,33 @@ def test_shell_completion_knows_sessions_models_and_agents(env: dict[str, str], 
     shown = {**env, "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}
     script = raven("--show-completion", "bash", env=shown)
     assert script.returncode == 0 and "_raven_completion" in script.stdout
+
+
+def test_show_and_export_mask_secrets_inside_tool_calls(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    command = "printf 'ok\\n'\npassword=hunter2xyz\n\ttoken=ghtokvalue1"
+    key = "ghp_" + "k" * 30
+    (home / "script.json").write_text(
+        json.dumps(
+            [
+                {"toolCalls": [{"name": "run_command", "arguments": {"command": command}}]},
+                {"text": f"done with {key}"},
+            ]
+        )
+    )
+    write_config(home, {"models": [{"id": "s", "provider": "scripted", "script": "script.json"}]})
+    ran = raven("run", "--model", "s", "--yes", "go", env=env, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    session = raven("sessions", "list", "--json", env=env)
+    sid = json.loads(session.stdout)[0]["id"]
+    outputs = {
+        "show": raven("sessions", "show", sid, env=env).stdout,
+        "show --json": raven("sessions", "show", sid, "--json", env=env).stdout,
+        "export": raven("sessions", "export", sid, env=env).stdout,
+        "export json": raven("sessions", "export", sid, "--format", "json", env=env).stdout,
+    }
+    for name, shown in outputs.items():
+        assert "run_command" in shown or "printf" in shown, name
+        for secret in ("hunter2xyz", "ghtokvalue1", key):
+            assert secret not in shown, (name, secret)

@@ -6,12 +6,12 @@ peers). Warnings and errors also go to stderr. Never writes to stdout.
 
 from __future__ import annotations
 
+import io
 import logging
 import logging.handlers
 import os
 import sys
 from pathlib import Path
-import io
 
 from raven.private_files import private_dir
 

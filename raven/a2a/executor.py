@@ -42,6 +42,7 @@ from raven.engine import (
     ToolCallUpdated,
     TurnEnded,
     TurnEvent,
+    Unanswered,
     run_turn,
 )
 from raven.messages import TextPart
@@ -174,17 +175,19 @@ class _JobAsker:
         self._policy = policy
         self._local = local
 
-    async def approve(self, request: ApprovalRequest) -> Decision:
+    async def approve(self, request: ApprovalRequest) -> Decision | Unanswered:
         if self._policy == "auto":
             return "allow_once"
         if self._policy == "deny":
-            return "reject_once"
+            return "refused"
         if self._local is not None:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(LOCAL_WINDOW_S):
                     return await self._local.approve(request)
         answer = await self._ask(f"Allow {request.title}? Answer yes, always, or no.")
-        word = (answer or "").strip().lower().rstrip(".!")
+        if answer is None:
+            return "unanswered"
+        word = answer.strip().lower().rstrip(".!")
         if word in _ALWAYS:
             return "allow_always"
         return "allow_once" if word in _YES else "reject_once"

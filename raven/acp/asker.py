@@ -11,7 +11,7 @@ from typing import Any
 
 from raven.acp import protocol as p
 from raven.acp.protocol import ELICITATION_CREATE, REQUEST_PERMISSION, ClientCapabilities
-from raven.engine import ApprovalRequest, Decision, Question
+from raven.engine import ApprovalRequest, Decision, Question, Unanswered
 from raven.jsonrpc import Connection, ConnectionClosed, RpcError
 
 log = logging.getLogger(__name__)
@@ -24,6 +24,8 @@ PERMISSION_OPTIONS: list[p.PermissionOption] = [
 ]
 _DECISIONS: dict[str, Decision] = {o["optionId"]: o["kind"] for o in PERMISSION_OPTIONS}
 SKIP_OPTION = "skip"
+CANCELLED = "$cancelled"
+"""Stands for the editor's `cancelled` outcome; never a valid option id (they are Raven's)."""
 
 
 class AcpAsker:
@@ -39,13 +41,15 @@ class AcpAsker:
         self._capabilities = capabilities
         self._timeout_s = timeout_s
 
-    async def approve(self, request: ApprovalRequest) -> Decision:
+    async def approve(self, request: ApprovalRequest) -> Decision | Unanswered:
         tool_call = p.tool_call(
             request.call_id, request.title, request.kind, request.raw_input, request.locations
         )
         options = [o for o in PERMISSION_OPTIONS if o["kind"] in request.offered]
         outcome = await self._permission(tool_call, options)
-        return _DECISIONS.get(outcome or "", "reject_once")
+        if outcome is None or outcome == CANCELLED:
+            return "unanswered" if outcome is None else "cancelled"
+        return _DECISIONS.get(outcome, "reject_once")
 
     async def ask(self, question: Question) -> str | None:
         elicitation = self._capabilities.elicitation
@@ -67,10 +71,14 @@ class AcpAsker:
     async def _permission(
         self, tool_call: p.ToolCallFields, options: list[p.PermissionOption]
     ) -> str | None:
+        """The option chosen, `CANCELLED` when the editor cancelled the request, or None when
+        no valid answer came."""
         params = {"sessionId": self._session_id, "toolCall": tool_call, "options": options}
         result = p.read(p.RequestPermissionResult, await self._request(REQUEST_PERMISSION, params))
-        if result is None or not isinstance(result.outcome, p.SelectedOutcome):
+        if result is None:
             return None
+        if not isinstance(result.outcome, p.SelectedOutcome):
+            return CANCELLED
         chosen = result.outcome.option_id
         return chosen if any(o["optionId"] == chosen for o in options) else None
 

@@ -166,6 +166,8 @@ async def _answer(remote: Remote, asker: TerminalAsker, questions: asyncio.Queue
                 offered=tuple(params["offered"]),
             )
             decision = await asker.approve(request)
+            if decision not in request.offered:  # not answered here: no is all the gateway takes
+                decision = "reject_once"
             await remote.call(
                 "permission.respond", requestId=params["requestId"], decision=decision
             )

@@ -27,6 +27,7 @@ from raven.engine import (
     ToolCallUpdated,
     TurnEnded,
     TurnEvent,
+    Unanswered,
 )
 
 _RESULT_PREVIEW_LINES = 4
@@ -238,7 +239,7 @@ class TerminalAsker:
         self._interactive = interactive
         self._approve_all = approve_all
 
-    async def approve(self, request: ApprovalRequest) -> Decision:
+    async def approve(self, request: ApprovalRequest) -> Decision | Unanswered:
         if self._approve_all:
             return "allow_once"
         if not self._interactive:
@@ -246,7 +247,7 @@ class TerminalAsker:
                 f"[yellow]denied[/] {escape(request.title)} "
                 "(no terminal to ask on; pass --yes to allow)"
             )
-            return "reject_once"
+            return "unanswered"
         self._view.pause()
         labels = {
             "allow_once": "[bold]y[/]es",
@@ -259,7 +260,7 @@ class TerminalAsker:
             self._err.print(f"[bold yellow]?[/] Allow {escape(request.title)}? {choices} ", end="")
             line = await self._reader.readline()
             if line is None:
-                return "reject_once"
+                return "unanswered"
             decision = _CHOICES.get(line.strip().lower())
             if decision in request.offered:
                 if decision in ("allow_once", "allow_always"):

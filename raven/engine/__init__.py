@@ -4,7 +4,7 @@ Knows no protocol. Faces call `run_turn` with a live session, an asker and an
 emit callable, and translate the events they receive.
 """
 
-from raven.engine.asker import ApprovalRequest, Asker, Decision
+from raven.engine.asker import ApprovalRequest, Asker, Decision, Unanswered
 from raven.engine.errors import (
     SessionBusy,
     SessionClosed,
@@ -64,6 +64,7 @@ __all__ = [
     "TurnEvent",
     "TurnStarted",
     "TurnStuck",
+    "Unanswered",
     "UnknownMode",
     "UnknownModel",
     "UsageUpdated",

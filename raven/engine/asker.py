@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from raven.tools import ALL_DECISIONS, Decision, Question, ToolKind
 
@@ -22,13 +22,20 @@ class ApprovalRequest:
     """The choices the face may offer; the answer is one of them."""
 
 
+Unanswered = Literal["refused", "unanswered", "cancelled"]
+"""An approval no person gave: a policy refused it without asking (`refused`), no one
+could be asked or no answer came (`unanswered`), or the asking was withdrawn
+(`cancelled`). The model is told which, so it can act on it."""
+
+
 class Asker(Protocol):
     """Obtains approvals and answers from a person (or a policy) on a face's behalf.
 
     Either method may take as long as the person needs; the engine bounds the
-    wait. An asker that cannot ask returns `reject_once` or None.
+    wait. An asker that cannot ask says why (`Unanswered`), or answers None to a
+    question.
     """
 
-    async def approve(self, request: ApprovalRequest) -> Decision: ...
+    async def approve(self, request: ApprovalRequest) -> Decision | Unanswered: ...
 
     async def ask(self, question: Question) -> str | None: ...

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from raven.engine.asker import ApprovalRequest, Asker, Decision
+from raven.engine.asker import ApprovalRequest, Asker, Decision, Unanswered
 from raven.engine.events import (
     AgentText,
     AgentThought,
@@ -54,6 +54,7 @@ from raven.providers import (
     estimate_tokens,
 )
 from raven.tools import (
+    ALL_DECISIONS,
     Permission,
     Progress,
     Question,
@@ -70,6 +71,14 @@ TITLE_CHARS = 60
 MAX_PARALLEL_TOOLS = 4
 CANCELLED_RESULT = "Cancelled by the user before it finished."
 REJECTED_RESULT = "The user rejected this tool call. Do not retry it; ask or explain instead."
+NOT_RUN_RESULTS: dict[str, str] = {
+    "refused": "Not run: refused by policy (the session's mode or the server's approval "
+    "setting); no one was asked. Do not retry it; explain what you needed or do without it.",
+    "unanswered": "Not run: no one answered the approval request in time, or no one could be "
+    "asked. Do not retry it now; say what you wanted to do so the user can allow it.",
+    "cancelled": "Not run: the approval request was cancelled before anyone answered.",
+}
+"""What the model is told when a call needing approval was not allowed, by why."""
 
 
 async def run_turn(
@@ -314,8 +323,9 @@ async def _prepare(
     emit(ToolCallStarted(call.id, tool.name, title, tool.kind, call.arguments, locations))
     if tool.needs_approval:
         request = ApprovalRequest(call.id, tool.name, title, tool.kind, call.arguments, locations)
-        if not _allows(await _decide(session, asker, request)):
-            return ToolOutput(REJECTED_RESULT, is_error=True)
+        verdict = await _decide(session, asker, request)
+        if not _allows(verdict):
+            return ToolOutput(NOT_RUN_RESULTS.get(verdict, REJECTED_RESULT), is_error=True)
     return tool, call, args, ctx
 
 
@@ -354,7 +364,8 @@ def _context(session: LiveSession, call: ToolCall, asker: Asker, emit: Emit) -> 
             permission.raw_input,
             offered=permission.offered,
         )
-        return await _decide(session, asker, request)
+        verdict = await _decide(session, asker, request)
+        return verdict if verdict in ALL_DECISIONS else "reject_once"  # type: ignore[return-value]
 
     def progress(update: Progress) -> None:
         emit(ToolCallUpdated(call.id, "in_progress", update.text or None, detail=update.detail))
@@ -376,7 +387,7 @@ class _OneAtATime:
         self._asker = asker
         self._lock = asyncio.Lock()
 
-    async def approve(self, request: ApprovalRequest) -> Decision:
+    async def approve(self, request: ApprovalRequest) -> Decision | Unanswered:
         async with self._lock:
             return await self._asker.approve(request)
 
@@ -408,32 +419,37 @@ def _result(call: ToolCall, output: ToolOutput) -> ToolResultMessage:
     )
 
 
-async def _decide(session: LiveSession, asker: Asker, request: ApprovalRequest) -> Decision:
+async def _decide(
+    session: LiveSession, asker: Asker, request: ApprovalRequest
+) -> Decision | Unanswered:
     """The session's answer: its mode's policy, then what it remembers, then the asker."""
     policy = session.mode.approvals if session.mode else "ask"
-    if policy in ("auto", "deny"):
-        wanted: Decision = "allow_once" if policy == "auto" else "reject_once"
-        return _offered_like(wanted, request.offered)
+    if policy == "auto":
+        return _offered_like("allow_once", request.offered)
+    if policy == "deny":
+        return "refused"
     if request.tool in session.remembered:
-        wanted = "allow_always" if session.remembered[request.tool] else "reject_always"
+        wanted: Decision = "allow_always" if session.remembered[request.tool] else "reject_always"
         return _offered_like(wanted, request.offered)
-    decision: Decision
+    verdict: Decision | Unanswered
     try:
         async with asyncio.timeout(session.limits.question_timeout_s):
-            decision = await asker.approve(request)
+            verdict = await asker.approve(request)
     except TimeoutError:
-        log.warning("approval for %s timed out; rejected", request.tool)
-        decision = "reject_once"
-    if decision not in request.offered:
-        decision = _offered_like("reject_once", request.offered)
-    if decision == "allow_always":
+        log.warning("approval for %s timed out; not run", request.tool)
+        return "unanswered"
+    if verdict in ("refused", "unanswered", "cancelled"):
+        return verdict
+    if verdict not in request.offered:
+        return _offered_like("reject_once", request.offered)
+    if verdict == "allow_always":
         session.remembered[request.tool] = True
-    elif decision == "reject_always":
+    elif verdict == "reject_always":
         session.remembered[request.tool] = False
-    return decision
+    return verdict
 
 
-def _allows(decision: Decision) -> bool:
+def _allows(decision: Decision | Unanswered) -> bool:
     return decision in ("allow_once", "allow_always")
 
 

@@ -189,6 +189,25 @@ async def test_permission_allow_and_reject(start: Any, tmp_path: Path) -> None:
     ]
 
 
+async def test_the_model_hears_whether_a_person_rejected_or_the_editor_cancelled(
+    start: Any, tmp_path: Path
+) -> None:
+    agent = await start(
+        [
+            {"toolCalls": [call("write_file", path="a.txt", content="A")]},
+            {"toolCalls": [call("write_file", path="b.txt", content="B")]},
+            {"text": "done"},
+        ]
+    )
+    agent.editor.permission_answers = ["reject_once", "cancelled"]
+    sid = await agent.new_session(tmp_path)
+    await agent.conn.prompt(session_id=sid, prompt=text("write"))
+    failed = [u for u in agent.editor.of("tool_call_update") if u.status == "failed"]
+    said = [c.content.text for u in failed for c in (u.content or []) if c.type == "content"]
+    assert said[0].startswith("The user rejected this tool call")
+    assert said[1] == "Not run: the approval request was cancelled before anyone answered."
+
+
 async def test_allow_always_is_remembered_for_the_session(start: Any, tmp_path: Path) -> None:
     agent = await start(
         [

@@ -122,6 +122,39 @@ def test_edits_are_denied_without_a_terminal_unless_yes(
     assert (tmp_path / "out.txt").read_text() == "written"
 
 
+def test_the_model_is_told_why_a_call_was_not_run(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    step = {"toolCalls": [{"name": "write_file", "arguments": {"path": "o.txt", "content": "x"}}]}
+    (home / "script.json").write_text(json.dumps([step, {"text": "ok"}] * 2))
+    write_config(
+        home,
+        {
+            "models": [{"id": "s", "provider": "scripted", "script": "script.json"}],
+            "modes": [
+                {"id": "ask", "name": "Ask"},
+                {"id": "ro", "name": "Read only", "approvals": "deny"},
+            ],
+        },
+    )
+
+    def told(*args: str) -> str:
+        ran = raven("run", "-o", "jsonl", *args, "write it", env=env, cwd=tmp_path)
+        assert ran.returncode == 0, ran.stderr
+        failed = [
+            e
+            for e in map(json.loads, ran.stdout.splitlines())
+            if e["type"] == "ToolCallUpdated" and e["status"] == "failed"
+        ]
+        return failed[0]["content"]
+
+    unasked = told()  # no terminal to ask on: no person said no
+    assert "no one could be asked" in unasked and "rejected" not in unasked
+    refused = told("--mode", "ro")
+    assert "refused by policy" in refused and "rejected" not in refused
+    assert not (tmp_path / "o.txt").exists()
+
+
 def test_max_turn_steps_is_a_nonzero_exit(env: dict[str, str], home: Path) -> None:
     script = home / "loop.json"
     script.write_text(json.dumps([{"toolCalls": [{"name": "list_dir"}]}] * 3))

@@ -9,6 +9,8 @@ import pytest
 from raven.engine import (
     AgentText,
     AgentThought,
+    ApprovalRequest,
+    Decision,
     LiveSession,
     Notice,
     SessionBusy,
@@ -100,6 +102,30 @@ async def test_approval_allow_runs_and_reject_does_not(
     assert "rejected" in (failed[0].content or "")
     diff = next(e for e in events.of(ToolCallUpdated) if e.status == "completed").diff
     assert diff is not None and diff.old_text is None and diff.new_text == "A"
+
+
+class SilentAsker(RecordingAsker):
+    """Asks, and never hears back."""
+
+    async def approve(self, request: ApprovalRequest) -> Decision:
+        self.approvals.append(request)
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+async def test_the_model_is_told_when_no_answer_came_or_the_asking_was_cancelled(
+    make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    write = {"toolCalls": [call("write_file", path="a.txt", content="A")]}
+    runtime = make_runtime([write, {"text": "ok"}] * 2, limits={"questionTimeoutS": 0.05})
+    session = await runtime.new_session(tmp_path)
+    await run_turn(session, prompt("one"), SilentAsker(), Events().append)
+    cancelled = RecordingAsker(decisions=["cancelled"])  # type: ignore[list-item]
+    await run_turn(session, prompt("two"), cancelled, Events().append)
+    results = [m.content for m in session.history if isinstance(m, ToolResultMessage)]
+    assert results[0].startswith("Not run: no one answered the approval request in time")
+    assert results[1] == "Not run: the approval request was cancelled before anyone answered."
+    assert not (tmp_path / "a.txt").exists()
 
 
 async def test_always_decisions_are_remembered_for_the_session(

@@ -114,6 +114,7 @@ def run_command(
     from raven.acp_client import AgentsSource, SubAgentError
     from raven.cli.options import load, workdir
     from raven.config import ConfigError
+    from raven.signals import STOP_SIGNALS, StopSignals
     from raven.tools import Progress, ToolContext, ToolError
 
     cfg, _ = load(config, "cli")
@@ -132,18 +133,19 @@ def run_command(
             cwd=where, limits=cfg.limits, ask=_no_answer, session_id="cli", progress=progress
         )
         work = asyncio.ensure_future(source.delegate(ctx, name, prompt))
-        loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGINT, work.cancel)
+        stops = StopSignals(lambda _: work.cancel(), (signal.SIGINT, *STOP_SIGNALS))
         try:
-            outcome = await work
+            with stops:
+                outcome = await work
         except asyncio.CancelledError:
             typer.echo("cancelled", err=True)
-            return EXIT_CANCELLED
+            if stops.received in (None, signal.SIGINT):
+                return EXIT_CANCELLED
+            return stops.exit_code or EXIT_CANCELLED
         except (ToolError, SubAgentError) as exc:
             typer.echo(f"raven: {exc}", err=True)
             return EXIT_FAILED
         finally:
-            loop.remove_signal_handler(signal.SIGINT)
             await source.aclose()
         if as_json:
             body = {

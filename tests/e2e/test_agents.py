@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from tests.conftest import RAVEN, raven, write_config
+from tests.processes import alive, pid_from
 
 SDK_AGENT = Path(__file__).parents[1] / "acp_client" / "sdk_agent.py"
 
@@ -115,3 +116,43 @@ def test_a_sub_agents_stderr_is_logged_masked_and_every_file_is_private(
     data = home / "data"
     assert stat.S_IMODE(data.stat().st_mode) == 0o700
     assert all(stat.S_IMODE(f.stat().st_mode) == 0o600 for f in data.iterdir())
+
+
+async def test_sigterm_stops_agents_run_and_its_sub_agent(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    import asyncio
+    import signal
+
+    pidfile = tmp_path / "agent.pid"
+    write_config(
+        home,
+        {
+            "defaultModel": "echo",
+            "agents": [
+                {
+                    "name": "hang",
+                    "command": sys.executable,
+                    "args": [str(SDK_AGENT), "hang", "stubborn"],
+                    "env": {"HANG_PIDFILE": str(pidfile)},
+                }
+            ],
+        },
+    )
+    proc = await asyncio.create_subprocess_exec(
+        *RAVEN,
+        "agents",
+        "run",
+        "hang",
+        "go",
+        env=env,
+        cwd=tmp_path,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    child = await pid_from(pidfile)
+    proc.send_signal(signal.SIGTERM)
+    assert await asyncio.wait_for(proc.wait(), 20) == 128 + signal.SIGTERM
+    async with asyncio.timeout(10):
+        while alive(child):
+            await asyncio.sleep(0.05)

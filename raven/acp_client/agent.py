@@ -169,17 +169,27 @@ class SubAgent:
     # -- what the sub-agent asks of Raven ----------------------------------------------------
 
     async def handle_request(self, method: str, params: dict[str, Any]) -> Any:
+        foreign = not self._ours(params)
         if method == p.REQUEST_PERMISSION:
+            if foreign:
+                return {"outcome": {"outcome": "cancelled"}}
             return await self._permission(params)
         if method == p.ELICITATION_CREATE:
-            return await self._elicit(params)
+            return {"action": "decline"} if foreign else await self._elicit(params)
         raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}", {"method": method})
 
     async def handle_notification(self, method: str, params: dict[str, Any]) -> None:
-        if method == p.SESSION_UPDATE and self._turn is not None:
+        if method == p.SESSION_UPDATE and self._turn is not None and self._ours(params):
             update = params.get("update")
             if isinstance(update, dict):
                 self._relay(self._turn, update)
+
+    def _ours(self, params: dict[str, Any]) -> bool:
+        """Whether a message is about the session Raven opened; others' are ignored."""
+        if params.get("sessionId") == self._session_id:
+            return True
+        log.info("sub-agent %s: ignored a message for a session Raven did not open", self.spec.name)
+        return False
 
     async def _permission(self, params: dict[str, Any]) -> dict[str, Any]:
         options = cast(

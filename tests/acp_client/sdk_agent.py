@@ -9,6 +9,7 @@ Its behaviour is the first argument:
   hang         never answers a prompt (until cancelled; ignores the cancel with "stubborn")
   elicit       asks an elicitation question and answers with what it got
   fs           tries to read a file through the client
+  foreign      sends updates and a permission request for a session Raven never opened
 """
 
 from __future__ import annotations
@@ -94,6 +95,14 @@ class Agent:
                 except asyncio.CancelledError:
                     if not STUBBORN:
                         raise
+        elif BEHAVIOUR == "foreign":
+            await self.say("someone-else", "INJECTED ")
+            asked = await self.conn.request_permission(
+                session_id="someone-else",
+                tool_call=schema.ToolCallUpdate(tool_call_id="x", title="Do edit", kind="edit"),
+                options=[option("allow_once")],
+            )
+            await self.say(session_id, f"own words, foreign ask {asked.outcome.outcome}")
         elif BEHAVIOUR == "fs":
             try:
                 await self.conn.read_text_file(path="/etc/hostname", session_id=session_id)

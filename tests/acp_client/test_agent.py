@@ -251,3 +251,18 @@ async def test_cancelling_the_parent_turn_stops_the_child(
         await work
     assert not alive(hung) and group_gone(hung)
     await source.aclose()
+
+
+async def test_updates_and_requests_for_a_session_raven_did_not_open_are_ignored(
+    tmp_path: Path,
+) -> None:
+    asked: list[Permission] = []
+
+    async def approve(permission: Permission) -> Any:
+        asked.append(permission)
+        return "allow_once"
+
+    spec = sdk_spec("foreign", permissions="ask")
+    outcome, _, _ = await drive(spec, tmp_path, approve=approve)
+    assert outcome.answer == "own words, foreign ask cancelled"
+    assert asked == [] and outcome.decisions == []

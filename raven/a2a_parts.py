@@ -4,6 +4,7 @@ JSON, files saved under safe names. Writes only inside the folder it is given.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -14,6 +15,10 @@ from google.protobuf.json_format import MessageToDict
 MAX_DATA_BYTES = 64 * 1024
 DATA_TYPE = "application/json"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._ -]+")
+MAX_NAME_CHARS = 120
+"""Longer names (a peer's file name, a context id) are shortened: file systems stop at 255
+bytes, and a name is never a reason to fail a task."""
+_MAX_SUFFIX_CHARS = 16
 
 
 def fenced_data(part: Part) -> str:
@@ -27,8 +32,16 @@ def fenced_data(part: Part) -> str:
 
 
 def safe_name(name: str, taken: set[str]) -> str:
-    """A file name with no directories, no leading dot and no clash with `taken`."""
+    """A file name with no directories, no leading dot, at most `MAX_NAME_CHARS` and no clash
+    with `taken`. A long name keeps its start and extension and gains a hash of the whole."""
     base = _UNSAFE.sub("_", Path(name.replace("\\", "/")).name).strip(" .") or "file"
+    if len(base) > MAX_NAME_CHARS:
+        head, dot, ext = base.rpartition(".")
+        if not head or len(ext) > _MAX_SUFFIX_CHARS:
+            head, dot, ext = base, "", ""
+        digest = hashlib.sha256(name.encode()).hexdigest()[:12]
+        keep = MAX_NAME_CHARS - len(digest) - len(dot + ext) - 1 - 8  # room for a "-N" suffix
+        base = f"{head[:keep]}-{digest}{dot}{ext}"
     stem, dot, suffix = base.partition(".")
     candidate, n = base, 1
     while candidate in taken:

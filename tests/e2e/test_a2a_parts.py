@@ -79,6 +79,23 @@ def test_a_file_lands_in_the_inbox_under_a_safe_name_and_the_model_reads_it(
     assert "file by reference, not fetched: https://example.com/big.bin" in prompt
 
 
+def test_a_very_long_file_name_or_context_id_is_shortened_not_fatal(serve: Any, home: Path) -> None:
+    server = serve()
+    long_name = "report-" + "n" * 300 + ".csv"
+    message = {
+        "messageId": "m-long",
+        "role": "ROLE_USER",
+        "contextId": "ctx-" + "c" * 400,
+        "parts": [{"text": "keep this"}, file_part(long_name, b"a,b\n")],
+    }
+    task = server.call("SendMessage", {"message": message})["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", task["status"]
+    (saved,) = [p for p in (home / "work" / "inbox").rglob("*") if p.is_file()]
+    assert saved.read_bytes() == b"a,b\n" and saved.suffix == ".csv"
+    assert saved.name.startswith("report-nnn") and len(saved.name) <= 120
+    assert all(len(part) <= 120 for part in saved.relative_to(home).parts)
+
+
 def transcript_prompt(home: Path) -> str:
     from raven.sessions import SessionStore
 

@@ -44,12 +44,10 @@ class AttachFile(BuiltinTool):
         return f"Attach {args.path}"
 
     def locations(self, args: AttachArgs, ctx: ToolContext) -> list[Path]:
-        return [ctx.resolve(args.path)]
+        return [ctx.inside(args.path, "not attached")]
 
     async def run(self, args: AttachArgs, ctx: ToolContext) -> ToolOutput:
-        path = ctx.resolve(args.path).resolve()
-        if not path.is_relative_to(ctx.cwd.resolve()):
-            raise ToolError(f"{args.path} is outside the working directory; not attached")
+        path = ctx.inside(args.path, "not attached")
         if not path.is_file():
             raise ToolError(f"{args.path}: no such file")
         size = path.stat().st_size

@@ -21,7 +21,8 @@ class A2ASendArgs(Args):
     task_id: str | None = Field(default=None, description="Continue (answer) this peer task")
     context_id: str | None = Field(default=None, description="Continue this peer conversation")
     files: list[str] = Field(
-        default_factory=list, description="Files in the working directory to send along"
+        default_factory=list,
+        description="Files inside the working directory to send along (relative paths)",
     )
 
 
@@ -38,15 +39,18 @@ class A2ASendTool(BuiltinTool):
         self._settings = settings
 
     def title(self, args: A2ASendArgs, ctx: ToolContext) -> str:
-        return f"Ask A2A peer {args.card_url}"
+        """Names every file that would leave the machine, so the approval shows them."""
+        sending = f", sending {', '.join(args.files)}" if args.files else ""
+        return f"Ask A2A peer {args.card_url}{sending}"
 
     def locations(self, args: A2ASendArgs, ctx: ToolContext) -> list[Path]:
-        return [ctx.resolve(f) for f in args.files]
+        """The files to send, refused before approval when one is outside the cwd."""
+        return [ctx.inside(f, "nothing was sent") for f in args.files]
 
     async def run(self, args: A2ASendArgs, ctx: ToolContext) -> ToolOutput:
         from raven.a2a_client.send import PeerError, send_message
 
-        files = [ctx.resolve(f) for f in args.files]
+        files = self.locations(args, ctx)  # again: a link may have changed since approval
         try:
             reply = await send_message(
                 args.card_url,

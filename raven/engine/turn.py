@@ -318,8 +318,12 @@ async def _prepare(
     except (ToolError, ValidationError) as exc:
         emit(ToolCallStarted(call.id, tool.name, tool.name, tool.kind, call.arguments))
         return ToolOutput(_invalid(exc), is_error=True)
-    title = call.title or tool.title(args, ctx)
-    locations = tool.locations(args, ctx)
+    try:  # a tool may refuse here, before anyone is asked (a path outside the cwd, say)
+        title = call.title or tool.title(args, ctx)
+        locations = tool.locations(args, ctx)
+    except ToolError as exc:
+        emit(ToolCallStarted(call.id, tool.name, tool.name, tool.kind, call.arguments))
+        return ToolOutput(str(exc), is_error=True)
     emit(ToolCallStarted(call.id, tool.name, title, tool.kind, call.arguments, locations))
     if tool.needs_approval:
         request = ApprovalRequest(call.id, tool.name, title, tool.kind, call.arguments, locations)

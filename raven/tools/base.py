@@ -108,6 +108,14 @@ class ToolContext:
         p = Path(path).expanduser()
         return p if p.is_absolute() else (self.cwd / p)
 
+    def inside(self, path: str, refused: str) -> Path:
+        """`path` resolved against the cwd, symlinks followed; a `ToolError` ending in `refused`
+        ("not sent") when it lands outside the working directory (`..`, absolute, a link out)."""
+        resolved = self.resolve(path).resolve()
+        if not resolved.is_relative_to(self.cwd.resolve()):
+            raise ToolError(f"{path} is outside the working directory; {refused}")
+        return resolved
+
 
 class ToolSource(Protocol):
     """Tools that come from outside the built-ins (MCP servers, sub-agents, for example).
@@ -149,7 +157,10 @@ class Tool(Protocol):
 
     def title(self, args: Any, ctx: ToolContext) -> str: ...
 
-    def locations(self, args: Any, ctx: ToolContext) -> list[Path]: ...
+    def locations(self, args: Any, ctx: ToolContext) -> list[Path]:
+        """The files the call touches. `title` and `locations` may raise `ToolError` to refuse
+        a call before anyone is asked to approve it."""
+        ...
 
     async def run(self, args: Any, ctx: ToolContext) -> ToolOutput: ...
 

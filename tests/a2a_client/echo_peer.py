@@ -12,7 +12,7 @@ import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -24,6 +24,8 @@ from raven.a2a.card import agent_card
 @dataclass
 class EchoPeer:
     origin: str
+    received: list[dict[str, Any]] = field(default_factory=list)
+    """Every JSON-RPC request the peer was sent, in order."""
 
     @property
     def card_url(self) -> str:
@@ -85,15 +87,17 @@ def echo_peer() -> Iterator[EchoPeer]:
 
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            peer.received.append(body)
             secret = self.headers.get("Authorization", "").removeprefix("Bearer ")
             kind = body["params"]["message"]["parts"][0]["text"]
             self._send(*_reply(kind, secret, body.get("id")))
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    peer = EchoPeer(f"http://127.0.0.1:{server.server_address[1]}")
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield EchoPeer(f"http://127.0.0.1:{server.server_address[1]}")
+        yield peer
     finally:
         server.shutdown()
         server.server_close()

@@ -198,3 +198,45 @@ def test_sending_a_file_to_a_peer_needs_approval(
         )
         denied = raven("run", "send my plans", env=env, cwd=tmp_path)
     assert "denied" in denied.stderr and "Ask A2A peer" in denied.stderr
+
+
+def test_a2a_send_sends_only_files_inside_the_working_directory(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "plans.txt").write_text("plans")
+    (work / "link.txt").symlink_to(home / "config.json")
+    with echo_peer() as peer:
+        outside = ["../home/config.json", str(home / "config.json"), "link.txt"]
+        steps = [
+            {
+                "toolCalls": [
+                    {
+                        "name": "a2a_send",
+                        "arguments": {"card_url": peer.card_url, "message": "text", "files": [f]},
+                    }
+                ]
+            }
+            for f in [*outside, "plans.txt"]
+        ]
+        (home / "script.json").write_text(json.dumps([*steps, {"text": "ok"}]))
+        write_config(
+            home,
+            {
+                "models": [{"id": "s", "provider": "scripted", "script": "script.json"}],
+                "a2a": {"peers": [{"origin": peer.origin, "credential": "c" * 12}]},
+            },
+        )
+        ran = raven("run", "--yes", "-o", "jsonl", "send", env=env, cwd=work)
+        assert ran.returncode == 0, ran.stderr
+        events = [json.loads(line) for line in ran.stdout.splitlines()]
+        results = [e for e in events if e["type"] == "ToolCallUpdated" and e["content"]]
+        for result in results[:3]:
+            assert result["status"] == "failed"
+            assert "outside the working directory; nothing was sent" in result["content"]
+        titles = [e["title"] for e in events if e["type"] == "ToolCallStarted"]
+        assert titles[3] == f"Ask A2A peer {peer.card_url}, sending plans.txt"
+        (sent,) = peer.received  # only the file inside the working directory left
+        (file_part,) = [p for p in sent["params"]["message"]["parts"] if "raw" in p]
+        assert file_part["filename"] == "plans.txt"

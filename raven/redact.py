@@ -1,6 +1,9 @@
 """Redaction of recognised credentials in text that leaves Raven for a person or a peer.
 
-Pure string functions; never logs what it finds.
+`redact` masks one text; `SafeChunks` re-cuts streamed text so that no piece ends
+inside something `redact` could recognise, so a credential a model streams in
+sub-word deltas is masked wherever each piece is redacted. Pure string work;
+never logs what it finds.
 """
 
 from __future__ import annotations
@@ -32,13 +35,9 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"), MASK),
     # JSON Web Tokens
     (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), MASK),
-    # passwords in URLs: scheme://user:password@host
-    # (the scheme is bounded and starts at a word boundary: unbounded, a long run of
-    # letters made this pattern quadratic)
-    (
-        re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]{0,31}://[^\s:/@]{1,256}:)[^\s@/]{1,256}(@)"),
-        rf"\1{MASK}\2",
-    ),
+    # passwords in URLs: scheme://user:password@host (the scheme is not part of the
+    # match: a text streamed in pieces may have it in an earlier piece)
+    (re.compile(r"(://[^\s:/@]{1,256}:)[^\s@/]{1,256}(@)"), rf"\1{MASK}\2"),
     # labelled secrets: password=..., api_key: "...", token=...
     (
         re.compile(
@@ -66,3 +65,77 @@ def redact_json(value: Any) -> Any:
     if isinstance(value, list):
         return [redact_json(v) for v in value]
     return value
+
+
+_WORD_STARTS = (
+    "sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "akia", "asia",
+    "xox", "eyj", "bearer", "basic", "authorization", "pass", "secret", "api_key", "api-key",
+    "apikey", "access_key", "access-key", "accesskey", "auth_token", "auth-token", "authtoken",
+    "token", "client_secret", "client-secret", "clientsecret", "-----begin",
+)  # fmt: skip
+"""How every credential `redact` knows begins, lower-cased: a word that is (or may grow
+into) one of these is held until it is whole."""
+_LABEL_TAIL = re.compile(
+    r"(?i)\b(?:authorization|bearer|basic|token|pass(?:word|wd)?|secret|api[_-]?key"
+    r"|access[_-]?key|auth[_-]?token|client[_-]?secret)[\"']?\s*(?:[:=]\s*[\"']?\s*)?"
+    r"(?:(?:bearer|basic|token)\s*)?$"
+)
+"""A label whose secret follows after a space ("Bearer ", "password = "): held with it."""
+_KEY_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY-----")
+MAX_HOLD_CHARS = 16 * 1024
+"""Past this much held text (a private key that never ends, one endless word) it goes out."""
+
+
+class SafeChunks:
+    """Cuts streamed text only where no credential can straddle the cut.
+
+    `feed` takes a delta and returns what may be shown now (possibly ""); `flush`
+    returns what is still held, at the end of the stream. Held: the last word while it
+    is, or may become, a credential; a label and what follows it ("Bearer …"); an
+    unfinished private key block. Ordinary words pass at once.
+    """
+
+    def __init__(self) -> None:
+        self._held = ""
+
+    def feed(self, delta: str) -> str:
+        text = self._held + delta
+        cut = _safe_cut(text)
+        self._held = text[cut:]
+        return text[:cut]
+
+    def flush(self) -> str:
+        text, self._held = self._held, ""
+        return text
+
+
+def _safe_cut(text: str) -> int:
+    """How much of `text` may go out now."""
+    end = len(text)
+    while end and not text[end - 1].isspace():
+        end -= 1  # `end` is past the last whitespace: text[end:] is the word still growing
+    word = text[end:]
+    cut = end + _word_hold(word)
+    label = _LABEL_TAIL.search(text, max(0, end - 64), end) if end else None
+    if label is not None:  # "Bearer ", "password = ": what follows may still be growing
+        cut = label.start()
+    begin = text.rfind("-----BEGIN", 0, cut)
+    if begin != -1 and not _KEY_END.search(text, begin, cut):
+        cut = begin
+    if cut == 0 and len(text) > MAX_HOLD_CHARS:
+        return end or len(text)
+    return cut
+
+
+def _word_hold(word: str) -> int:
+    """Where in a growing `word` holding must start; `len(word)` when none of it need wait."""
+    lowered = word.lower()
+    if "://" in lowered or lowered.endswith((":", ":/")):
+        return 0
+    for i in range(len(lowered)):
+        if i and (lowered[i - 1].isalnum() or lowered[i - 1] == "_"):
+            continue  # not at a word boundary: no pattern starts here
+        rest = lowered[i:]
+        if any(start.startswith(rest) or rest.startswith(start) for start in _WORD_STARTS):
+            return i
+    return len(word)

@@ -204,7 +204,7 @@ class _JobAsker:
 
     async def _ask(self, text: str) -> str | None:
         future: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
-        self._job.pending = _Question(text, future)
+        self._job.pending = _Question(redact(text), future)
         self._job.events.put_nowait(self._job.pending)
         try:
             return await future
@@ -377,9 +377,10 @@ class RavenExecutor(AgentExecutor):
         def emit(event: TurnEvent) -> None:
             if self._observe is not None:
                 self._observe(job.session.id, event)
-            if isinstance(event, AgentText):
-                text.append(event.text)
-                throttle.add(event.text)
+            if isinstance(event, AgentText):  # pieces the engine cut whole: each masked alone
+                piece = redact(event.text)
+                text.append(piece)
+                throttle.add(piece)
             elif isinstance(event, TurnEnded):
                 throttle.stop()
                 ended.append(event)

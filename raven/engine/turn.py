@@ -53,6 +53,7 @@ from raven.providers import (
     Usage,
     estimate_tokens,
 )
+from raven.redact import SafeChunks
 from raven.tools import (
     ALL_DECISIONS,
     Permission,
@@ -216,15 +217,24 @@ async def _call_model(session: LiveSession, emit: Emit) -> tuple[AssistantMessag
     calls: list[ToolCall] = []
     finish: FinishReason = "end_turn"
     reported_usage = False
+    # Deltas are re-cut where no credential can straddle two events, so each face's
+    # redaction of an event sees a streamed key whole.
+    shown_text, shown_thought = SafeChunks(), SafeChunks()
     stream = session.provider.stream(request)
     try:
         async for event in stream:
             if isinstance(event, TextDelta):
                 text.append(event.text)
-                emit(AgentText(event.text))
+                if piece := shown_thought.flush():  # the thought ended where text began
+                    emit(AgentThought(piece))
+                if piece := shown_text.feed(event.text):
+                    emit(AgentText(piece))
             elif isinstance(event, ThoughtDelta):
                 thought.append(event.text)
-                emit(AgentThought(event.text))
+                if piece := shown_text.flush():
+                    emit(AgentText(piece))
+                if piece := shown_thought.feed(event.text):
+                    emit(AgentThought(piece))
             elif isinstance(event, ToolCallReady):
                 calls.append(event.call)
             elif isinstance(event, Usage):
@@ -233,6 +243,8 @@ async def _call_model(session: LiveSession, emit: Emit) -> tuple[AssistantMessag
                 emit(UsageUpdated(used, session.provider.context_window))
             elif isinstance(event, Finish):
                 finish = event.reason
+            if isinstance(event, ToolCallReady | Finish):
+                _flush(shown_text, shown_thought, emit)
     except BaseException:
         if text:
             await asyncio.shield(
@@ -240,6 +252,7 @@ async def _call_model(session: LiveSession, emit: Emit) -> tuple[AssistantMessag
             )
         raise
     finally:
+        _flush(shown_text, shown_thought, emit)
         await stream.aclose()  # type: ignore[attr-defined]
     if not reported_usage:
         answer = "".join(text) + "".join(c.raw_arguments or "" for c in calls)
@@ -251,6 +264,14 @@ async def _call_model(session: LiveSession, emit: Emit) -> tuple[AssistantMessag
     message = AssistantMessage(text="".join(text), thought="".join(thought), tool_calls=calls)
     await session.commit(message)
     return message, finish
+
+
+def _flush(text: SafeChunks, thought: SafeChunks, emit: Emit) -> None:
+    """What the chunkers still hold goes out: the model's text or thought has ended."""
+    if piece := thought.flush():
+        emit(AgentThought(piece))
+    if piece := text.flush():
+        emit(AgentText(piece))
 
 
 def _described(session: LiveSession, calls: list[ToolCall]) -> list[ToolCall]:

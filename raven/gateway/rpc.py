@@ -1,7 +1,8 @@
 """Raven RPC served to one WebSocket, and the broker that lets any UI answer a turn's questions.
 
 Each socket is a JSON-RPC peer on Raven's own JSON-RPC layer (a text message is a
-frame). Requests are parsed with the contract's models; Raven's errors become the
+frame); every frame a UI is sent passes through redaction, as the editor's do.
+Requests are parsed with the contract's models; Raven's errors become the
 contract's codes here, once. Turns run in the gateway, not in a socket: a socket
 that goes away never stops one.
 """
@@ -47,6 +48,7 @@ from raven.jsonrpc import (
     RpcError,
 )
 from raven.messages import TextPart
+from raven.redact import redact_json
 from raven.sessions import SessionRecord
 
 log = logging.getLogger(__name__)
@@ -184,7 +186,9 @@ class Peer:
         self.dropped = False
         self._progress = time.monotonic()
         self.reader = asyncio.StreamReader()
-        self.connection = Connection(FrameReader(self.reader), self._write, self)
+        self.connection = Connection(
+            FrameReader(self.reader), self._write, self, outbound=redact_json
+        )
         self._handlers: dict[str, Callable[[Any], Any]] = {
             name: getattr(self, "_" + name.replace(".", "_")) for name in c.METHODS
         }

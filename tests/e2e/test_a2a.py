@@ -195,6 +195,25 @@ def test_bad_requests_get_the_sdk_errors(serve: Any) -> None:
     assert server.call("ListTasks", {})["result"]["tasks"] == []
 
 
+def test_answers_and_questions_leave_with_credentials_masked(serve: Any) -> None:
+    key = "sk-live-" + "W9x" * 8
+    server = serve(
+        [
+            asks(f"Should I use {key}?"),
+            {"text": f"Used {key}; Authorization: Bearer {key[3:]} done", "wordDelayMs": 1},
+        ]
+    )
+    parked = server.call("SendMessage", message("go"))["result"]["task"]
+    assert parked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    follow_up = message("yes", taskId=parked["id"], contextId=parked["contextId"])
+    done = server.call("SendMessage", follow_up)["result"]["task"]
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    fetched = server.call("GetTask", {"id": done["id"], "historyLength": 10})["result"]
+    for seen in (json.dumps(parked), json.dumps(done), json.dumps(fetched)):
+        assert key not in seen and key[3:] not in seen
+    assert "Used [REDACTED]; Authorization: Bearer [REDACTED] done" in json.dumps(done)
+
+
 async def test_send_get_list_with_the_sdk_client(serve: Any) -> None:
     server = serve([{"text": "Hello, peer."}])
     client, http = await sdk_client(server)

@@ -20,6 +20,7 @@ from raven.messages import AssistantMessage, user_text
 from raven.sessions import SessionStore
 from tests.conftest import RAVEN, write_config
 from tests.e2e.acp_harness import Editor, RavenAcp
+from tests.fakes.model_server import FakeModelServer, Reply, openai_stream
 from tests.processes import alive, pid_from
 
 MODES = [
@@ -708,3 +709,27 @@ async def test_a_delegated_sub_agent_works_as_progress_of_the_delegate_call(
         ["pgrep", "-f", str(child_home / "config.json")], capture_output=True, text=True
     )
     assert leftovers.stdout == ""
+
+
+SPLIT_KEY = "sk-proj-" + "Zq7" * 8
+
+
+async def test_a_key_streamed_in_sub_word_pieces_reaches_the_editor_masked(
+    start: Any, tmp_path: Path, model_server: FakeModelServer, env: dict[str, str]
+) -> None:
+    env["TEST_KEY"] = "k"
+    model = {
+        "id": "gpt",
+        "provider": "openai",
+        "model": "gpt-x",
+        "baseUrl": model_server.url + "/v1",
+        "apiKeyEnv": "TEST_KEY",
+    }
+    agent = await start(models=[model], defaultModel="gpt")
+    answer = f"Your key is {SPLIT_KEY} and Authorization: Bearer {SPLIT_KEY[3:]} ok"
+    model_server.queue(Reply(events=openai_stream(text=answer, chunk_chars=3)))
+    sid = await agent.new_session(tmp_path)
+    await agent.conn.prompt(session_id=sid, prompt=text("what is my key?"))
+    shown = agent.editor.text(sid)
+    assert shown.startswith("Your key is [REDACTED] and") and shown.endswith(" ok")
+    assert not any(SPLIT_KEY[i : i + 6] in shown for i in range(len(SPLIT_KEY) - 5))

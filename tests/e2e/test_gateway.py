@@ -221,3 +221,83 @@ async def test_an_a2a_tasks_question_is_answered_by_a_ui_of_the_gateway(
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=DEADLINE_S)
+
+
+GATEWAY_KEY = "ghp_" + "R4v" * 10
+
+
+async def drive_a_leaky_turn(base: str, token: str, cwd: Path) -> list[str]:
+    """Every frame a UI gets over one turn that approves a command, then the session."""
+    import aiohttp
+
+    frames: list[str] = []
+    async with (
+        aiohttp.ClientSession() as http,
+        http.ws_connect(base + "/rpc", headers={"Authorization": f"Bearer {token}"}) as ws,
+    ):
+        ids = iter(range(1, 100))
+
+        async def call(method: str, **params: Any) -> dict[str, Any]:
+            request_id = next(ids)
+            await ws.send_json(
+                {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+            )
+            return await until(lambda f: f.get("id") == request_id)
+
+        async def until(found: Any) -> dict[str, Any]:
+            async with asyncio.timeout(DEADLINE_S):
+                while True:
+                    raw = await ws.receive_str()
+                    frames.append(raw)
+                    frame = json.loads(raw)
+                    if found(frame):
+                        return frame
+                    if frame.get("method") == "permission.requested":
+                        request_id = frame["params"]["requestId"]
+                        await ws.send_json(
+                            {
+                                "jsonrpc": "2.0",
+                                "id": 99,
+                                "method": "permission.respond",
+                                "params": {"requestId": request_id, "decision": "allow_once"},
+                            }
+                        )
+
+        sid = (await call("session.create", cwd=str(cwd)))["result"]["sessionId"]
+        await call("session.subscribe", sessionId=sid)
+        await call("turn.send", sessionId=sid, text="show me")
+        await until(
+            lambda f: (
+                f.get("method") == "turn.event" and f["params"]["event"]["type"] == "TurnEnded"
+            )
+        )
+        await call("session.get", sessionId=sid)
+    return frames
+
+
+def test_nothing_a_ui_is_sent_carries_a_recognised_key(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    command = f"echo {GATEWAY_KEY}"
+    steps = [
+        {
+            "thought": f"the key is {GATEWAY_KEY}",
+            "toolCalls": [{"name": "run_command", "arguments": {"command": command}}],
+        },
+        {"text": f"It printed {GATEWAY_KEY} and password=hunter2xyz"},
+    ]
+    (home / "script.json").write_text(json.dumps(steps))
+    write_config(home, {"models": [{"id": "s", "provider": "scripted", "script": "script.json"}]})
+    port = free_port()
+    proc, _ = start(env, port)
+    try:
+        token = (home / "gateway.token").read_text().strip()
+        frames = asyncio.run(drive_a_leaky_turn(f"http://127.0.0.1:{port}", token, tmp_path))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=DEADLINE_S)
+    seen = "\n".join(frames)
+    assert "permission.requested" in seen and "ToolCallUpdated" in seen and "AgentText" in seen
+    assert '"history"' in seen
+    assert GATEWAY_KEY not in seen and "hunter2xyz" not in seen
+    assert "[REDACTED]" in seen

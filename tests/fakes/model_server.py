@@ -134,8 +134,10 @@ def openai_stream(
     finish: str | None = None,
     usage: tuple[int, int] | None = (10, 5),
     done: bool = True,
+    chunk_chars: int = 0,
 ) -> list[str]:
-    """SSE blocks of a Chat Completions stream; tool-call arguments are split in two chunks."""
+    """SSE blocks of a Chat Completions stream: text a word a chunk (or `chunk_chars`
+    characters a chunk, as models stream sub-word tokens); tool-call arguments in two."""
     blocks = []
 
     def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> str:
@@ -145,8 +147,12 @@ def openai_stream(
         )
 
     blocks.append(chunk({"role": "assistant", "content": ""}))
-    for word in text.split(" ") if text else []:
-        blocks.append(chunk({"content": word + " "}))
+    if chunk_chars:
+        pieces = [text[i : i + chunk_chars] for i in range(0, len(text), chunk_chars)]
+    else:
+        pieces = [word + " " for word in text.split(" ")] if text else []
+    for piece in pieces:
+        blocks.append(chunk({"content": piece}))
     for index, (call_id, name, args) in enumerate(tool_calls):
         half = len(args) // 2
         blocks.append(

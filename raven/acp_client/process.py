@@ -1,8 +1,9 @@
 """A sub-agent's process: spawned in its own process group, stderr drained, stopped for good.
 
 Never leaves a child behind: `stop` closes stdin, waits, then TERMs and KILLs the
-whole group. stderr is read continuously (an unread pipe would stall the child)
-into the log, credentials masked, keeping its tail for error reports.
+whole group; if Raven dies first, `raven.lifeline` kills the group. stderr is read
+continuously (an unread pipe would stall the child) into the log, credentials
+masked, keeping its tail for error reports.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from raven import lifeline
 from raven.config import SUBAGENT_ENV
 from raven.jsonrpc import MAX_FRAME_BYTES
 from raven.redact import redact
@@ -59,6 +61,7 @@ class ChildProcess:
             start_new_session=True,
             limit=MAX_FRAME_BYTES,
         )
+        lifeline.watch(proc.pid)
         return cls(name, proc)
 
     @property
@@ -83,6 +86,7 @@ class ChildProcess:
                 await self._exited(KILL_GRACE_S)
         # Anything the child left in its group goes too.
         self._signal_group(signal.SIGKILL)
+        lifeline.unwatch(self.proc.pid)
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._drain, KILL_GRACE_S)
 

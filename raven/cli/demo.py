@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from raven import lifeline
+
 DEADLINE_S = 60.0
 STOP_S = 5.0
 MAX_FRAMES_SHOWN = 30
@@ -449,6 +451,7 @@ class Demo:
             )
             self.stderr[proc.pid] = log
             self.procs.append(proc)
+            lifeline.watch(proc.pid)
         return proc
 
     def read_lines(self, proc: subprocess.Popen[str], keys: tuple[str, ...]) -> dict[str, str]:
@@ -525,6 +528,7 @@ class Demo:
                 with _quiet():
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+            lifeline.unwatch(proc.pid)
             if proc.stdout is not None:
                 proc.stdout.close()
         if keep:

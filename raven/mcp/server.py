@@ -23,6 +23,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import CONNECTION_CLOSED
 
+from raven import lifeline
 from raven.config import McpHttpServer, McpStdioServer
 from raven.tools import ToolError, ToolOutput
 
@@ -151,8 +152,17 @@ class McpServer:
             params = StdioServerParameters(
                 command=spec.command, args=spec.args, env={**os.environ, **spec.env}, cwd=spec.cwd
             )
-            async with stdio_client(params, errlog=self._errlog) as streams:
-                yield streams
+            before, started = lifeline.children(), set[int]()
+            try:
+                async with stdio_client(params, errlog=self._errlog) as streams:
+                    # The SDK does not say which process it started: the child that is new.
+                    started = lifeline.children() - before
+                    for pid in started:
+                        lifeline.watch(pid)
+                    yield streams
+            finally:
+                for pid in started:  # the SDK has stopped the server by now
+                    lifeline.unwatch(pid)
             return
         async with (
             create_mcp_http_client(headers=spec.headers) as client,

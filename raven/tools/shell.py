@@ -1,7 +1,8 @@
 """The run_command tool: a shell command in the session cwd, in its own process group.
 
 On timeout or cancellation the whole group is stopped (SIGTERM, then SIGKILL)
-within `STOP_GRACE_S` + a moment. Output is capped, keeping its head and tail.
+within `STOP_GRACE_S` + a moment; if Raven dies first, `raven.lifeline` kills it.
+Output is capped, keeping its head and tail.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
+from raven import lifeline
 from raven.tools.base import Args, BuiltinTool, ToolContext, ToolOutput, clip
 
 STOP_GRACE_S = 1.0
@@ -54,6 +56,7 @@ class RunCommand(BuiltinTool):
             start_new_session=True,
             env={**os.environ, **ctx.env},
         )
+        lifeline.watch(proc.pid)
         assert proc.stdout is not None
         collector = _Capped(ctx.limits.tool_output_chars)
         timed_out = False
@@ -68,6 +71,7 @@ class RunCommand(BuiltinTool):
         finally:
             if proc.returncode is None:
                 await stop_process_group(proc)
+            lifeline.unwatch(proc.pid)
         output = collector.text()
         if timed_out:
             return ToolOutput(f"{output}\n[timed out after {timeout_s:g}s; killed]", is_error=True)

@@ -1,7 +1,8 @@
 """A real MCP server for tests, on the official SDK: stdio by default, or
 streamable HTTP on loopback with `--http PORT`.
 
-`--crash` exits before the handshake; `--hang` never answers it.
+`--crash` exits before the handshake; `--hang` never answers it; `--pidfile PATH`
+writes the server's pid there once it runs.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ if "--crash" in sys.argv:
     sys.exit(3)
 if "--hang" in sys.argv:
     time.sleep(3600)
+if "--pidfile" in sys.argv:
+    with open(sys.argv[sys.argv.index("--pidfile") + 1], "w") as pidfile:
+        pidfile.write(str(os.getpid()))
 
 server = MCPServer("notes")
 NOTES = {"groceries": "eggs, milk", "todo": "write tests"}

@@ -1,0 +1,137 @@
+"""Nothing Raven starts outlives a SIGKILL of Raven: commands (and their own children),
+MCP servers, sub-agents and a sub-agent's commands."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from pathlib import Path
+
+from tests.conftest import RAVEN, write_config
+from tests.e2e.test_mcp import server_entry
+from tests.processes import alive, pid_from
+
+DEADLINE_S = 20
+
+
+def command_step(pids: Path) -> dict[str, object]:
+    """A command whose shell and background child each write their pid, then wait."""
+    command = f"echo $$ > {pids}.sh; sleep 300 & echo $! > {pids}.bg; wait"
+    return {"toolCalls": [{"name": "run_command", "arguments": {"command": command}}]}
+
+
+async def gone(*pids: int) -> None:
+    async with asyncio.timeout(DEADLINE_S):
+        while any(alive(pid) for pid in pids):
+            await asyncio.sleep(0.05)
+
+
+async def test_sigkill_of_raven_run_takes_its_command_tree_and_mcp_servers(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    pids = tmp_path / "cmd"
+    (home / "script.json").write_text(json.dumps([command_step(pids), {"text": "done"}]))
+    write_config(
+        home,
+        {
+            "models": [{"id": "s", "provider": "scripted", "script": "script.json"}],
+            "mcpServers": [server_entry("notes", "--pidfile", str(tmp_path / "mcp.pid"))],
+        },
+    )
+    proc = await asyncio.create_subprocess_exec(
+        *RAVEN, "run", "--yes", "go", env=env, cwd=tmp_path,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        children = [await pid_from(Path(f"{pids}.{k}")) for k in ("sh", "bg")]
+        children.append(await pid_from(tmp_path / "mcp.pid"))
+        assert all(alive(pid) for pid in children)
+        proc.kill()
+        await proc.wait()
+        await gone(*children)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+
+
+async def test_sigkill_of_raven_takes_a_sub_agent_and_the_sub_agents_commands(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    pids = tmp_path / "cmd"
+    (tmp_path / "child-script.json").write_text(json.dumps([command_step(pids), {"text": "ok"}]))
+    child = tmp_path / "child.json"
+    child.write_text(
+        json.dumps(
+            {
+                "models": [
+                    {
+                        "id": "s",
+                        "provider": "scripted",
+                        "script": str(tmp_path / "child-script.json"),
+                    }
+                ]
+            }
+        )
+    )
+    agent = {
+        "name": "helper",
+        "command": sys.executable,
+        "args": [*RAVEN[1:], "acp", "--config", str(child)],
+    }
+    write_config(home, {"defaultModel": "echo", "agents": [agent]})
+    proc = await asyncio.create_subprocess_exec(
+        *RAVEN, "agents", "run", "helper", "go", env=env, cwd=tmp_path,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        commands = [await pid_from(Path(f"{pids}.{k}")) for k in ("sh", "bg")]
+        sub_agent = int(Path(f"/proc/{commands[0]}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        assert alive(sub_agent) and sub_agent != proc.pid
+        proc.send_signal(signal.SIGKILL)
+        await proc.wait()
+        await gone(sub_agent, *commands)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+
+
+async def test_sigkill_of_raven_acp_takes_its_command_tree(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    pids = tmp_path / "cmd"
+    (home / "script.json").write_text(json.dumps([command_step(pids), {"text": "done"}]))
+    write_config(
+        home,
+        {
+            "models": [{"id": "s", "provider": "scripted", "script": "script.json"}],
+            "modes": [{"id": "auto", "name": "Auto", "approvals": "auto"}],
+        },
+    )
+    proc = await asyncio.create_subprocess_exec(
+        *RAVEN, "acp", env=env, stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None
+    frames = [
+        {"id": 1, "method": "initialize", "params": {"protocolVersion": 1}},
+        {"id": 2, "method": "session/new", "params": {"cwd": str(tmp_path), "mcpServers": []}},
+    ]
+    try:
+        for frame in frames:
+            proc.stdin.write(json.dumps({"jsonrpc": "2.0", **frame}).encode() + b"\n")
+        session_id = None
+        while session_id is None:
+            reply = json.loads(await asyncio.wait_for(proc.stdout.readline(), DEADLINE_S))
+            session_id = reply.get("result", {}).get("sessionId")
+        prompt = {"sessionId": session_id, "prompt": [{"type": "text", "text": "go"}]}
+        request = {"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": prompt}
+        proc.stdin.write(json.dumps(request).encode() + b"\n")
+        commands = [await pid_from(Path(f"{pids}.{k}")) for k in ("sh", "bg")]
+        proc.kill()  # stdin stays open: only the watcher can stop them now
+        await proc.wait()
+        await gone(*commands)
+    finally:
+        if proc.returncode is None:
+            proc.kill()

@@ -22,7 +22,7 @@ from raven.acp_client.process import ChildProcess
 from raven.config import AgentSpec
 from raven.errors import RavenError
 from raven.jsonrpc import METHOD_NOT_FOUND, Connection, ConnectionClosed, FrameReader, RpcError
-from raven.tools import ALL_DECISIONS, Decision, Permission, Progress, Question, clip
+from raven.tools import ALL_DECISIONS, Capped, Decision, Permission, Progress, Question
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,8 @@ class _Turn:
     progress: Callable[[Progress], None]
     approve: Callable[[Permission], Awaitable[Decision]] | None
     ask: Callable[[Question], Awaitable[str | None]] | None
-    chunks: list[str] = field(default_factory=list)
+    answer: Capped = field(default_factory=lambda: Capped(MAX_ANSWER_CHARS))
+    """The child's text, clipped as it streams (head and tail kept)."""
     decisions: list[str] = field(default_factory=list)
     titles: dict[str, str] = field(default_factory=dict)
     kinds: dict[str, str] = field(default_factory=dict)
@@ -149,7 +150,7 @@ class SubAgent:
         finally:
             self._turn = None
         stop = result.get("stopReason", "end_turn") if isinstance(result, dict) else "end_turn"
-        answer = clip("".join(turn.chunks), MAX_ANSWER_CHARS)
+        answer = turn.answer.text()
         return Outcome(answer, str(stop), turn.decisions)
 
     async def stop(self) -> None:
@@ -263,7 +264,7 @@ class SubAgent:
         if kind == "agent_message_chunk":
             content = update.get("content")
             if isinstance(content, dict) and content.get("type") == "text":
-                turn.chunks.append(str(content.get("text", "")))
+                turn.answer.add(str(content.get("text", "")).encode())
         elif kind == "tool_call":
             call_id = str(update.get("toolCallId", ""))
             title = str(update.get("title", "a tool call"))

@@ -1,7 +1,8 @@
 """A one-shot command-line agent (`claude -p {task}`, say): the task in, stdout out.
 
 `{task}` in the arguments becomes the task as one argument; without it the task
-goes to stdin. A non-zero exit is a failure carrying the tail of stderr.
+goes to stdin. A non-zero exit is a failure carrying the tail of stderr. The answer
+is clipped (head and tail) while it is read, so memory stays bounded.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from pathlib import Path
 from raven.acp_client.agent import MAX_ANSWER_CHARS, Outcome, SubAgentError
 from raven.acp_client.process import ChildProcess
 from raven.config import AgentSpec
-from raven.tools import clip
+from raven.tools import Capped
 
 TASK_PLACEHOLDER = "{task}"
+READ_CHUNK = 65536
 
 
 async def run_cli(spec: AgentSpec, task: str, cwd: Path) -> Outcome:
@@ -38,7 +40,9 @@ async def run_cli(spec: AgentSpec, task: str, cwd: Path) -> Outcome:
                     proc.stdin.write(task.encode())
                     await proc.stdin.drain()
             proc.stdin.close()
-            out = await proc.stdout.read()
+            answer = Capped(MAX_ANSWER_CHARS)  # clipped as it is read, whatever it prints
+            while chunk := await proc.stdout.read(READ_CHUNK):
+                answer.add(chunk)
             code = await proc.wait()
     except TimeoutError:
         raise SubAgentError(
@@ -48,4 +52,4 @@ async def run_cli(spec: AgentSpec, task: str, cwd: Path) -> Outcome:
         await child.stop()
     if code != 0:
         raise SubAgentError(child.describe_exit())
-    return Outcome(clip(out.decode("utf-8", "replace").strip(), MAX_ANSWER_CHARS), "end_turn")
+    return Outcome(answer.text().strip(), "end_turn")

@@ -7,6 +7,7 @@ approvals and progress go through the callables in their context.
 
 from raven.tools.base import (
     ALL_DECISIONS,
+    Capped,
     Decision,
     FileDiff,
     Permission,
@@ -25,6 +26,7 @@ from raven.tools.registry import builtin_tools
 
 __all__ = [
     "ALL_DECISIONS",
+    "Capped",
     "Decision",
     "FileDiff",
     "Permission",

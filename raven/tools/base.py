@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -195,6 +196,39 @@ def clip(text: str, limit: int) -> str:
     half = limit // 2
     dropped = len(text) - 2 * half
     return f"{text[:half]}\n… [{dropped} characters omitted] …\n{text[-half:]}"
+
+
+class Capped:
+    """Keeps the first and last bytes of a stream within a character budget, as it is read:
+    memory stays bounded whatever a process prints."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._head = bytearray()
+        self._tail: collections.deque[bytes] = collections.deque()
+        self._tail_len = 0
+        self._total = 0
+
+    def add(self, chunk: bytes) -> None:
+        self._total += len(chunk)
+        room = self._limit - len(self._head)
+        if room > 0:
+            self._head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self._tail.append(chunk)
+            self._tail_len += len(chunk)
+            while self._tail_len - len(self._tail[0]) >= self._limit:
+                self._tail_len -= len(self._tail.popleft())
+
+    def text(self) -> str:
+        head = bytes(self._head).decode("utf-8", "replace")
+        if not self._tail:
+            return head
+        tail = b"".join(self._tail)[-self._limit :]
+        omitted = self._total - len(self._head) - len(tail)
+        marker = f"\n… [{omitted} bytes omitted] …\n" if omitted > 0 else ""
+        return clip(head + marker + tail.decode("utf-8", "replace"), self._limit)
 
 
 def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:

@@ -8,7 +8,6 @@ Output is capped, keeping its head and tail.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import os
 import signal
@@ -17,7 +16,7 @@ from typing import ClassVar
 from pydantic import Field
 
 from raven import lifeline
-from raven.tools.base import Args, BuiltinTool, ToolContext, ToolOutput, clip
+from raven.tools.base import Args, BuiltinTool, Capped, ToolContext, ToolOutput
 
 STOP_GRACE_S = 1.0
 _READ_CHUNK = 65536
@@ -58,7 +57,7 @@ class RunCommand(BuiltinTool):
         )
         lifeline.watch(proc.pid)
         assert proc.stdout is not None
-        collector = _Capped(ctx.limits.tool_output_chars)
+        collector = Capped(ctx.limits.tool_output_chars)
         timed_out = False
         try:
             try:
@@ -91,35 +90,3 @@ async def stop_process_group(proc: asyncio.subprocess.Process) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     await proc.wait()
-
-
-class _Capped:
-    """Keeps the first and last bytes of a stream within a character budget."""
-
-    def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._head = bytearray()
-        self._tail: collections.deque[bytes] = collections.deque()
-        self._tail_len = 0
-        self._total = 0
-
-    def add(self, chunk: bytes) -> None:
-        self._total += len(chunk)
-        room = self._limit - len(self._head)
-        if room > 0:
-            self._head += chunk[:room]
-            chunk = chunk[room:]
-        if chunk:
-            self._tail.append(chunk)
-            self._tail_len += len(chunk)
-            while self._tail_len - len(self._tail[0]) >= self._limit:
-                self._tail_len -= len(self._tail.popleft())
-
-    def text(self) -> str:
-        head = bytes(self._head).decode("utf-8", "replace")
-        if not self._tail:
-            return head
-        tail = b"".join(self._tail)[-self._limit :]
-        omitted = self._total - len(self._head) - len(tail)
-        marker = f"\n… [{omitted} bytes omitted] …\n" if omitted > 0 else ""
-        return clip(head + marker + tail.decode("utf-8", "replace"), self._limit)

@@ -10,6 +10,7 @@ Its behaviour is the first argument:
   elicit       asks an elicitation question and answers with what it got
   fs           tries to read a file through the client
   foreign      sends updates and a permission request for a session Raven never opened
+  chatty       streams CHATTY_MIB MiB of answer text, 1 MiB an update
 """
 
 from __future__ import annotations
@@ -95,6 +96,9 @@ class Agent:
                 except asyncio.CancelledError:
                     if not STUBBORN:
                         raise
+        elif BEHAVIOUR == "chatty":
+            for i in range(int(os.environ["CHATTY_MIB"])):
+                await self.say(session_id, chr(ord("a") + i % 26) * (1024 * 1024))
         elif BEHAVIOUR == "foreign":
             await self.say("someone-else", "INJECTED ")
             asked = await self.conn.request_permission(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
@@ -156,3 +157,48 @@ async def test_sigterm_stops_agents_run_and_its_sub_agent(
     async with asyncio.timeout(10):
         while alive(child):
             await asyncio.sleep(0.05)
+
+
+PEAK_RSS = (
+    "import resource, subprocess, sys; subprocess.run(sys.argv[1:], capture_output=True); "
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+)
+
+
+def peak_rss_kib(env: dict[str, str], cwd: Path, *args: str) -> tuple[int, str]:
+    """The peak RSS of `raven *args` (KiB), and what it printed."""
+    out = subprocess.run(
+        [sys.executable, "-c", PEAK_RSS, *RAVEN, *args],
+        env=env, cwd=cwd, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    return int(out.stdout.split()[-1]), out.stdout
+
+
+def test_what_a_sub_agent_prints_is_clipped_as_it_is_read(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    def printing(mib: int) -> dict[str, object]:
+        return {
+            "name": f"cli{mib}",
+            "protocol": "cli",
+            "command": "sh",
+            "args": ["-c", f"head -c {mib * 1024 * 1024} /dev/zero | tr '\\0' x"],
+        }
+
+    def chatty(mib: int) -> dict[str, object]:
+        return {
+            "name": f"acp{mib}",
+            "command": sys.executable,
+            "args": [str(SDK_AGENT), "chatty"],
+            "env": {"CHATTY_MIB": str(mib)},
+        }
+
+    agents = [printing(1), printing(400), chatty(1), chatty(190)]
+    write_config(home, {"defaultModel": "echo", "agents": agents})
+    for small, large in (("cli1", "cli400"), ("acp1", "acp190")):
+        baseline, _ = peak_rss_kib(env, tmp_path, "agents", "run", small, "go")
+        peak, _ = peak_rss_kib(env, tmp_path, "agents", "run", large, "go")
+        assert peak - baseline < 50 * 1024, (large, baseline, peak)
+    answered = raven("agents", "run", "cli400", "go", "--json", env=env, cwd=tmp_path)
+    answer = json.loads(answered.stdout)["answer"]
+    assert answer.startswith("xxx") and "omitted" in answer and len(answer) < 70_000

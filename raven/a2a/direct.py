@@ -34,13 +34,12 @@ from a2a.utils.errors import InternalError, TaskNotFoundError, UnsupportedOperat
 from a2a.utils.proto_utils import validate_proto_required_fields
 from a2a.utils.task import apply_history_length, validate_history_length
 
-from raven.a2a.executor import FAILED_MESSAGE, RavenExecutor
+from raven.a2a.executor import FAILED_MESSAGE, STOPPED_MESSAGE, RavenExecutor
 
 log = logging.getLogger(__name__)
 
 SETTLED = TERMINAL_TASK_STATES | INTERRUPTED_TASK_STATES
 """States a subscriber's stream ends in: nothing more happens until a follow-up."""
-STOPPED_MESSAGE = "Raven stopped before this task finished; send it again."
 CANCEL_WAIT_S = 5.0
 """How long a cancelled task's executor gets to stop before it is cancelled outright."""
 

@@ -57,6 +57,7 @@ INBOX = "inbox"
 STREAM_INTERVAL_S = 0.25
 """Answer text reaches peers as artifact chunks at most this often."""
 FAILED_MESSAGE = "Raven could not complete this task. The operator can find the details in its log."
+STOPPED_MESSAGE = "Raven stopped before this task finished; send it again."
 NO_ANSWER = "(no answer: the question timed out)"
 _YES = {"y", "yes", "allow", "ok", "approve", "approved"}
 _ALWAYS = {"a", "always", "allow always"}

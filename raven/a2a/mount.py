@@ -56,6 +56,13 @@ class A2AMount:
     def card(self, rpc_url: str) -> AgentCard:
         return agent_card(rpc_url, self.roster, input_modes(self.settings))
 
+    async def start(self) -> None:
+        """Before serving: tasks a stopped Raven left running in a lasting store end failed."""
+        from raven.a2a.runners import StampedTaskStore
+
+        if isinstance(self.task_store, StampedTaskStore):
+            await self.task_store.fail_orphans()
+
     async def aclose(self) -> None:
         await self.executor.aclose()
         await self.direct.aclose()
@@ -131,8 +138,9 @@ def task_store(settings: A2AServerConfig, runtime: Runtime) -> TaskStore:
     if kind == "memory":
         return BoundedMemoryTaskStore(settings.keep_finished_tasks)
     try:
-        from a2a.server.tasks import DatabaseTaskStore
         from sqlalchemy.ext.asyncio import create_async_engine
+
+        from raven.a2a.runners import StampedTaskStore
     except ImportError as exc:
         raise ConfigError(f"a2a.server.taskStore {kind!r} needs SQLAlchemy: {exc}") from exc
     if kind == "sqlite":
@@ -145,4 +153,4 @@ def task_store(settings: A2AServerConfig, runtime: Runtime) -> TaskStore:
         engine = create_async_engine(url)
     except Exception as exc:
         raise ConfigError(f"a2a.server.taskStore: cannot use {kind!r}: {exc}") from exc
-    return DatabaseTaskStore(engine, create_table=True)
+    return StampedTaskStore(engine, create_table=True)

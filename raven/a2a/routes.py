@@ -77,6 +77,11 @@ def add_a2a_routes(app: web.Application, mount: A2AMount) -> None:
     app.router.add_get(constants.AGENT_CARD_WELL_KNOWN_PATH, binding.card)
     app.router.add_post(mount.settings.path, binding.rpc)
 
+    async def start(_: web.Application) -> None:
+        await mount.start()
+
+    app.on_startup.append(start)
+
 
 class _Binding:
     def __init__(self, mount: A2AMount) -> None:

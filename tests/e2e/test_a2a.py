@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import stat
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -472,6 +473,38 @@ async def test_sqlite_store_survives_a_restart_with_a_parked_task(
         assert answered["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
         assert answered["task"]["status"]["message"]["parts"][0]["text"] == "Blue it is."
         assert answered["task"]["contextId"] == task["contextId"]
+    finally:
+        assert server.stop() == 0
+
+
+async def test_a_task_left_working_by_a_killed_server_ends_failed_on_restart(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    pidfile = tmp_path / "command.pid"
+    command = {"name": "run_command", "arguments": {"command": f"echo $$ > {pidfile}; sleep 300"}}
+    configure(home, [{"toolCalls": [command]}], task_store="sqlite", approvals="auto")
+    server = start(env)
+    try:
+        body = message("work") | {"configuration": {"returnImmediately": True}}
+        task = server.call("SendMessage", body)["result"]["task"]
+        await pid_from(pidfile)
+        assert (await reaches(server, task["id"], "TASK_STATE_WORKING"))["id"] == task["id"]
+        database = home / "data" / "a2a-tasks.db"
+        assert stat.S_IMODE(database.stat().st_mode) == 0o600
+    finally:
+        server.proc.kill()
+        server.stop()
+    server = start(env)
+    try:
+        fetched = server.call("GetTask", {"id": task["id"]})["result"]
+        assert fetched["status"]["state"] == "TASK_STATE_FAILED"
+        text = fetched["status"]["message"]["parts"][0]["text"]
+        assert text == "Raven stopped before this task finished; send it again."
+        async with asyncio.timeout(15):  # a subscriber is told at once, not left waiting
+            subscribed = await asyncio.to_thread(
+                server.call, "SubscribeToTask", {"id": task["id"]}
+            )
+        assert "error" in subscribed or "TASK_STATE_FAILED" in json.dumps(subscribed)
     finally:
         assert server.stop() == 0
 

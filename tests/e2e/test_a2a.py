@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import stat
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -501,9 +501,7 @@ async def test_a_task_left_working_by_a_killed_server_ends_failed_on_restart(
         text = fetched["status"]["message"]["parts"][0]["text"]
         assert text == "Raven stopped before this task finished; send it again."
         async with asyncio.timeout(15):  # a subscriber is told at once, not left waiting
-            subscribed = await asyncio.to_thread(
-                server.call, "SubscribeToTask", {"id": task["id"]}
-            )
+            subscribed = await asyncio.to_thread(server.call, "SubscribeToTask", {"id": task["id"]})
         assert "error" in subscribed or "TASK_STATE_FAILED" in json.dumps(subscribed)
     finally:
         assert server.stop() == 0

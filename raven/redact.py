@@ -9,13 +9,19 @@ never logs what it finds.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 MASK = "[REDACTED]"
 
-_PATTERNS: list[tuple[re.Pattern[str], str]] = [
+_Replacement = str | Callable[[re.Match[str]], str]
+
+_PATTERNS: list[tuple[tuple[str, ...], re.Pattern[str], _Replacement]] = [
+    # (what the text must hold for the pattern to be tried at all, lower-cased where the
+    # pattern ignores case; the pattern; its replacement). Most text holds none of them.
     # PEM private key bodies
     (
+        ("-----BEGIN",),
         re.compile(
             r"(-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----)[\s\S]*?(-----END [A-Z0-9 ]*PRIVATE KEY-----)"
         ),
@@ -23,23 +29,33 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     ),
     # Authorization headers and bearer tokens
     (
+        ("authorization",),
         re.compile(r"(?i)\b(authorization\s*[:=]\s*)(?:(bearer|basic|token)\s+)?[^\s'\",;]+"),
         lambda m: f"{m.group(1)}{m.group(2) + ' ' if m.group(2) else ''}{MASK}",
-    ),  # type: ignore[list-item]
-    (re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"), rf"\1{MASK}"),
+    ),
+    (("bearer",), re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"), rf"\1{MASK}"),
     # vendor key shapes
-    (re.compile(r"\bsk-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_-]{16,}"), MASK),
-    (re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr|github_pat)_[A-Za-z0-9_]{20,}"), MASK),
-    (re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}"), MASK),
-    (re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"), MASK),
-    (re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"), MASK),
+    (("sk-",), re.compile(r"\bsk-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_-]{16,}"), MASK),
+    (
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+        re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr|github_pat)_[A-Za-z0-9_]{20,}"),
+        MASK,
+    ),
+    (("glpat-",), re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}"), MASK),
+    (("AKIA", "ASIA"), re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"), MASK),
+    (("xox",), re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"), MASK),
     # JSON Web Tokens
-    (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), MASK),
+    (
+        ("eyJ",),
+        re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+        MASK,
+    ),
     # passwords in URLs: scheme://user:password@host (the scheme is not part of the
     # match: a text streamed in pieces may have it in an earlier piece)
-    (re.compile(r"(://[^\s:/@]{1,256}:)[^\s@/]{1,256}(@)"), rf"\1{MASK}\2"),
+    (("://",), re.compile(r"(://[^\s:/@]{1,256}:)[^\s@/]{1,256}(@)"), rf"\1{MASK}\2"),
     # labelled secrets: password=..., api_key: "...", token=...
     (
+        ("pass", "secret", "key", "token"),
         re.compile(
             r"(?i)\b((?:pass(?:word|wd)?|secret|api[_-]?key|access[_-]?key|auth[_-]?token|token"
             r"|client[_-]?secret)[\"']?\s*[:=]\s*[\"']?)([^\s\"',;&]{4,})"
@@ -49,10 +65,22 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
 ]
 
 
+_NEEDLES = [
+    (needle, bool(pattern.flags & re.IGNORECASE), i)
+    for i, (needles, pattern, _) in enumerate(_PATTERNS)
+    for needle in needles
+]
+
+
 def redact(text: str) -> str:
     """`text` with every recognised credential replaced by `[REDACTED]`."""
-    for pattern, replacement in _PATTERNS:
-        text = pattern.sub(replacement, text)  # type: ignore[arg-type]
+    lowered = text.lower()
+    tried = -1
+    for needle, ignore_case, i in _NEEDLES:
+        if i != tried and needle in (lowered if ignore_case else text):
+            tried = i
+            _, pattern, replacement = _PATTERNS[i]
+            text = pattern.sub(replacement, text)
     return text
 
 
@@ -132,10 +160,30 @@ def _word_hold(word: str) -> int:
     lowered = word.lower()
     if "://" in lowered or lowered.endswith((":", ":/")):
         return 0
-    for i in range(len(lowered)):
-        if i and (lowered[i - 1].isalnum() or lowered[i - 1] == "_"):
-            continue  # not at a word boundary: no pattern starts here
-        rest = lowered[i:]
-        if any(start.startswith(rest) or rest.startswith(start) for start in _WORD_STARTS):
-            return i
-    return len(word)
+    starts = _STARTS_AT.search(lowered)
+    grows = _GROWS_INTO.search(lowered, max(0, len(lowered) - _LONGEST_START))
+    found = [m.start() for m in (starts, grows) if m is not None]
+    return min(found) if found else len(word)
+
+
+def _at_boundary(literal: str) -> str:
+    """`literal` as a pattern that, like `redact`'s, starts at a word boundary if a word does."""
+    escaped = re.escape(literal)
+    return rf"(?<![a-z0-9_]){escaped}" if literal[0].isalnum() else escaped
+
+
+_LONGEST_START = max(map(len, _WORD_STARTS))
+_STARTS_AT = re.compile("|".join(_at_boundary(start) for start in _WORD_STARTS))
+"""A credential's beginning, whole, anywhere in a word."""
+_GROWS_INTO = re.compile(
+    "(?:"
+    + "|".join(
+        sorted(
+            {_at_boundary(start[:n]) for start in _WORD_STARTS for n in range(1, len(start))},
+            key=len,
+            reverse=True,
+        )
+    )
+    + ")$"
+)
+"""The end of a word that a credential's beginning could grow from."""

@@ -29,6 +29,8 @@ SOCKETS = web.AppKey("sockets", set[web.WebSocketResponse])
 A2A_MOUNTED = web.AppKey("a2a_mounted", bool)
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 SEND_TIMEOUT_S = 10.0
+CLOSE_WAIT_S = 1.0
+ABANDON_S = 30.0
 """A socket that cannot take a message within this long is closed (a slow UI)."""
 CLOSE_GOING_AWAY = 1001
 CLOSE_TOO_SLOW = 1013
@@ -119,21 +121,27 @@ async def _rpc(request: web.Request) -> web.StreamResponse:
     hub = request.app[HUB]
     request.app[SOCKETS].add(ws)
 
-    async def send(text: str) -> None:
-        try:
-            await asyncio.wait_for(ws.send_str(text), SEND_TIMEOUT_S)
-        except TimeoutError:
-            log.warning("a Raven RPC socket is too slow to keep up; closed")
-            await ws.close(code=CLOSE_TOO_SLOW, message=b"too slow")
-
+    transport = request.transport
+    assert transport is not None
     closing: set[asyncio.Task[Any]] = set()
 
+    def blocked() -> bool:
+        return transport.get_write_buffer_size() >= transport.get_write_buffer_limits()[1]
+
     def drop() -> None:
-        task = asyncio.create_task(ws.close(code=CLOSE_TOO_SLOW, message=b"too slow"))
+        task = asyncio.create_task(_hang_up(ws, transport))
         closing.add(task)
         task.add_done_callback(closing.discard)
 
-    peer = Peer(hub, send, drop)
+    async def send(text: str) -> None:
+        try:  # not wait_for: a frame the socket takes at once is sent without yielding
+            async with asyncio.timeout(SEND_TIMEOUT_S):
+                await ws.send_str(text)
+        except TimeoutError:
+            log.warning("a Raven RPC socket took no message for %gs; dropped", SEND_TIMEOUT_S)
+            peer.hang_up()
+
+    peer = Peer(hub, send, drop, blocked)
     hub.peers.add(peer)
     serving = asyncio.create_task(peer.connection.serve())
     try:
@@ -149,6 +157,18 @@ async def _rpc(request: web.Request) -> web.StreamResponse:
         await serving
         await peer.connection.finish(1.0)
     return ws
+
+
+async def _hang_up(ws: web.WebSocketResponse, transport: asyncio.Transport) -> None:
+    """Close with 1013 without waiting on a UI that does not read: the close frame goes out
+    after what is already buffered, then the connection ends; one that still reads nothing
+    after `ABANDON_S` is cut off, its buffer freed."""
+    try:
+        async with asyncio.timeout(CLOSE_WAIT_S):
+            await ws.close(code=CLOSE_TOO_SLOW, message=b"too slow")
+    except TimeoutError:
+        pass  # aiohttp closes the transport when its close is cancelled: flushed, then shut
+    asyncio.get_running_loop().call_later(ABANDON_S, transport.abort)
 
 
 async def _shutdown(app: web.Application) -> None:

@@ -169,20 +169,31 @@ class HubAsker:
 
 
 MAX_BACKLOG_FRAMES = 5000
+MAX_BACKLOG_BYTES = 4 * 1024 * 1024
 STALL_S = 5.0
-"""A UI this many frames behind that has taken none for this long is dropped, rather than
-buffered without limit (a burst to a UI that keeps reading is fine)."""
+"""A UI whose socket takes nothing more (its send buffer is full) is dropped once
+`MAX_BACKLOG_BYTES` wait for it, or `MAX_BACKLOG_FRAMES` with none taken for `STALL_S`,
+rather than buffered without limit. A UI that keeps reading is never dropped for a burst."""
 
 
 class Peer:
-    """One connected UI: a JSON-RPC connection over its WebSocket's text messages."""
+    """One connected UI: a JSON-RPC connection over its WebSocket's text messages.
+
+    `blocked` says whether the socket can take no more now (its transport's buffer is
+    full); `drop` hangs it up (close code 1013).
+    """
 
     def __init__(
-        self, hub: Hub, send: Callable[[str], Any], drop: Callable[[], Any] | None = None
+        self,
+        hub: Hub,
+        send: Callable[[str], Any],
+        drop: Callable[[], Any],
+        blocked: Callable[[], bool],
     ) -> None:
         self._hub = hub
         self._send = send
         self._drop = drop
+        self._blocked = blocked
         self.dropped = False
         self._progress = time.monotonic()
         self.reader = asyncio.StreamReader()
@@ -194,6 +205,8 @@ class Peer:
         }
 
     async def _write(self, data: bytes) -> None:
+        if self.dropped:
+            return  # what was queued for a UI that was hung up is let go at once
         await self._send(data.decode().rstrip("\n"))
         self._progress = time.monotonic()
 
@@ -203,15 +216,31 @@ class Peer:
     def notify(self, method: str, params: dict[str, Any]) -> None:
         if self.dropped:
             return
-        stalled = time.monotonic() - self._progress > STALL_S
-        if stalled and self.connection.backlog >= MAX_BACKLOG_FRAMES:
-            log.warning("a Raven RPC socket fell %d frames behind; dropped", MAX_BACKLOG_FRAMES)
-            self.dropped = True
-            self._hub.forget(self)
-            if self._drop is not None:
-                self._drop()
+        if self._behind():
+            log.warning(
+                "a Raven RPC socket takes nothing more (%d frames, %d bytes waiting); dropped",
+                self.connection.backlog,
+                self.connection.backlog_bytes,
+            )
+            self.hang_up()
             return
         self.connection.notify(method, params)
+
+    def hang_up(self) -> None:
+        """Stop sending to this UI and close its socket (1013), once."""
+        if not self.dropped:
+            self.dropped = True
+            self._hub.forget(self)
+            self._drop()
+
+    def _behind(self) -> bool:
+        backlog = self.connection
+        if backlog.backlog_bytes < MAX_BACKLOG_BYTES and backlog.backlog < MAX_BACKLOG_FRAMES:
+            return False
+        if not self._blocked():
+            return False  # it reads; the burst drains
+        stalled = time.monotonic() - self._progress > STALL_S
+        return stalled or backlog.backlog_bytes >= MAX_BACKLOG_BYTES
 
     async def handle_request(self, method: str, params: dict[str, Any]) -> Any:
         if method not in self._handlers:

@@ -65,6 +65,7 @@ class Connection:
         self._dispatcher = dispatcher
         self._outbound = outbound
         self._outbox: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._outbox_bytes = 0
         self._pending: dict[RequestId, asyncio.Future[Any]] = {}
         self._ids = itertools.count()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -102,6 +103,11 @@ class Connection:
         """Frames queued and not yet written: how far the peer has fallen behind."""
         return self._outbox.qsize()
 
+    @property
+    def backlog_bytes(self) -> int:
+        """The size of the frames queued and not yet written."""
+        return self._outbox_bytes
+
     def notify(self, method: str, params: dict[str, Any]) -> None:
         """Queue a notification; frames leave in the order they were queued."""
         self._send({"jsonrpc": "2.0", "method": method, "params": params})
@@ -133,10 +139,12 @@ class Connection:
         if self._outbound is not None:
             message = self._outbound(message)
         data = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+        self._outbox_bytes += len(data)
         self._outbox.put_nowait(data)
 
     async def _drain_outbox(self) -> None:
         while (data := await self._outbox.get()) is not None:
+            self._outbox_bytes -= len(data)
             try:
                 await self._write(data)
             except (ConnectionError, OSError) as exc:

@@ -301,3 +301,121 @@ def test_nothing_a_ui_is_sent_carries_a_recognised_key(
     assert '"history"' in seen
     assert GATEWAY_KEY not in seen and "hunter2xyz" not in seen
     assert "[REDACTED]" in seen
+
+
+def peak_rss_kib(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("VmHWM")).split()[1])
+
+
+async def raw_subscriber(port: int, token: str, session_id: str) -> Any:
+    """A WebSocket client on a raw socket that subscribes to a session, then reads nothing."""
+    import base64
+    import os
+    import socket
+
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    loop = asyncio.get_running_loop()
+    await loop.sock_connect(sock, ("127.0.0.1", port))
+    key = base64.b64encode(os.urandom(16)).decode()
+    await loop.sock_sendall(
+        sock,
+        (
+            f"GET /rpc HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
+            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
+            f"Authorization: Bearer {token}\r\n\r\n"
+        ).encode(),
+    )
+    answer = await loop.sock_recv(sock, 1024)
+    assert b" 101 " in answer and answer.endswith(b"\r\n\r\n")  # nothing else sent yet
+    payload = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "session.subscribe",
+            "params": {"sessionId": session_id},
+        }
+    ).encode()
+    mask = os.urandom(4)
+    masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+    await loop.sock_sendall(sock, bytes([0x81, 0x80 | len(payload)]) + mask + masked)
+    return sock
+
+
+async def close_code(sock: Any) -> int | None:
+    """Read everything the server sent to the end; the code of its close frame, if any."""
+    loop = asyncio.get_running_loop()
+    data = bytearray()
+    async with asyncio.timeout(DEADLINE_S):
+        while chunk := await loop.sock_recv(sock, 1 << 20):
+            data += chunk
+    i = 0  # the handshake's answer was read already: a run of frames
+    while i + 2 <= len(data):
+        opcode, length = data[i] & 0x0F, data[i + 1] & 0x7F
+        i += 2
+        if length == 126:
+            length, i = int.from_bytes(data[i : i + 2], "big"), i + 2
+        elif length == 127:
+            length, i = int.from_bytes(data[i : i + 8], "big"), i + 8
+        if opcode == 0x8:
+            return int.from_bytes(data[i : i + 2], "big")
+        i += length
+    return None
+
+
+def test_a_ui_that_stops_reading_is_closed_1013_and_costs_the_gateway_little(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    words = " ".join("w" * 1000 + str(i) for i in range(16_000))  # 16 MB of answer
+    (home / "script.json").write_text(json.dumps([{"text": words}] * 2))
+    write_config(home, {"models": [{"id": "s", "provider": "scripted", "script": "script.json"}]})
+
+    async def scenario(port: int, stall: bool) -> int | None:
+        import aiohttp
+
+        token = (home / "gateway.token").read_text().strip()
+        auth = {"Authorization": f"Bearer {token}"}
+        async with (
+            aiohttp.ClientSession() as http,
+            http.ws_connect(f"http://127.0.0.1:{port}/rpc", headers=auth) as ws,
+        ):
+
+            async def call(request_id: int, method: str, **params: Any) -> dict[str, Any]:
+                await ws.send_json(
+                    {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+                )
+                while True:
+                    frame = json.loads((await ws.receive()).data)
+                    if frame.get("id") == request_id:
+                        return frame
+
+            sid = (await call(1, "session.create", cwd=str(tmp_path)))["result"]["sessionId"]
+            stalled = await raw_subscriber(port, token, sid) if stall else None
+            await call(2, "system.hello")
+            await call(3, "turn.send", sessionId=sid, text="talk")
+            async with asyncio.timeout(120):
+                while True:  # this UI keeps reading; the stalled one does not
+                    frame = json.loads((await ws.receive()).data)
+                    if frame.get("method") == "turn.event":
+                        if frame["params"]["event"]["type"] == "TurnEnded":
+                            break
+            if stalled is None:
+                return None
+            code = await close_code(stalled)
+            stalled.close()
+            return code
+
+    peaks = []
+    for stall in (False, True):  # the same turn, without and then with a UI that stalls
+        port = free_port()
+        proc, _ = start(env, port)
+        try:
+            code = asyncio.run(scenario(port, stall))
+            peaks.append(peak_rss_kib(proc.pid))
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.communicate(timeout=DEADLINE_S)
+    assert code == 1013
+    assert peaks[1] - peaks[0] < 20 * 1024, peaks

@@ -72,6 +72,7 @@ class Client:
         self.ws = ws
         self.notes: list[dict[str, Any]] = []
         self.replies: dict[int, dict[str, Any]] = {}
+        self.unattributed: list[dict[str, Any]] = []
         self.arrived = asyncio.Event()
         self._ids = 0
         self._reader = asyncio.create_task(self._read())
@@ -97,6 +98,8 @@ class Client:
             if "method" in frame:
                 self._notes[frame["method"]].validate(frame["params"])
                 self.notes.append(frame)
+            elif frame["id"] is None:  # an error for a frame that had no usable id
+                self.unattributed.append(frame)
             else:
                 self.replies[frame["id"]] = frame
             self.arrived.set()
@@ -428,3 +431,16 @@ async def test_an_expired_login_link_is_refused_saying_so(
     login = await g.http.get(g.base + (await minted.json())["path"], allow_redirects=False)
     assert login.status == 403 and "expired" in await login.text()
     assert COOKIE not in login.headers.get("Set-Cookie", "")
+
+
+async def test_deep_or_invalid_frames_get_errors_and_the_socket_is_still_served(
+    gateway: Any,
+) -> None:
+    g = await gateway([])
+    client = await g.connect()
+    await client.ws.send_str("[" * 100_000 + "]" * 100_000)
+    await client.ws.send_str('{"jsonrpc": "aaa", "method": "system.hello"}')
+    await client.until(lambda: len(client.unattributed) == 2)
+    assert [e["error"]["code"] for e in client.unattributed] == [-32700, -32600]
+    assert "version" in await client.call("system.hello")
+    await client.close()

@@ -324,4 +324,49 @@ def test_raven_web_on_a_running_gateway_prints_a_fresh_link(page: Page, web: Web
     link = next(w for w in done.stdout.split() if "/login?code=" in w)
     login(page, link)
     page.goto(link)  # spent
-    expect(page.locator("body")).to_contain_text("not valid, or was used already")
+    expect(page.locator("body")).to_contain_text("not valid, was used already or has expired")
+
+
+def test_markdown_renders_in_linear_time_whatever_the_answer_holds(
+    page: Page, web: WebGateway
+) -> None:
+    login(page, web.login_link())
+    timings = page.evaluate(
+        """async () => {
+            const { renderMarkdown } = await import("/app/markdown.js");
+            const inputs = {
+                backticks: "x" + "`".repeat(100000),
+                spans: "`a".repeat(20000),
+                stars: "x" + "*".repeat(100000),
+                brackets: "[a](".repeat(30000),
+                mixed: "**a _b `c [d](e ".repeat(8000),
+                comment: "```c\\n" + "/*".repeat(50000) + "\\n```",
+            };
+            const out = {};
+            for (const [name, text] of Object.entries(inputs)) {
+                const started = performance.now();
+                document.createElement("div").append(renderMarkdown(text));
+                out[name] = performance.now() - started;
+            }
+            return out;
+        }"""
+    )
+    assert timings["backticks"] < 50, timings
+    assert all(ms < 1000 for ms in timings.values()), timings  # each was seconds before
+    rendered = page.evaluate(
+        """async () => {
+            const { renderMarkdown } = await import("/app/markdown.js");
+            const div = document.createElement("div");
+            div.append(renderMarkdown(
+                "a **b** *c* _d_ __e__ `f` `` g`h `` [i](https://example.com/i) " +
+                "https://example.com/j. snake_case 2*3*4 **open"
+            ));
+            return div.innerHTML;
+        }"""
+    )
+    assert rendered == (
+        "<p>a <strong>b</strong> <em>c</em> <em>d</em> <strong>e</strong> <code>f</code> "
+        '<code>g`h</code> <a href="https://example.com/i" rel="noopener noreferrer" '
+        'target="_blank">i</a> <a href="https://example.com/j" rel="noopener noreferrer" '
+        'target="_blank">https://example.com/j</a>. snake_case 2<em>3</em>4 **open</p>'
+    )

@@ -139,36 +139,138 @@ function table(rows) {
   return wrap;
 }
 
-const INLINE =
-  /(`+)([\s\S]*?[^`])\1(?!`)|\*\*([\s\S]+?)\*\*|__([\s\S]+?)__|\[([^\]\n]+)\]\(([^)\s]+)\)|\*([^*\s](?:[^*]*[^*\s])?)\*|(?<![\w])_([^_\s](?:[^_]*[^_\s])?)_(?![\w])|(https?:\/\/[^\s<>()]+[^\s<>().,;:!?'"])/;
+// Inline spans are found by one left-to-right scan, never by a pattern retried from every
+// position: each "where is the next ..." answer is remembered, so the work stays linear in the
+// text's length whatever it holds (thousands of unmatched backticks or asterisks included).
+const SCHEME = /https?:\/\//y;
+const URL_RUN = /[^\s<>()]*/y;
+const URL_TRAILING = new Set(".,;:!?'\"");
+const WORD = /\w/;
+const SPACE = /\s/;
+
+class Finder {
+  // The next index of a needle at or after a position. A search that started at `from` and
+  // found `at` answers every later question from within [from, at], so while positions grow
+  // each needle's text is searched once in all.
+  constructor(text) {
+    this.text = text;
+    this.last = new Map();
+  }
+
+  next(needle, from) {
+    const known = this.last.get(needle);
+    if (known && from >= known.from && (known.at === -1 || from <= known.at)) return known.at;
+    const at = this.text.indexOf(needle, from);
+    this.last.set(needle, { from, at });
+    return at;
+  }
+}
+
+function codeSpans(text) {
+  // Each run of backticks → where the code span it opens closes (the next run of the same
+  // length), or -1 when none does and the run is plain text.
+  const runs = [];
+  for (let i = text.indexOf("`"); i !== -1; i = text.indexOf("`", i)) {
+    let j = i;
+    while (text[j] === "`") j += 1;
+    runs.push([i, j - i]);
+    i = j;
+  }
+  const closes = new Map();
+  const nextOfLength = new Map();
+  for (let k = runs.length - 1; k >= 0; k -= 1) {
+    const [at, length] = runs[k];
+    closes.set(at, nextOfLength.get(length) ?? -1);
+    nextOfLength.set(length, at);
+  }
+  return closes;
+}
 
 export function inline(text) {
   const out = document.createDocumentFragment();
-  let rest = text;
-  while (rest) {
-    const m = rest.match(INLINE);
-    if (!m) {
-      out.append(rest);
-      break;
+  const find = new Finder(text);
+  const spans = codeSpans(text);
+  const linkEnds = new Map();
+  let plain = 0;
+  let i = 0;
+  const emit = (node, end) => {
+    if (i > plain) out.append(text.slice(plain, i));
+    out.append(node);
+    plain = i = end;
+  };
+  const linkEnd = (close) => {
+    // `](url)` after a label ending at `close`: the index after `)`, or -1.
+    if (!linkEnds.has(close)) {
+      const end = text[close + 1] === "(" ? find.next(")", close + 2) : -1;
+      const url = end === -1 ? "" : text.slice(close + 2, end);
+      linkEnds.set(close, url && !SPACE.test(url) ? end + 1 : -1);
     }
-    if (m.index) out.append(rest.slice(0, m.index));
-    rest = rest.slice(m.index + m[0].length);
-    if (m[1]) {
-      out.append(el("code", null, m[2].replace(/^ (.*) $/, "$1")));
-    } else if (m[3] !== undefined || m[4] !== undefined) {
-      const strong = el("strong");
-      strong.append(inline(m[3] ?? m[4]));
-      out.append(strong);
-    } else if (m[5] !== undefined) {
-      out.append(link(m[6], m[5], m[0]));
-    } else if (m[7] !== undefined || m[8] !== undefined) {
-      const em = el("em");
-      em.append(inline(m[7] ?? m[8]));
-      out.append(em);
-    } else {
-      out.append(link(m[9], null, m[9]));
+    return linkEnds.get(close);
+  };
+  while (i < text.length) {
+    const c = text[i];
+    if (c === "`") {
+      let run = i;
+      while (text[run] === "`") run += 1;
+      const close = spans.get(i);
+      if (close === -1) {
+        i = run;
+        continue;
+      }
+      const body = text.slice(run, close).replace(/^ ([\s\S]*) $/, "$1");
+      emit(el("code", null, body), close + run - i);
+      continue;
     }
+    if ((c === "*" || c === "_") && text[i + 1] === c) {
+      const close = find.next(c + c, i + 3);
+      if (close !== -1) {
+        const strong = el("strong");
+        strong.append(inline(text.slice(i + 2, close)));
+        emit(strong, close + 2);
+        continue;
+      }
+    }
+    if (c === "*" || (c === "_" && !WORD.test(text[i - 1] ?? " "))) {
+      const first = text[i + 1] ?? c;
+      const close = first === c || SPACE.test(first) ? -1 : find.next(c, i + 1);
+      if (
+        close !== -1 &&
+        !SPACE.test(text[close - 1]) &&
+        (c === "*" || !WORD.test(text[close + 1] ?? " "))
+      ) {
+        const em = el("em");
+        em.append(inline(text.slice(i + 1, close)));
+        emit(em, close + 1);
+        continue;
+      }
+    }
+    if (c === "[" && text[i + 1] !== "]") {
+      const close = find.next("]", i + 1);
+      const newline = find.next("\n", i + 1);
+      const end = close === -1 || (newline !== -1 && newline < close) ? -1 : linkEnd(close);
+      if (end !== -1) {
+        emit(link(text.slice(close + 2, end - 1), text.slice(i + 1, close), text.slice(i, end)), end);
+        continue;
+      }
+    }
+    if (c === "h") {
+      SCHEME.lastIndex = i;
+      if (SCHEME.test(text)) {
+        URL_RUN.lastIndex = SCHEME.lastIndex;
+        const run = URL_RUN.exec(text)[0];
+        let length = run.length;
+        while (length && URL_TRAILING.has(run[length - 1])) length -= 1;
+        const body = run.slice(0, length);
+        if (body.length >= 2) {
+          const url = text.slice(i, SCHEME.lastIndex) + body;
+          emit(link(url, null, url), i + url.length);
+          continue;
+        }
+      }
+    }
+    i += 1;
   }
+  if (plain < text.length) out.append(text.slice(plain));
   return out;
 }
 
@@ -224,8 +326,10 @@ const KEYWORDS = new Set(
     "while with yield True False None and or not local then end echo fi esac done"
   ).split(" "),
 );
+// An unclosed comment or string runs to the end (of the code, or of its line): a closing
+// delimiter that never comes is looked for once, not again from every opening one.
 const TOKENS =
-  /(\/\/[^\n]*|#[^\n]*|\/\*[\s\S]*?\*\/|--[^\n]*)|("(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'|`(?:\\.|[^`\\])*`)|(\b\d[\d_]*(?:\.\d+)?(?:e[+-]?\d+)?\b|\b0x[\da-f]+\b)|([A-Za-z_][\w]*)/gi;
+  /(\/\/[^\n]*|#[^\n]*|\/\*[\s\S]*?(?:\*\/|$)|--[^\n]*)|("(?:\\.|[^"\\\n])*"?|'(?:\\.|[^'\\\n])*'?|`(?:\\.|[^`\\])*`?)|(\b\d[\d_]*(?:\.\d+)?(?:e[+-]?\d+)?\b|\b0x[\da-f]+\b)|([A-Za-z_][\w]*)/gi;
 const HASH_COMMENTS = /^(py|python|sh|bash|shell|zsh|rb|ruby|toml|yaml|yml|r|perl|make|dockerfile|conf|ini)$/i;
 const DASH_COMMENTS = /^(sql|lua|haskell|hs)$/i;
 

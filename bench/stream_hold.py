@@ -1,6 +1,6 @@
 """What holding back streamed text for redaction costs: delay to the first visible text.
 
-The engine re-cuts a model's text deltas (`raven.redact.SafeChunks`) so that no
+The engine re-cuts a model's text deltas (`raven.safe_chunks.SafeChunks`) so that no
 credential straddles two events; a word that is, or may grow into, a credential
 waits for the delta that ends it. This replays real prose (every paragraph of
 docs/*.md, as the start of an answer) as a model streams it: sub-word pieces of
@@ -23,7 +23,8 @@ import statistics
 import time
 from pathlib import Path
 
-from raven.redact import SafeChunks, redact
+from raven.redact import redact
+from raven.safe_chunks import SafeChunks
 
 DOCS = Path(__file__).parents[1] / "docs"
 

@@ -53,7 +53,7 @@ from raven.providers import (
     Usage,
     estimate_tokens,
 )
-from raven.redact import SafeChunks
+from raven.safe_chunks import SafeChunks
 from raven.tools import (
     ALL_DECISIONS,
     Permission,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
 import sys
 from pathlib import Path
 
@@ -22,7 +21,25 @@ def command_step(pids: Path) -> dict[str, object]:
     return {"toolCalls": [{"name": "run_command", "arguments": {"command": command}}]}
 
 
-async def gone(*pids: int) -> None:
+async def command_pids(pids: Path) -> list[int]:
+    """The shell's and its background child's pids, once the command wrote them."""
+    return [await pid_from(Path(f"{pids}.{k}")) for k in ("sh", "bg")]
+
+
+async def launch(
+    env: dict[str, str], cwd: Path, *args: str, stdin: int = asyncio.subprocess.DEVNULL
+) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        *RAVEN, *args, env=env, cwd=cwd, stdin=stdin,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+async def kill_9_and_see_gone(proc: asyncio.subprocess.Process, *pids: int) -> None:
+    """SIGKILL `proc` (no end of input or signal it could act on); `pids` must end."""
+    assert all(alive(pid) for pid in pids)
+    proc.kill()
+    await proc.wait()
     async with asyncio.timeout(DEADLINE_S):
         while any(alive(pid) for pid in pids):
             await asyncio.sleep(0.05)
@@ -40,17 +57,10 @@ async def test_sigkill_of_raven_run_takes_its_command_tree_and_mcp_servers(
             "mcpServers": [server_entry("notes", "--pidfile", str(tmp_path / "mcp.pid"))],
         },
     )
-    proc = await asyncio.create_subprocess_exec(
-        *RAVEN, "run", "--yes", "go", env=env, cwd=tmp_path,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-    )  # fmt: skip
+    proc = await launch(env, tmp_path, "run", "--yes", "go")
     try:
-        children = [await pid_from(Path(f"{pids}.{k}")) for k in ("sh", "bg")]
-        children.append(await pid_from(tmp_path / "mcp.pid"))
-        assert all(alive(pid) for pid in children)
-        proc.kill()
-        await proc.wait()
-        await gone(*children)
+        children = [*await command_pids(pids), await pid_from(tmp_path / "mcp.pid")]
+        await kill_9_and_see_gone(proc, *children)
     finally:
         if proc.returncode is None:
             proc.kill()
@@ -81,17 +91,12 @@ async def test_sigkill_of_raven_takes_a_sub_agent_and_the_sub_agents_commands(
         "args": [*RAVEN[1:], "acp", "--config", str(child)],
     }
     write_config(home, {"defaultModel": "echo", "agents": [agent]})
-    proc = await asyncio.create_subprocess_exec(
-        *RAVEN, "agents", "run", "helper", "go", env=env, cwd=tmp_path,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-    )  # fmt: skip
+    proc = await launch(env, tmp_path, "agents", "run", "helper", "go")
     try:
-        commands = [await pid_from(Path(f"{pids}.{k}")) for k in ("sh", "bg")]
+        commands = await command_pids(pids)
         sub_agent = int(Path(f"/proc/{commands[0]}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        assert alive(sub_agent) and sub_agent != proc.pid
-        proc.send_signal(signal.SIGKILL)
-        await proc.wait()
-        await gone(sub_agent, *commands)
+        assert sub_agent != proc.pid  # the command's parent is the sub-agent
+        await kill_9_and_see_gone(proc, sub_agent, *commands)
     finally:
         if proc.returncode is None:
             proc.kill()
@@ -109,10 +114,7 @@ async def test_sigkill_of_raven_acp_takes_its_command_tree(
             "modes": [{"id": "auto", "name": "Auto", "approvals": "auto"}],
         },
     )
-    proc = await asyncio.create_subprocess_exec(
-        *RAVEN, "acp", env=env, stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-    )  # fmt: skip
+    proc = await launch(env, tmp_path, "acp", stdin=asyncio.subprocess.PIPE)
     assert proc.stdin is not None and proc.stdout is not None
     frames = [
         {"id": 1, "method": "initialize", "params": {"protocolVersion": 1}},
@@ -128,10 +130,7 @@ async def test_sigkill_of_raven_acp_takes_its_command_tree(
         prompt = {"sessionId": session_id, "prompt": [{"type": "text", "text": "go"}]}
         request = {"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": prompt}
         proc.stdin.write(json.dumps(request).encode() + b"\n")
-        commands = [await pid_from(Path(f"{pids}.{k}")) for k in ("sh", "bg")]
-        proc.kill()  # stdin stays open: only the watcher can stop them now
-        await proc.wait()
-        await gone(*commands)
+        await kill_9_and_see_gone(proc, *await command_pids(pids))
     finally:
         if proc.returncode is None:
             proc.kill()

@@ -14,6 +14,8 @@ told of; a group is watched until as many `unwatch` calls as `watch` calls came.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import logging
 import os
 import subprocess
@@ -37,6 +39,7 @@ for pgid, count in groups.items():
             pass
 """
 
+STOP_WAIT_S = 1.0
 _lock = threading.Lock()
 _watcher: subprocess.Popen[str] | None = None
 _owner = 0
@@ -83,7 +86,7 @@ def _tell(line: str) -> None:
 
 
 def _start() -> subprocess.Popen[str]:
-    return subprocess.Popen(
+    watcher = subprocess.Popen(
         [sys.executable, "-I", "-S", "-c", _WATCHER],
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
@@ -91,3 +94,14 @@ def _start() -> subprocess.Popen[str]:
         start_new_session=True,  # a Ctrl-C or a hang-up of the terminal does not reach it
         text=True,
     )
+    atexit.register(_stop, watcher)
+    return watcher
+
+
+def _stop(watcher: subprocess.Popen[str]) -> None:
+    """At a normal exit: the pipe ends as it would at a crash; the watcher is reaped."""
+    with contextlib.suppress(OSError):
+        assert watcher.stdin is not None
+        watcher.stdin.close()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        watcher.wait(STOP_WAIT_S)

@@ -243,8 +243,6 @@ async def _call_model(session: LiveSession, emit: Emit) -> tuple[AssistantMessag
                 emit(UsageUpdated(used, session.provider.context_window))
             elif isinstance(event, Finish):
                 finish = event.reason
-            if isinstance(event, ToolCallReady | Finish):
-                _flush(shown_text, shown_thought, emit)
     except BaseException:
         if text:
             await asyncio.shield(

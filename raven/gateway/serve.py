@@ -17,6 +17,7 @@ from pathlib import Path
 from aiohttp import web
 
 from raven.config import ConfigError, GatewayConfig
+from raven.config.store import write_private_file
 from raven.engine import Runtime
 from raven.errors import RavenError
 from raven.gateway.app import A2A_MOUNTED, make_app
@@ -58,8 +59,7 @@ async def serve(
                 raise GatewayInUse(_in_use(state, settings.port)) from None
             raise
         url = f"http://{shown}:{settings.port}"
-        state.parent.mkdir(parents=True, exist_ok=True)
-        state.write_text(json.dumps({"pid": os.getpid(), "url": url}))
+        write_private_file(state, json.dumps({"pid": os.getpid(), "url": url}))
         announce(url, f"{url}/login?code={gate.new_login_code()}")
         await until_stopped()
         log.info("stopping the gateway")

@@ -2,7 +2,8 @@
 
 The message text chooses where: `text` (answer text and artifact), `ids` (task and
 context ids), `error` (a JSON-RPC error message), `401` (an HTTP 401 body); `parts`
-answers with text, data, an inline file and a file by URI instead. The
+answers with text, data, an inline file and a file by URI instead (`long-name`: the
+file's name is 300 characters long). The
 credential is echoed in upper case too, to catch case-sensitive scrubbing.
 """
 
@@ -38,11 +39,12 @@ def _reply(kind: str, secret: str, request_id: Any) -> tuple[int, dict[str, Any]
         return 200, {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32000, "message": leak}}
     if kind == "401":
         return 401, {"detail": f"bad credential {leak}"}
-    if kind == "parts":
+    if kind in ("parts", "long-name"):
+        filename = "../evil/result.txt" if kind == "parts" else "r" * 300 + ".txt"
         parts = [
             {"text": "here are your results"},
             {"data": {"score": 7}, "mediaType": "application/json"},
-            {"raw": "aGVsbG8=", "filename": "../evil/result.txt", "mediaType": "text/plain"},
+            {"raw": "aGVsbG8=", "filename": filename, "mediaType": "text/plain"},
             {"url": "https://example.com/large.zip", "mediaType": "application/zip"},
         ]
         task = {

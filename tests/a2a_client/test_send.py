@@ -194,3 +194,14 @@ async def test_typed_parts_in_a_reply_are_saved_listed_or_shown(tmp_path: Path) 
     assert saved.parent.parent == tmp_path / "inbox"  # <inbox>/<peer host>/, no escape
     assert any(line.startswith("file saved: ") for line in reply.received)
     assert "file by reference (not fetched): https://example.com/large.zip" in reply.received
+
+
+async def test_a_file_with_a_very_long_name_is_saved_under_a_shorter_one(tmp_path: Path) -> None:
+    with echo_peer() as peer:
+        reply = await send_message(
+            peer.card_url, "long-name", [], SETTINGS, inbox=tmp_path / "inbox"
+        )
+    (saved,) = (tmp_path / "inbox").rglob("*.txt")
+    assert saved.read_bytes() == b"hello" and saved.name.startswith("rrrr")
+    assert len(saved.name) <= 120
+    assert any(saved.name in line for line in reply.received)

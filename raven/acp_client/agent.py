@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from raven import __version__
 from raven.acp import protocol as p
 from raven.acp.handshake import PROTOCOL_VERSION
 from raven.acp_client.policy import choose, pick
@@ -22,13 +24,15 @@ from raven.acp_client.process import ChildProcess
 from raven.config import AgentSpec
 from raven.errors import RavenError
 from raven.jsonrpc import METHOD_NOT_FOUND, Connection, ConnectionClosed, FrameReader, RpcError
-from raven.tools import ALL_DECISIONS, Capped, Decision, Permission, Progress, Question
+from raven.redact import redact
+from raven.tools import ALL_DECISIONS, Capped, Decision, Permission, Progress, Question, clip
 
 log = logging.getLogger(__name__)
 
 CANCEL_GRACE_S = 5.0
 STOP_FLUSH_S = 1.0
 MAX_ANSWER_CHARS = 60_000
+MAX_ERROR_DETAIL_CHARS = 1_000
 REQUEST_TIMEOUT_S = 30.0
 
 
@@ -145,7 +149,7 @@ class SubAgent:
             raise SubAgentError(await self._died()) from None
         except RpcError as exc:
             raise SubAgentError(
-                f"sub-agent {self.spec.name} refused the task: {exc.message}"
+                f"sub-agent {self.spec.name} refused the task: {_said(exc)}"
             ) from None
         finally:
             self._turn = None
@@ -278,15 +282,26 @@ class SubAgent:
                 "status": update.get("status", "pending"),
             }
             turn.progress(Progress(f"{self.spec.name}: → {title}", detail))
-        elif kind == "tool_call_update" and update.get("status") in ("completed", "failed"):
+        elif kind == "tool_call_update":
             call_id = str(update.get("toolCallId", ""))
+            renamed = isinstance(update.get("title"), str) and update["title"]
+            if renamed and renamed != turn.titles.get(call_id):
+                turn.titles[call_id] = renamed  # the real title replaces a placeholder
+            if isinstance(update.get("kind"), str):
+                turn.kinds[call_id] = update["kind"]
             title = turn.titles.get(call_id, call_id)
-            mark = "✓" if update["status"] == "completed" else "✗"
+            status = update.get("status")
+            if status in ("completed", "failed"):
+                mark = "✓" if status == "completed" else "✗"
+            elif renamed:
+                mark, status = "→", status or "in_progress"
+            else:
+                return
             detail = {
                 "agent": self.spec.name,
                 "toolCallId": call_id,
                 "title": title,
-                "status": update["status"],
+                "status": status,
             }
             turn.progress(Progress(f"{self.spec.name}: {mark} {title}", detail))
         elif kind == "plan" and isinstance(update.get("entries"), list):
@@ -313,7 +328,7 @@ class SubAgent:
             {
                 "protocolVersion": PROTOCOL_VERSION,
                 "clientCapabilities": capabilities,
-                "clientInfo": {"name": "raven", "title": "Raven"},
+                "clientInfo": {"name": "raven", "title": "Raven", "version": __version__},
             },
         )
         if not isinstance(result, dict) or result.get("protocolVersion") != PROTOCOL_VERSION:
@@ -339,7 +354,7 @@ class SubAgent:
             raise SubAgentError(await self._died()) from None
         except RpcError as exc:
             raise SubAgentError(
-                f"sub-agent {self.spec.name} answered {method} with an error: {exc.message}"
+                f"sub-agent {self.spec.name} answered {method} with an error: {_said(exc)}"
             ) from None
 
     async def _cancel(self, request: asyncio.Future[Any]) -> None:
@@ -366,3 +381,12 @@ class SubAgent:
     def _tail(self) -> str:
         tail = self._child.stderr_tail if self._child else ""
         return f"; its stderr ends:\n{tail}" if tail else ""
+
+
+def _said(error: RpcError) -> str:
+    """The child's own words for an error: its message, its data, and the code."""
+    detail = ""
+    if error.data not in (None, "", {}, []):
+        data = error.data if isinstance(error.data, str) else json.dumps(error.data)
+        detail = f" ({clip(data, MAX_ERROR_DETAIL_CHARS)})"
+    return redact(f"{error.message}{detail} [code {error.code}]")

@@ -11,6 +11,8 @@ Its behaviour is the first argument:
   fs           tries to read a file through the client
   foreign      sends updates and a permission request for a session Raven never opened
   chatty       streams CHATTY_MIB MiB of answer text, 1 MiB an update
+  refuse       answers the prompt with a JSON-RPC error carrying data
+  retitle      starts a tool call under a placeholder title, then names it in an update
 """
 
 from __future__ import annotations
@@ -96,6 +98,17 @@ class Agent:
                 except asyncio.CancelledError:
                     if not STUBBORN:
                         raise
+        elif BEHAVIOUR == "retitle":
+            start = acp.start_tool_call("c1", "write_file__write_file_1f3a", status="pending")
+            await self.conn.session_update(session_id, start)
+            named = acp.update_tool_call("c1", title="Write notes.txt", status="in_progress")
+            await self.conn.session_update(session_id, named)
+            await self.conn.session_update(
+                session_id, acp.update_tool_call("c1", status="completed")
+            )
+            await self.say(session_id, "wrote it")
+        elif BEHAVIOUR == "refuse":
+            raise acp.RequestError(-32602, "Invalid params", {"clientInfo": "version missing"})
         elif BEHAVIOUR == "chatty":
             for i in range(int(os.environ["CHATTY_MIB"])):
                 await self.say(session_id, chr(ord("a") + i % 26) * (1024 * 1024))

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from acp import schema
 
 from raven.acp_client import AgentsSource, SubAgent, SubAgentError
 from raven.config import AgentSpec, Limits
@@ -266,3 +267,79 @@ async def test_updates_and_requests_for_a_session_raven_did_not_open_are_ignored
     outcome, _, _ = await drive(spec, tmp_path, approve=approve)
     assert outcome.answer == "own words, foreign ask cancelled"
     assert asked == [] and outcome.decisions == []
+
+
+OUTBOUND_PARAMS: dict[str, Any] = {
+    "initialize": schema.InitializeRequest,
+    "session/new": schema.NewSessionRequest,
+    "session/prompt": schema.PromptRequest,
+    "session/cancel": schema.CancelNotification,
+}
+ANSWERS: dict[str, Any] = {
+    "session/request_permission": schema.RequestPermissionResponse,
+    "elicitation/create": schema.CreateElicitationResponse,
+}
+
+
+def schema_complete(model: Any, sent: dict[str, Any]) -> None:
+    """`sent` parses as `model` and nothing in it was dropped as invalid on the way."""
+    parsed = model.model_validate(sent).model_dump(mode="json", by_alias=True, exclude_none=True)
+    for key, value in sent.items():
+        assert key in parsed, (model.__name__, key)
+        if isinstance(value, dict):
+            assert set(value) <= set(parsed[key]), (model.__name__, key, value, parsed[key])
+
+
+async def test_every_frame_raven_sends_a_sub_agent_is_schema_complete(
+    child_raven: AgentSpec, tmp_path: Path
+) -> None:
+    log = tmp_path / "frames.log"
+    tapped = child_raven.model_copy(
+        update={
+            "command": sys.executable,
+            "args": [
+                "-m",
+                "raven.cli.frametap",
+                str(log),
+                "--",
+                child_raven.command,
+                *child_raven.args,
+            ],
+        }
+    )
+    outcome, _, _ = await drive(tapped, tmp_path)
+    assert outcome.answer == "I wrote out.txt."
+    frames = [(line[0], json.loads(line.split(" ", 2)[2])) for line in log.read_text().splitlines()]
+    asked = {
+        f["id"]: f["method"] for mark, f in frames if mark == "<" and "method" in f and "id" in f
+    }
+    checked = set()
+    for mark, frame in frames:
+        if mark != ">":
+            continue
+        assert frame["jsonrpc"] == "2.0"
+        if "method" in frame:
+            schema_complete(OUTBOUND_PARAMS[frame["method"]], frame["params"])
+            checked.add(frame["method"])
+        else:
+            schema_complete(ANSWERS[asked[frame["id"]]], frame["result"])
+            checked.add(asked[frame["id"]])
+    assert checked == {"initialize", "session/new", "session/prompt", "session/request_permission"}
+
+
+async def test_a_childs_error_is_shown_in_its_own_words(tmp_path: Path) -> None:
+    with pytest.raises(SubAgentError) as refused:
+        await drive(sdk_spec("refuse"), tmp_path)
+    said = str(refused.value)
+    assert "refused the task: Invalid params" in said
+    assert "version missing" in said and "-32602" in said
+
+
+async def test_progress_takes_the_title_a_child_gives_in_an_update(tmp_path: Path) -> None:
+    outcome, seen, _ = await drive(sdk_spec("retitle"), tmp_path)
+    assert outcome.answer == "wrote it"
+    assert [p.text for p in seen] == [
+        "sdk-retitle: → write_file__write_file_1f3a",
+        "sdk-retitle: → Write notes.txt",
+        "sdk-retitle: ✓ Write notes.txt",
+    ]

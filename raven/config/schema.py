@@ -129,7 +129,7 @@ class AgentSpec(_Model):
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
-    permissions: Literal["auto", "read-only", "ask"] = "auto"
+    permissions: Literal["auto", "auto-once", "read-only", "ask"] = "auto"
     ready_timeout_s: float = Field(default=30.0, gt=0)
     prompt_timeout_s: float = Field(default=600.0, gt=0)
     enabled: bool = True

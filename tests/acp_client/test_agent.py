@@ -97,6 +97,7 @@ async def test_raven_drives_raven_and_allows_always_unattended(
         ("allow-once", "auto", "outcome opt-allow_once"),
         ("reject-only", "auto", "outcome opt-reject_once"),
         ("read-exec", "read-only", "execute opt-reject_once, read opt-allow_always"),
+        ("read-exec", "auto-once", "execute opt-allow_once, read opt-allow_once"),
         ("elicit", "auto", "elicitation decline None"),
     ],
 )

@@ -201,8 +201,17 @@ def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebGateway]:
     gateway.stop()
 
 
+def chromium_missing() -> str | None:
+    """Why the browser tests cannot run here, or None."""
+    if Path(CHROMIUM).exists():
+        return None
+    return f"no Chromium at {CHROMIUM}: apt install chromium (or set RAVEN_TEST_CHROMIUM)"
+
+
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    if (missing := chromium_missing()) is not None:
+        pytest.fail(missing)  # the module skips itself unless the browser is required
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield chromium

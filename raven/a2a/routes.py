@@ -49,6 +49,8 @@ from raven.origins import is_loopback
 log = logging.getLogger(__name__)
 
 KEEPALIVE_S = 15.0
+CARD_MAX_AGE_S = 300
+"""How long a client may keep the agent card (it changes only with the config)."""
 _READ_CHUNK = 65536
 _REQUESTS: dict[str, type[Any]] = {
     "SendMessage": a2a_types.SendMessageRequest,
@@ -76,6 +78,9 @@ def add_a2a_routes(app: web.Application, mount: A2AMount) -> None:
     binding = _Binding(mount)
     app.router.add_get(constants.AGENT_CARD_WELL_KNOWN_PATH, binding.card)
     app.router.add_post(mount.settings.path, binding.rpc)
+    slashed = mount.settings.path.rstrip("/") + "/"
+    if slashed != mount.settings.path:  # a client given a base URL posts to `/a2a/`
+        app.router.add_post(slashed, binding.rpc)
 
     async def start(_: web.Application) -> None:
         await mount.start()
@@ -103,9 +108,11 @@ class _Binding:
         body = agent_card_to_dict(self._mount.card(rpc_url(request, self._mount.settings)))
         text = json.dumps(body, ensure_ascii=False)
         etag = 'W/"' + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest() + '"'
+        # It names the URL as the caller spelled the host (`rpc_url`): cached per Host.
+        headers = {"ETag": etag, "Cache-Control": f"max-age={CARD_MAX_AGE_S}", "Vary": "Host"}
         if request.headers.get("If-None-Match") == etag:
-            return web.Response(status=304, headers={"ETag": etag})
-        return web.Response(text=text, content_type="application/json", headers={"ETag": etag})
+            return web.Response(status=304, headers=headers)
+        return web.Response(text=text, content_type="application/json", headers=headers)
 
     async def rpc(self, request: web.Request) -> web.StreamResponse:
         caller = authenticate(request.headers.get("Authorization"), self._mount.settings.token)
@@ -394,8 +401,10 @@ def _is_progress(message: dict[str, Any]) -> bool:
 def rpc_url(request: web.Request, settings: A2AServerConfig) -> str:
     """The RPC URL to advertise: `publicUrl` + path, else the listener's own address.
 
-    `localhost` stands for a loopback listener. Request headers (Host, Forwarded)
-    are never trusted for this: a caller could make the card point elsewhere.
+    A loopback listener is named as the caller named it (`127.0.0.1` or `localhost`,
+    so a client sees the interface on the origin it fetched the card from), when
+    the Host header names this listener; otherwise `localhost`. The Host header is
+    never taken for anything else: a caller could make the card point elsewhere.
     """
     if settings.public_url:
         return settings.public_url + settings.path
@@ -404,10 +413,18 @@ def rpc_url(request: web.Request, settings: A2AServerConfig) -> str:
         return f"http://localhost{settings.path}"
     host, port = str(sockname[0]), int(sockname[1])
     if is_loopback(host):
-        host = "localhost"
+        host = _spelling(request.headers.get("Host", ""), host, port) or "localhost"
     elif ":" in host:
         host = f"[{host}]"
     return f"http://{host}:{port}{settings.path}"
+
+
+def _spelling(host_header: str, listener: str, port: int) -> str | None:
+    """The host of `host_header` when it names this loopback listener (`localhost` or its
+    own address, with its port), else None."""
+    name, _, given = host_header.lower().rpartition(":")
+    bare = name[1:-1] if name.startswith("[") and name.endswith("]") else name
+    return name if given == str(port) and bare in ("localhost", listener) else None
 
 
 def _safe_id(request_id: Any) -> str | int | None:

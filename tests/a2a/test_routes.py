@@ -109,6 +109,31 @@ async def test_the_cards_never_reflect_the_host_header(
     assert extended["result"]["capabilities"]["extensions"]
 
 
+async def test_a_loopback_card_names_the_host_as_the_caller_spelled_it(tmp_path: Path) -> None:
+    client, mount, runtime = await serve_routes(tmp_path)
+    port = client.port
+    try:
+        urls = {}
+        for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"127.0.0.2:{port}", "127.0.0.1:1"):
+            response = await client.get("/.well-known/agent-card.json", headers={"Host": host})
+            assert response.headers["Cache-Control"] == "max-age=300"
+            urls[host] = (await response.json())["supportedInterfaces"][0]["url"]
+        body = {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}
+        slashed = await client.post("/a2a/", json=body, headers=AUTH)
+        listed = await slashed.json()
+    finally:
+        await client.close()
+        await mount.aclose()
+        await runtime.aclose()
+    assert urls == {
+        f"127.0.0.1:{port}": f"http://127.0.0.1:{port}/a2a",
+        f"localhost:{port}": f"http://localhost:{port}/a2a",
+        f"127.0.0.2:{port}": f"http://localhost:{port}/a2a",  # not this listener's address
+        "127.0.0.1:1": f"http://localhost:{port}/a2a",  # another port: not this listener's name
+    }
+    assert slashed.status == 200 and "tasks" in listed["result"]
+
+
 async def test_the_token_is_checked_before_the_body_is_read(client: TestClient) -> None:
     for headers in ({}, {"Authorization": "Bearer wrong"}):
         malformed = await client.post("/a2a", data=b"{not json", headers=headers)

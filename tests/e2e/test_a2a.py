@@ -83,8 +83,8 @@ def test_card_is_public_and_describes_the_endpoint(serve: Any) -> None:
     server = serve()
     card = httpx.get(server.base + "/.well-known/agent-card.json").json()
     (interface,) = card["supportedInterfaces"]
-    advertised = server.rpc.replace("127.0.0.1", "localhost")
-    assert interface == {"url": advertised, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+    assert interface == {"url": server.rpc, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+    advertised = server.rpc.replace("127.0.0.1", "localhost")  # for a Host not this listener
     assert card["capabilities"]["streaming"] is True
     assert card["capabilities"].get("extendedAgentCard", False) is False
     assert card["securitySchemes"] == {"bearer": {"httpAuthSecurityScheme": {"scheme": "bearer"}}}

@@ -11,6 +11,15 @@ from typing import Any
 from raven import __version__
 
 PROTOCOL_VERSION = 1
+SETUP_METHOD = {
+    "id": "setup",
+    "name": "Set up a model",
+    "description": "Run `raven setup` in a terminal: it finds local model servers or takes a "
+    "provider, writes Raven's config and tests one turn.",
+    "type": "agent",
+}
+"""What a session needs first is a model; `session/new` without one answers -32000 naming
+this method."""
 
 
 def initialize_result() -> dict[str, Any]:
@@ -25,5 +34,5 @@ def initialize_result() -> dict[str, Any]:
             "_meta": {"raven": {"steer": True}},
         },
         "agentInfo": {"name": "raven", "title": "Raven", "version": __version__},
-        "authMethods": [],
+        "authMethods": [SETUP_METHOD],
     }

@@ -36,6 +36,7 @@ ELICITATION_CREATE = "elicitation/create"
 RAVEN_STEER = "_raven/session/steer"
 
 RESOURCE_NOT_FOUND = -32002
+AUTH_REQUIRED = -32000
 
 
 class Wire(BaseModel):

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from raven.acp import protocol as p
 from raven.acp.asker import AcpAsker
 from raven.acp.content import prompt_parts, stdio_specs, title_command
-from raven.acp.handshake import initialize_result
+from raven.acp.handshake import SETUP_METHOD, initialize_result
 from raven.acp.options import MODE_OPTION, MODEL_OPTION, config_options
 from raven.acp.options import session_setup as setup
 from raven.acp.translate import REPLAY_MAX_MESSAGES, event_update, replay_updates
@@ -140,6 +140,10 @@ class AcpServer:
         return initialize_result()
 
     async def _authenticate(self, params: dict[str, Any]) -> dict[str, Any]:
+        """`setup` is done in a terminal (`raven setup`); here it is acknowledged, and the
+        next `session/new` sees the model it configured."""
+        if params.get("methodId") != SETUP_METHOD["id"]:
+            raise RpcError(INVALID_PARAMS, f"Unknown auth method: {params.get('methodId')!r}")
         return {}
 
     async def _new(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -354,7 +358,7 @@ def _rpc_error(exc: RavenError) -> RpcError:
         return RpcError(INVALID_PARAMS, str(exc))
     if isinstance(exc, NoModelConfigured):
         log.error("%s", exc)
-        return RpcError(INTERNAL_ERROR, str(exc))
+        return RpcError(p.AUTH_REQUIRED, _sentence(str(exc)), {"authMethods": [SETUP_METHOD["id"]]})
     if isinstance(exc, ConfigError):
         log.error("configuration error: %s", exc)
         return RpcError(INTERNAL_ERROR, f"Raven's configuration is invalid: {exc}")

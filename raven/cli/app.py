@@ -19,6 +19,7 @@ from raven.cli import (
     models_cmd,
     run,
     sessions_cmd,
+    setup_cmd,
 )
 from raven.cli.help import Typer
 
@@ -55,6 +56,7 @@ def _root(
 
 
 app.command("demo")(demo_cmd.demo_command)
+app.command("setup")(setup_cmd.setup_command)
 app.command("run")(run.run_command)
 app.command("chat")(chat.chat_command)
 app.command("acp")(acp.acp_command)

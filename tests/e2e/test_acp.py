@@ -98,7 +98,9 @@ async def test_initialize_advertises_what_raven_serves(start: Any) -> None:
     assert sc.list is not None and sc.resume is not None and sc.close is not None
     assert sc.delete is not None
     assert caps.field_meta == {"raven": {"steer": True}}
-    assert result.auth_methods == [] and result.agent_info.name == "raven"
+    assert result.agent_info.name == "raven"
+    (setup,) = result.auth_methods  # what the ACP registry's auth check looks for
+    assert setup.id == "setup" and "raven setup" in (setup.description or "")
 
 
 async def test_new_session_offers_model_and_mode_pickers(start: Any, tmp_path: Path) -> None:

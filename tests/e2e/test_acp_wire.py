@@ -254,9 +254,20 @@ async def test_no_model_says_what_works_and_model_flag_picks_one(
     await wire.send(INIT)
     await wire.recv()
     await wire.send(session_new(tmp_path, 2))
-    message = (await wire.recv())["error"]["message"]
-    assert str(home / "config.json") in message and "--model echo" in message
+    error = (await wire.recv())["error"]
+    assert error["code"] == -32000 and error["data"] == {"authMethods": ["setup"]}
+    message = error["message"]
+    assert "`raven setup`" in message and str(home / "config.json") in message
+    assert "--model echo" in message
     assert "OPENAI_API_KEY" in message and "ANTHROPIC_API_KEY" in message
+    await wire.send(
+        {"jsonrpc": "2.0", "id": 3, "method": "authenticate", "params": {"methodId": "setup"}}
+    )
+    assert (await wire.recv())["result"] == {}
+    await wire.send(
+        {"jsonrpc": "2.0", "id": 4, "method": "authenticate", "params": {"methodId": "x"}}
+    )
+    assert (await wire.recv())["error"]["code"] == -32602
     assert await wire.close() == 0
 
     write_config(home, {"modes": [{"id": "ask", "name": "Ask"}, {"id": "go", "name": "Go"}]})

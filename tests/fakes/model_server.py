@@ -67,6 +67,7 @@ class FakeModelServer:
 
     async def _start(self) -> None:
         app = web.Application()
+        app.router.add_get("/v1/models", self._models)
         app.router.add_post("/v1/chat/completions", self._handle)
         app.router.add_post("/v1/messages", self._handle)
         self._runner = web.AppRunner(app)
@@ -74,6 +75,11 @@ class FakeModelServer:
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    async def _models(self, request: web.Request) -> web.StreamResponse:
+        """`GET /v1/models` as llama.cpp and Ollama answer it: the one model served."""
+        model = {"id": "fake-model", "object": "model", "owned_by": "local"}
+        return web.json_response({"object": "list", "data": [model]})
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()

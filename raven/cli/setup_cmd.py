@@ -1,0 +1,121 @@
+"""`raven setup`: a first run that picks a model, writes it to the config (0600) and tests it.
+
+It offers the local servers it finds listening on loopback (Ollama, llama.cpp, LM
+Studio, vLLM), any OpenAI-compatible server by its base URL, OpenAI and Anthropic.
+Keys are never written: the config names the environment variable that holds
+one. Under `raven acp` this is the "setup" authentication method editors show.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import typer
+
+from raven.cli.options import ConfigOption
+
+LOCAL_SERVERS = (
+    ("Ollama", "http://127.0.0.1:11434/v1"),
+    ("llama.cpp", "http://127.0.0.1:8080/v1"),
+    ("LM Studio", "http://127.0.0.1:1234/v1"),
+    ("vLLM", "http://127.0.0.1:8000/v1"),
+)
+PROBE_TIMEOUT_S = 0.5
+TEST_PROMPT = "Reply with the single word: ready"
+
+
+@dataclass(frozen=True)
+class Choice:
+    label: str
+    provider: str
+    base_url: str | None = None
+    model: str | None = None
+    key_env: str | None = None
+
+
+async def find_local(servers: tuple[tuple[str, str], ...] = LOCAL_SERVERS) -> list[Choice]:
+    """The OpenAI-compatible servers answering `GET /models` on loopback, with a model each."""
+    import httpx
+
+    async def probe(client: httpx.AsyncClient, name: str, base: str) -> Choice | None:
+        try:
+            answer = await client.get(f"{base}/models")
+            models = answer.json().get("data") or []
+            model = str(models[0]["id"]) if models else None
+        except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+        if answer.status_code != 200 or model is None:
+            return None
+        return Choice(f"{name}, running here at {base} ({model})", "openai", base, model)
+
+    async with httpx.AsyncClient(timeout=PROBE_TIMEOUT_S, follow_redirects=False) as client:
+        found = await asyncio.gather(*(probe(client, n, b) for n, b in servers))
+    return [c for c in found if c is not None]
+
+
+def setup_command(config: ConfigOption = None) -> int:
+    """Pick a model (a local server it finds, a base URL, OpenAI or Anthropic), write it to
+    the config and test one turn."""
+    from raven.config import load_config, resolve_paths, save_config, starter_config
+
+    paths = resolve_paths(config)
+    typer.echo("Looking for model servers on this machine…", err=True)
+    choices = [  # the fixed three keep their numbers; servers found on this machine follow
+        Choice("An OpenAI-compatible server (you give its base URL)", "openai"),
+        Choice("OpenAI", "openai", model="gpt-4.1-mini", key_env="OPENAI_API_KEY"),
+        Choice("Anthropic", "anthropic", model="claude-sonnet-4-5", key_env="ANTHROPIC_API_KEY"),
+        *asyncio.run(find_local()),
+    ]
+    for number, choice in enumerate(choices, 1):
+        typer.echo(f"  {number}. {choice.label}", err=True)
+    while not 1 <= (picked := typer.prompt("Which one", type=int, err=True)) <= len(choices):
+        typer.echo(f"Give a number from 1 to {len(choices)}.", err=True)
+    choice = choices[picked - 1]
+    base_url = choice.base_url
+    if choice.provider == "openai" and base_url is None and choice.key_env is None:
+        base_url = typer.prompt("Base URL (ending in /v1)", err=True).strip().rstrip("/")
+    model = typer.prompt("Model", default=choice.model or "", err=True).strip()
+    key_env = typer.prompt(
+        "Environment variable holding the API key (empty for none)",
+        default=choice.key_env or "",
+        err=True,
+    ).strip()
+    spec: dict[str, Any] = {"id": "setup", "name": model, "provider": choice.provider}
+    spec |= {"model": model} | ({"baseUrl": base_url} if base_url else {})
+    spec |= {"apiKeyEnv": key_env} if key_env else {}
+
+    current = load_config(paths.config_file) if paths.config_file.exists() else starter_config()
+    body = current.model_dump(mode="json", by_alias=True, exclude_none=True)
+    body["models"] = [m for m in body.get("models", []) if m.get("id") != "setup"] + [spec]
+    body["defaultModel"] = "setup"
+    updated = type(current).model_validate(body)
+    save_config(updated, paths.config_file)
+    typer.echo(f"wrote {paths.config_file} (model {model}, the default now)", err=True)
+    return _test_turn(updated, paths)
+
+
+def _test_turn(config: Any, paths: Any) -> int:
+    """One short model call with the new default; 0 when it answered."""
+    from raven.messages import user_text
+    from raven.providers import ModelRequest, ProviderError, TextDelta
+    from raven.providers.resolve import create_provider, pick_model
+
+    spec = pick_model(config, None, paths.config_file)
+    provider = create_provider(spec, config, paths.config_dir)
+
+    async def ask() -> str:
+        request = ModelRequest(system="You are being tested.", messages=[user_text(TEST_PROMPT)])
+        return "".join([e.text async for e in provider.stream(request) if isinstance(e, TextDelta)])
+
+    typer.echo("Testing one turn…", err=True)
+    try:
+        answer = asyncio.run(ask())
+    except ProviderError as exc:
+        typer.echo(f"raven: the model did not answer: {exc}", err=True)
+        typer.echo("The config is written; fix the above and run `raven setup` again.", err=True)
+        return 1
+    typer.echo(f"The model answered: {answer.strip()[:200]}")
+    typer.echo("Raven is ready: `raven chat`, or add Raven to your editor (docs/acp.md).")
+    return 0

@@ -88,3 +88,16 @@ def test_uvx_runs_raven_acp_from_the_wheel(
     uvx = [uv(), "tool", "run", "--constraints", str(locked), "--from", str(wheel)]
     info = serves_acp([*uvx, "raven"], {**env, "UV_TOOL_DIR": str(tmp_path / "tools")})
     assert info["agentInfo"]["version"] == __version__  # type: ignore[index]
+
+
+def test_the_registry_launch_runs_from_the_wheel(
+    wheel: Path, locked: Path, tmp_path: Path, env: dict[str, str]
+) -> None:
+    """`uvx raven-agents@VERSION acp`, as the ACP registry launches its entry, from the wheel."""
+    uvx_entry = json.loads((ROOT / "registry" / "raven" / "agent.json").read_text())
+    launch = uvx_entry["distribution"]["uvx"]
+    package, _, version = launch["package"].partition("@")
+    assert version == __version__ and launch["args"] == ["acp"]  # serves_acp adds `acp`
+    uvx = [uv(), "tool", "run", "--constraints", str(locked), "--from", str(wheel), package]
+    info = serves_acp(uvx, {**env, "UV_TOOL_DIR": str(tmp_path)})
+    assert info["authMethods"]  # the registry's --auth-check wants at least one

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -344,3 +346,41 @@ async def test_progress_takes_the_title_a_child_gives_in_an_update(tmp_path: Pat
         "sdk-retitle: → Write notes.txt",
         "sdk-retitle: ✓ Write notes.txt",
     ]
+
+
+TS_SDK = "@agentclientprotocol/sdk@2.4.0"
+
+
+@pytest.fixture(scope="module")
+def ts_agent(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The TypeScript SDK agent beside its own install of the SDK (pinned, from npm)."""
+    if shutil.which("npm") is None:
+        missing = "no npm: install Node.js to drive an agent on the ACP TypeScript SDK"
+        if os.environ.get("RAVEN_TEST_STRICT"):  # .ci/run: every test must run
+            pytest.fail(missing)
+        pytest.skip(missing)
+    folder = tmp_path_factory.mktemp("ts-agent")
+    subprocess.run(
+        ["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(folder), TS_SDK],
+        check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    shutil.copy(Path(__file__).with_name("ts_agent.mjs"), folder / "agent.mjs")
+    return folder / "agent.mjs"
+
+
+@pytest.mark.parametrize(("policy", "chosen"), [("auto", "always"), ("auto-once", "once")])
+async def test_an_agent_on_the_typescript_sdk_is_driven_end_to_end(
+    ts_agent: Path, tmp_path: Path, policy: str, chosen: str
+) -> None:
+    spec = AgentSpec(
+        name="ts",
+        command="node",
+        args=[str(ts_agent)],
+        permissions=policy,  # type: ignore[arg-type]
+    )
+    outcome, seen, _ = await drive(spec, tmp_path)
+    assert outcome.answer == f'ts agent got "go", permission {chosen}'
+    assert outcome.decisions == [
+        f"allow {'always' if chosen == 'always' else 'once'}: Edit notes.txt"
+    ]
+    assert [p.text for p in seen] == ["ts: → Edit notes.txt", "ts: ✓ Edit notes.txt"]

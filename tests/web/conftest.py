@@ -211,7 +211,7 @@ def chromium_missing() -> str | None:
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     if (missing := chromium_missing()) is not None:
-        pytest.fail(missing)  # the module skips itself unless the browser is required
+        pytest.fail(missing)  # the module skips itself unless RAVEN_TEST_STRICT is set
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield chromium

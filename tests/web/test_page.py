@@ -17,7 +17,7 @@ from tests.mcp.conftest import free_port
 from tests.web.conftest import DEADLINE_S, WebGateway, chromium_missing, make_home, work_dir
 
 pytestmark = pytest.mark.browser
-if (missing := chromium_missing()) is not None and not os.environ.get("RAVEN_REQUIRE_BROWSER"):
+if (missing := chromium_missing()) is not None and not os.environ.get("RAVEN_TEST_STRICT"):
     pytest.skip(missing, allow_module_level=True)  # .ci/run requires it and installs it
 
 DOCS_SCREENSHOT = Path(__file__).parents[2] / "docs" / "web.png"

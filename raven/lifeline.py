@@ -1,107 +1,99 @@
-"""Children die with Raven: a watcher kills their process groups when Raven is gone.
+"""Children die with Raven: a watcher kills every process Raven started when Raven is killed.
 
-Raven's commands, sub-agents and MCP servers each run in a process group of their
-own, which Raven stops itself on SIGTERM, SIGINT, SIGHUP and a normal exit. A
-SIGKILL or a crash gives it no chance to, so the first group Raven watches starts
-a watcher: a small Python process reading a pipe only Raven holds. Raven tells it
-each group it starts (`watch`) and each it has stopped (`unwatch`); when the pipe
-ends, however Raven went, the watcher SIGKILLs every group still watched, then
-exits. The whole group goes, so a shell's own children go too.
+Raven stops its commands, sub-agents and MCP servers itself on SIGTERM, SIGINT,
+SIGHUP, end of input and a normal exit. A SIGKILL or a crash gives it no chance
+to, so every child Raven starts carries a mark in its environment (`env()`),
+which its own children inherit, and the first mark handed out starts a watcher:
+a small Python process reading a pipe only Raven holds. If the pipe ends without
+Raven's goodbye, Raven is gone: the watcher SIGKILLs every process whose
+environment bears this Raven's mark (a shell's children, a sub-agent's commands,
+a server that left its process group), then exits. A mark lists every Raven
+above the process, so a Raven killed above a sub-agent takes the sub-agent's
+children too.
 
-POSIX only (elsewhere these calls do nothing). Never signals a group it was not
-told of; a group is watched until as many `unwatch` calls as `watch` calls came.
+Linux only (it reads /proc); elsewhere `env()` marks nothing. Never signals a
+process without the mark; after a normal exit it signals nothing at all.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import logging
 import os
+import secrets
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
-log = logging.getLogger(__name__)
+MARK = "RAVEN_LIFELINE"
+"""The environment variable holding the marks of every Raven above a process."""
+STOP_WAIT_S = 1.0
+_GOODBYE = "goodbye"
 
-_WATCHER = """
-import collections, os, signal, sys
+_WATCHER = f"""
+import os, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_IGN)
-groups = collections.Counter()
-for line in sys.stdin:
-    groups[int(line[1:])] += 1 if line[0] == "+" else -1
-for pgid, count in groups.items():
-    if count > 0:
+if sys.stdin.read() == {_GOODBYE!r}:
+    sys.exit(0)  # a normal exit: Raven stopped what it had to
+mark, me = sys.argv[1].encode(), os.getpid()
+for _ in range(5):  # again while it finds some: one may have forked as it went
+    killed = 0
+    for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
         try:
-            os.killpg(pgid, signal.SIGKILL)
+            with open(f"/proc/{{pid}}/environ", "rb") as environ:
+                variables = environ.read().split(b"\\0")
         except OSError:
-            pass
+            continue
+        marks = [v[{len(MARK) + 1}:].split() for v in variables if v.startswith(b"{MARK}=")]
+        if pid != me and marks and mark in marks[0]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except OSError:
+                pass
+    if not killed:
+        break
 """
 
-STOP_WAIT_S = 1.0
 _lock = threading.Lock()
 _watcher: subprocess.Popen[str] | None = None
 _owner = 0
 """The pid that started the watcher: a forked child must not talk to its parent's."""
+_mark = ""
 
 
-def watch(pgid: int) -> None:
-    """Kill the process group `pgid` (a child started in a session of its own) if Raven
-    dies before calling `unwatch` for it."""
-    _tell(f"+{pgid}\n")
-
-
-def unwatch(pgid: int) -> None:
-    """The group `pgid` was stopped (or ended); the watcher forgets one `watch` of it."""
-    _tell(f"-{pgid}\n")
-
-
-def children() -> set[int]:
-    """The pids of this process's children (Linux), for children started by a library
-    that does not say which process it started; empty where that cannot be read."""
-    found: set[int] = set()
-    try:
-        for task in Path("/proc/self/task").iterdir():
-            found.update(int(pid) for pid in (task / "children").read_text().split())
-    except OSError:
-        pass
-    return found
-
-
-def _tell(line: str) -> None:
-    if os.name != "posix":
-        return
-    global _watcher, _owner
+def env() -> dict[str, str]:
+    """What to add to a child's environment so that it dies with Raven (the marks of the
+    Ravens above this one, then this one's); empty where that cannot be done."""
+    if not sys.platform.startswith("linux"):
+        return {}
+    global _watcher, _owner, _mark
     with _lock:
-        try:
-            if _watcher is None or _owner != os.getpid():
-                _watcher, _owner = _start(), os.getpid()
-            assert _watcher.stdin is not None
-            _watcher.stdin.write(line)
-            _watcher.stdin.flush()
-        except OSError as exc:
-            log.warning("cannot tell the child watcher about process group %s: %s", line[1:-1], exc)
-            _watcher = None
+        if _watcher is None or _owner != os.getpid():
+            _mark = secrets.token_hex(8)
+            _watcher, _owner = _start(_mark), os.getpid()
+    inherited = os.environ.get(MARK, "")
+    return {MARK: f"{inherited} {_mark}".strip()}
 
 
-def _start() -> subprocess.Popen[str]:
+def _start(mark: str) -> subprocess.Popen[str]:
     watcher = subprocess.Popen(
-        [sys.executable, "-I", "-S", "-c", _WATCHER],
+        [sys.executable, "-I", "-S", "-c", _WATCHER, mark],
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,  # a Ctrl-C or a hang-up of the terminal does not reach it
         text=True,
     )
-    atexit.register(_stop, watcher)
+    atexit.register(_goodbye, watcher)
     return watcher
 
 
-def _stop(watcher: subprocess.Popen[str]) -> None:
-    """At a normal exit: the pipe ends as it would at a crash; the watcher is reaped."""
-    with contextlib.suppress(OSError):
+def _goodbye(watcher: subprocess.Popen[str]) -> None:
+    """At a normal exit: the watcher is told so, and reaped."""
+    with contextlib.suppress(OSError, ValueError):
         assert watcher.stdin is not None
+        watcher.stdin.write(_GOODBYE)
         watcher.stdin.close()
     with contextlib.suppress(subprocess.TimeoutExpired):
         watcher.wait(STOP_WAIT_S)

@@ -1,9 +1,9 @@
 """A sub-agent's process: spawned in its own process group, stderr drained, stopped for good.
 
 Never leaves a child behind: `stop` closes stdin, waits, then TERMs and KILLs the
-whole group; if Raven dies first, `raven.lifeline` kills the group. stderr is read
-continuously (an unread pipe would stall the child) into the log, credentials
-masked, keeping its tail for error reports.
+whole group; if Raven is killed first, `raven.lifeline` kills it and its children.
+stderr is read continuously (an unread pipe would stall the child) into the log,
+credentials masked, keeping its tail for error reports.
 """
 
 from __future__ import annotations
@@ -56,12 +56,11 @@ class ChildProcess:
             stdin=asyncio.subprocess.PIPE if stdin_data else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-            env={**os.environ, **env, SUBAGENT_ENV: "1"},
+            env={**os.environ, **env, SUBAGENT_ENV: "1", **lifeline.env()},
             cwd=cwd,
             start_new_session=True,
             limit=MAX_FRAME_BYTES,
         )
-        lifeline.watch(proc.pid)
         return cls(name, proc)
 
     @property
@@ -86,7 +85,6 @@ class ChildProcess:
                 await self._exited(KILL_GRACE_S)
         # Anything the child left in its group goes too.
         self._signal_group(signal.SIGKILL)
-        lifeline.unwatch(self.proc.pid)
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._drain, KILL_GRACE_S)
 

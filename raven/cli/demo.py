@@ -441,7 +441,7 @@ class Demo:
         with log.open("w") as errors, self.interrupts.held():
             proc = subprocess.Popen(
                 args,
-                env=self.env(home),
+                env={**self.env(home), **lifeline.env()},
                 cwd=self.work,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
@@ -451,7 +451,6 @@ class Demo:
             )
             self.stderr[proc.pid] = log
             self.procs.append(proc)
-            lifeline.watch(proc.pid)
         return proc
 
     def read_lines(self, proc: subprocess.Popen[str], keys: tuple[str, ...]) -> dict[str, str]:
@@ -528,7 +527,6 @@ class Demo:
                 with _quiet():
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-            lifeline.unwatch(proc.pid)
             if proc.stdout is not None:
                 proc.stdout.close()
         if keep:

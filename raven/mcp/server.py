@@ -150,19 +150,13 @@ class McpServer:
         spec = self.spec
         if isinstance(spec, McpStdioServer):
             params = StdioServerParameters(
-                command=spec.command, args=spec.args, env={**os.environ, **spec.env}, cwd=spec.cwd
+                command=spec.command,
+                args=spec.args,
+                env={**os.environ, **spec.env, **lifeline.env()},
+                cwd=spec.cwd,
             )
-            before, started = lifeline.children(), set[int]()
-            try:
-                async with stdio_client(params, errlog=self._errlog) as streams:
-                    # The SDK does not say which process it started: the child that is new.
-                    started = lifeline.children() - before
-                    for pid in started:
-                        lifeline.watch(pid)
-                    yield streams
-            finally:
-                for pid in started:  # the SDK has stopped the server by now
-                    lifeline.unwatch(pid)
+            async with stdio_client(params, errlog=self._errlog) as streams:
+                yield streams
             return
         async with (
             create_mcp_http_client(headers=spec.headers) as client,

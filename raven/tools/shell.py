@@ -1,7 +1,7 @@
 """The run_command tool: a shell command in the session cwd, in its own process group.
 
 On timeout or cancellation the whole group is stopped (SIGTERM, then SIGKILL)
-within `STOP_GRACE_S` + a moment; if Raven dies first, `raven.lifeline` kills it.
+within `STOP_GRACE_S` + a moment; if Raven is killed first, `raven.lifeline` kills it.
 Output is capped, keeping its head and tail.
 """
 
@@ -53,9 +53,8 @@ class RunCommand(BuiltinTool):
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
-            env={**os.environ, **ctx.env},
+            env={**os.environ, **ctx.env, **lifeline.env()},
         )
-        lifeline.watch(proc.pid)
         assert proc.stdout is not None
         collector = Capped(ctx.limits.tool_output_chars)
         timed_out = False
@@ -70,7 +69,6 @@ class RunCommand(BuiltinTool):
         finally:
             if proc.returncode is None:
                 await stop_process_group(proc)
-            lifeline.unwatch(proc.pid)
         output = collector.text()
         if timed_out:
             return ToolOutput(f"{output}\n[timed out after {timeout_s:g}s; killed]", is_error=True)

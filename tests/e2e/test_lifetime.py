@@ -4,7 +4,10 @@ MCP servers, sub-agents and a sub-agent's commands."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
+import signal
 import sys
 from pathlib import Path
 
@@ -134,3 +137,35 @@ async def test_sigkill_of_raven_acp_takes_its_command_tree(
     finally:
         if proc.returncode is None:
             proc.kill()
+
+
+async def test_after_a_normal_exit_what_a_command_left_running_is_left_alone(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    """Only a Raven that was killed takes its children with it: a server a command started
+    in the background on purpose outlives a `raven run` that finished."""
+    command = f"sleep 300 > /dev/null 2>&1 & echo $! > {tmp_path}/daemon.pid"
+    step = {"toolCalls": [{"name": "run_command", "arguments": {"command": command}}]}
+    (home / "script.json").write_text(json.dumps([step, {"text": "started"}]))
+    write_config(home, {"models": [{"id": "s", "provider": "scripted", "script": "script.json"}]})
+    proc = await launch(env, tmp_path, "run", "--yes", "start it")
+    assert await asyncio.wait_for(proc.wait(), DEADLINE_S) == 0
+    daemon = await pid_from(tmp_path / "daemon.pid")
+    try:
+        environ = Path(f"/proc/{daemon}/environ").read_bytes().split(b"\0")
+        (mark,) = [v.split(b"=", 1)[1] for v in environ if v.startswith(b"RAVEN_LIFELINE=")]
+        async with asyncio.timeout(DEADLINE_S):  # Raven's watcher, told goodbye, has gone
+            while any(mark in cmdline for cmdline in command_lines()):
+                await asyncio.sleep(0.05)
+        assert alive(daemon)
+    finally:
+        os.kill(daemon, signal.SIGKILL)
+
+
+def command_lines() -> list[bytes]:
+    lines = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                lines.append((entry / "cmdline").read_bytes())
+    return lines

@@ -2,15 +2,17 @@
 
 A task store in a file or a database outlives the process that ran a task: after
 a kill -9, a task saved as working would stay working forever. Every save of an
-unfinished task stamps it with the process saving it (host, boot, pid, in the
-task's metadata under `raven.runner`); when a server starts, each task still
-submitted or working whose stamp names a process of this machine that no longer
-runs ends FAILED with `STOPPED_MESSAGE`. Never touches a task another live process
-or another machine runs, nor one waiting for input (a follow-up resumes it).
+unfinished task stamps it with the process saving it (digests of the host and
+its boot, and the pid, in the task's metadata under `raven.runner`); when a
+server starts, each task still submitted or working whose stamp names a process
+of this machine that no longer runs ends FAILED with `STOPPED_MESSAGE`. Never
+touches a task another live process or another machine runs, nor one waiting for
+input (a follow-up resumes it).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import socket
@@ -35,15 +37,16 @@ RUNNING_STATES = (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
 
 
 def this_process() -> dict[str, Any]:
-    """The stamp of this process: which machine, which boot of it, which pid."""
-    return {"host": socket.gethostname(), "boot": _boot_id(), "pid": os.getpid()}
+    """The stamp of this process: which machine, which boot of it, which pid. Peers read a
+    task's metadata, so the machine and its boot are a digest, never the host's name."""
+    return {"host": _digest(socket.gethostname()), "boot": _digest(_boot_id()), "pid": os.getpid()}
 
 
 def gone(stamp: Any) -> bool:
     """True when `stamp` names a process of this machine that no longer runs."""
-    if not isinstance(stamp, dict) or stamp.get("host") != socket.gethostname():
+    if not isinstance(stamp, dict) or stamp.get("host") != _digest(socket.gethostname()):
         return False  # another machine's (or no stamp): not ours to judge
-    if stamp.get("boot") != _boot_id():
+    if stamp.get("boot") != _digest(_boot_id()):
         return True  # this machine restarted since
     pid = stamp.get("pid")
     if not isinstance(pid, int | float) or int(pid) == os.getpid():
@@ -99,6 +102,10 @@ class StampedTaskStore(DatabaseTaskStore):
         if failed:
             log.warning("%d A2A task(s) of a stopped Raven ended failed", len(failed))
         return failed
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(f"raven-runner:{text}".encode()).hexdigest()[:16]
 
 
 def _boot_id() -> str:

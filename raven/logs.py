@@ -9,11 +9,10 @@ from __future__ import annotations
 import io
 import logging
 import logging.handlers
-import os
 import sys
 from pathlib import Path
 
-from raven.private_files import private_dir
+from raven.private_files import private_dir, private_file
 
 MAX_LOG_BYTES = 10 * 1024 * 1024
 LOG_BACKUPS = 3
@@ -50,7 +49,5 @@ class _PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
     """Opens each log file, the first and every one after a rollover, 0600."""
 
     def _open(self) -> io.TextIOWrapper:
-        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        if os.fstat(fd).st_mode & 0o077:
-            os.fchmod(fd, 0o600)
-        return open(fd, "a", encoding=self.encoding, errors=self.errors)
+        path = private_file(Path(self.baseFilename))
+        return open(path, "a", encoding=self.encoding, errors=self.errors)

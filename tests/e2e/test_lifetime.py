@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from tests.conftest import RAVEN, write_config
@@ -29,13 +30,21 @@ async def command_pids(pids: Path) -> list[int]:
     return [await pid_from(Path(f"{pids}.{k}")) for k in ("sh", "bg")]
 
 
-async def launch(
+@contextlib.asynccontextmanager
+async def launched(
     env: dict[str, str], cwd: Path, *args: str, stdin: int = asyncio.subprocess.DEVNULL
-) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
+) -> AsyncIterator[asyncio.subprocess.Process]:
+    """`raven ARGS`, killed on the way out if the test left it running."""
+    proc = await asyncio.create_subprocess_exec(
         *RAVEN, *args, env=env, cwd=cwd, stdin=stdin,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
     )  # fmt: skip
+    try:
+        yield proc
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
 
 
 async def kill_9_and_see_gone(proc: asyncio.subprocess.Process, *pids: int) -> None:
@@ -60,13 +69,9 @@ async def test_sigkill_of_raven_run_takes_its_command_tree_and_mcp_servers(
             "mcpServers": [server_entry("notes", "--pidfile", str(tmp_path / "mcp.pid"))],
         },
     )
-    proc = await launch(env, tmp_path, "run", "--yes", "go")
-    try:
+    async with launched(env, tmp_path, "run", "--yes", "go") as proc:
         children = [*await command_pids(pids), await pid_from(tmp_path / "mcp.pid")]
         await kill_9_and_see_gone(proc, *children)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
 
 
 async def test_sigkill_of_raven_takes_a_sub_agent_and_the_sub_agents_commands(
@@ -94,15 +99,11 @@ async def test_sigkill_of_raven_takes_a_sub_agent_and_the_sub_agents_commands(
         "args": [*RAVEN[1:], "acp", "--config", str(child)],
     }
     write_config(home, {"defaultModel": "echo", "agents": [agent]})
-    proc = await launch(env, tmp_path, "agents", "run", "helper", "go")
-    try:
+    async with launched(env, tmp_path, "agents", "run", "helper", "go") as proc:
         commands = await command_pids(pids)
         sub_agent = int(Path(f"/proc/{commands[0]}/stat").read_text().rsplit(")", 1)[1].split()[1])
         assert sub_agent != proc.pid  # the command's parent is the sub-agent
         await kill_9_and_see_gone(proc, sub_agent, *commands)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
 
 
 async def test_sigkill_of_raven_acp_takes_its_command_tree(
@@ -117,13 +118,12 @@ async def test_sigkill_of_raven_acp_takes_its_command_tree(
             "modes": [{"id": "auto", "name": "Auto", "approvals": "auto"}],
         },
     )
-    proc = await launch(env, tmp_path, "acp", stdin=asyncio.subprocess.PIPE)
-    assert proc.stdin is not None and proc.stdout is not None
     frames = [
         {"id": 1, "method": "initialize", "params": {"protocolVersion": 1}},
         {"id": 2, "method": "session/new", "params": {"cwd": str(tmp_path), "mcpServers": []}},
     ]
-    try:
+    async with launched(env, tmp_path, "acp", stdin=asyncio.subprocess.PIPE) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
         for frame in frames:
             proc.stdin.write(json.dumps({"jsonrpc": "2.0", **frame}).encode() + b"\n")
         session_id = None
@@ -134,9 +134,6 @@ async def test_sigkill_of_raven_acp_takes_its_command_tree(
         request = {"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": prompt}
         proc.stdin.write(json.dumps(request).encode() + b"\n")
         await kill_9_and_see_gone(proc, *await command_pids(pids))
-    finally:
-        if proc.returncode is None:
-            proc.kill()
 
 
 async def test_after_a_normal_exit_what_a_command_left_running_is_left_alone(
@@ -148,8 +145,8 @@ async def test_after_a_normal_exit_what_a_command_left_running_is_left_alone(
     step = {"toolCalls": [{"name": "run_command", "arguments": {"command": command}}]}
     (home / "script.json").write_text(json.dumps([step, {"text": "started"}]))
     write_config(home, {"models": [{"id": "s", "provider": "scripted", "script": "script.json"}]})
-    proc = await launch(env, tmp_path, "run", "--yes", "start it")
-    assert await asyncio.wait_for(proc.wait(), DEADLINE_S) == 0
+    async with launched(env, tmp_path, "run", "--yes", "start it") as proc:
+        assert await asyncio.wait_for(proc.wait(), DEADLINE_S) == 0
     daemon = await pid_from(tmp_path / "daemon.pid")
     try:
         environ = Path(f"/proc/{daemon}/environ").read_bytes().split(b"\0")

@@ -1,5 +1,5 @@
 """The ACP registry entry kept in `registry/raven/`: what the registry's build checks of an
-entry (required fields and their shapes, one version everywhere, a monochrome 16×16 icon)."""
+entry (its own schema, one version everywhere, a monochrome 16×16 icon)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,23 @@ import re
 import tomllib
 from pathlib import Path
 
+import jsonschema
+
 from raven import __version__
 
 ROOT = Path(__file__).parents[1]
 ENTRY = ROOT / "registry" / "raven"
+
+
+def test_the_entry_passes_the_registrys_own_schema() -> None:
+    # registry/agent.schema.json is agentclientprotocol/registry's agent.schema.json (Apache-2.0)
+    # as of 3de1678; its build validates every entry with it, draft 7, before any other check.
+    schema = json.loads((ROOT / "registry" / "agent.schema.json").read_text())
+    assert schema["$id"].endswith("/registry/v1/latest/agent.schema.json")
+    agent = json.loads((ENTRY / "agent.json").read_text())
+    jsonschema.Draft7Validator(schema).validate(agent)
+    for broken in ({**agent, "id": "Raven"}, {**agent, "distribution": {"pip": {}}}):
+        assert list(jsonschema.Draft7Validator(schema).iter_errors(broken))  # the schema bites
 
 
 def test_the_entry_names_this_version_and_the_distribution_people_install() -> None:

@@ -363,8 +363,15 @@ class SubAgent:
             with contextlib.suppress(Exception):
                 self._connection.notify(p.SESSION_CANCEL, {"sessionId": self._session_id})
         try:
-            await asyncio.wait_for(asyncio.shield(request), CANCEL_GRACE_S)
+            settled = await asyncio.wait_for(asyncio.shield(request), CANCEL_GRACE_S)
+            stop = settled.get("stopReason") if isinstance(settled, dict) else None
+            log.info("sub-agent %s: cancelled; it answered %s", self.spec.name, stop)
         except BaseException:
+            log.info(
+                "sub-agent %s: cancelled; no answer within %gs, its processes were killed",
+                self.spec.name,
+                CANCEL_GRACE_S,
+            )
             if self._child is not None:
                 self._child.kill_group()
             request.cancel()

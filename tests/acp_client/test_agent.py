@@ -7,7 +7,6 @@ import asyncio
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from raven.acp_client import AgentsSource, SubAgent, SubAgentError
 from raven.config import AgentSpec, Limits
 from raven.tools import Permission, Progress, Question, ToolContext, ToolError
 from tests.conftest import RAVEN
+from tests.npm import npm_install
 from tests.processes import alive, pid_from
 
 SDK_AGENT = Path(__file__).with_name("sdk_agent.py")
@@ -354,16 +354,7 @@ TS_SDK = "@agentclientprotocol/sdk@2.4.0"
 @pytest.fixture(scope="module")
 def ts_agent(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The TypeScript SDK agent beside its own install of the SDK (pinned, from npm)."""
-    if shutil.which("npm") is None:
-        missing = "no npm: install Node.js to drive an agent on the ACP TypeScript SDK"
-        if os.environ.get("RAVEN_TEST_STRICT"):  # .ci/run: every test must run
-            pytest.fail(missing)
-        pytest.skip(missing)
-    folder = tmp_path_factory.mktemp("ts-agent")
-    subprocess.run(
-        ["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(folder), TS_SDK],
-        check=True, capture_output=True, timeout=300,
-    )  # fmt: skip
+    folder = npm_install(tmp_path_factory.mktemp("ts-agent"), TS_SDK)
     shutil.copy(Path(__file__).with_name("ts_agent.mjs"), folder / "agent.mjs")
     return folder / "agent.mjs"
 

@@ -1,4 +1,5 @@
-"""A real HTTP server on loopback speaking the OpenAI and Anthropic streaming wire formats.
+"""A real HTTP server on loopback speaking the OpenAI (Chat Completions and Responses) and
+Anthropic streaming wire formats.
 
 Each test queues replies; the server records every request it gets. Runs in a
 thread with its own event loop so that both async tests and subprocesses can use it.
@@ -70,7 +71,9 @@ class FakeModelServer:
         app.router.add_get("/v1/models", self._models)
         app.router.add_post("/v1/chat/completions", self._handle)
         app.router.add_post("/v1/messages", self._handle)
-        self._runner = web.AppRunner(app)
+        app.router.add_post("/v1/responses", self._handle)
+        # A real model server stops generating when its client hangs up.
+        self._runner = web.AppRunner(app, handler_cancellation=True)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
@@ -88,6 +91,10 @@ class FakeModelServer:
             # What llama.cpp's OpenAI-compatible server answers for a message it will not take.
             error = {"error": {"code": 500, "message": problem, "type": "server_error"}}
             return web.Response(status=500, text=json.dumps(error), content_type="application/json")
+        if request.path.endswith("/responses") and (problem := strict_responses_check(body)):
+            # What OpenAI's Responses API answers for an input it will not take.
+            error = {"error": {"message": problem, "type": "invalid_request_error", "code": None}}
+            return web.Response(status=400, text=json.dumps(error), content_type="application/json")
         if not self.replies:
             return web.Response(status=500, text='{"error":{"message":"no reply queued"}}')
         reply = self.replies.pop(0)
@@ -132,6 +139,70 @@ def strict_chat_check(body: dict[str, Any]) -> str | None:
         if msg.get("role") == "tool" and not isinstance(msg.get("tool_call_id"), str):
             return f"messages.{i}.tool_call_id: Field required"
     return None
+
+
+def strict_responses_check(body: dict[str, Any]) -> str | None:
+    """What OpenAI's Responses API refuses in a request, as its error text; None if it takes it.
+
+    `model` and `input` are required, and a `function_call_output` must answer a
+    `function_call` earlier in the same input (the API keeps no state when `store` is off).
+    """
+    if not isinstance(body.get("model"), str):
+        return "Missing required parameter: 'model'."
+    items = body.get("input")
+    if not isinstance(items, (list, str)):
+        return "Missing required parameter: 'input'."
+    calls: set[str] = set()
+    for item in items if isinstance(items, list) else ():
+        if item.get("type") == "function_call":
+            calls.add(str(item.get("call_id")))
+        elif item.get("type") == "function_call_output" and item.get("call_id") not in calls:
+            return (
+                f"No tool call found for function call output with call_id {item.get('call_id')}."
+            )
+    return None
+
+
+def responses_stream(
+    text: str = "", function_call: tuple[str, str, str] | None = None
+) -> list[str]:
+    """SSE blocks of a Responses API stream, as OpenAI sends them: an assistant message
+    streamed a word a delta, or one `function_call` item (call id, name, JSON arguments)."""
+    blocks: list[str] = []
+
+    def ev(name: str, **data: Any) -> None:
+        payload = {"type": name, "sequence_number": len(blocks), **data}
+        blocks.append(f"event: {name}\ndata: {json.dumps(payload)}")
+
+    response: dict[str, Any] = {"id": "resp_1", "object": "response", "status": "in_progress"}
+    ev("response.created", response=response)
+    ev("response.in_progress", response=response)
+    item: dict[str, Any]
+    if function_call:
+        call_id, name, args = function_call
+        item = {"type": "function_call", "id": "fc_1", "call_id": call_id, "name": name}
+        at = {"item_id": "fc_1", "output_index": 0}
+        ev("response.output_item.added", output_index=0, item={**item, "arguments": ""})
+        ev("response.function_call_arguments.delta", **at, delta=args)
+        ev("response.function_call_arguments.done", **at, arguments=args)
+        item = {**item, "arguments": args, "status": "completed"}
+    else:
+        part = {"type": "output_text", "text": "", "annotations": []}
+        item = {"type": "message", "id": "msg_1", "role": "assistant"}
+        at = {"item_id": "msg_1", "output_index": 0, "content_index": 0}
+        ev("response.output_item.added", output_index=0, item={**item, "content": []})
+        ev("response.content_part.added", **at, part=part)
+        words = text.split(" ")
+        for delta in words[:1] + [" " + word for word in words[1:]]:
+            ev("response.output_text.delta", **at, delta=delta)
+        ev("response.output_text.done", **at, text=text)
+        ev("response.content_part.done", **at, part={**part, "text": text})
+        item = {**item, "status": "completed", "content": [{**part, "text": text}]}
+    ev("response.output_item.done", output_index=0, item=item)
+    usage = {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}
+    done = {**response, "status": "completed", "output": [item], "usage": usage}
+    ev("response.completed", response=done)
+    return blocks
 
 
 def openai_stream(

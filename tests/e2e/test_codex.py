@@ -1,0 +1,178 @@
+"""The real codex-acp (pinned, from npm) driven by Raven offline: its model API is a loopback
+fake of OpenAI's Responses API, its home a fresh folder, and Raven launched as a user does."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import RAVEN, raven, write_config
+from tests.fakes.model_server import FakeModelServer, Reply, responses_stream
+from tests.npm import npm_install
+from tests.processes import alive
+
+CODEX_ACP = "@zed-industries/codex-acp@0.16.0"
+COMMAND = "echo hi > codex_note.txt"
+
+
+@pytest.fixture(scope="module")
+def codex_acp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = npm_install(tmp_path_factory.mktemp("codex-acp"), CODEX_ACP)
+    return folder / "node_modules" / ".bin" / "codex-acp"
+
+
+def codex_agent(codex_acp: Path, home: Path, model: FakeModelServer, permissions: str) -> Any:
+    """An agents entry for codex-acp with its own CODEX_HOME, talking to `model` only.
+
+    Codex asks before every command that is not a known read (`untrusted`) and runs what
+    it is allowed without its sandbox (which needs bubblewrap); it never retries a request.
+    """
+    home.mkdir()
+    (home / "config.toml").write_text(
+        f"""model = "gpt-5.4-mini"
+model_provider = "fake"
+approval_policy = "untrusted"
+sandbox_mode = "danger-full-access"
+
+[model_providers.fake]
+name = "fake"
+base_url = "{model.url}/v1"
+wire_api = "responses"
+env_key = "FAKE_OPENAI_KEY"
+request_max_retries = 0
+stream_max_retries = 0
+"""
+    )
+    env = {"CODEX_HOME": str(home), "FAKE_OPENAI_KEY": "sk-fake-codex"}
+    return {"name": "codex", "command": str(codex_acp), "env": env, "permissions": permissions}
+
+
+def after_the_command(body: dict[str, Any]) -> Reply:
+    """Codex's second request carries what its tool said; the model's answer quotes it."""
+    (output,) = [i["output"] for i in body["input"] if i.get("type") == "function_call_output"]
+    said = "ran it" if "exited with code 0" in output else "was refused"
+    return Reply(events=responses_stream(text=f"The command {said}."))
+
+
+def queue_the_note(model: FakeModelServer) -> None:
+    call = ("call_1", "exec_command", json.dumps({"cmd": COMMAND}))
+    model.queue(Reply(events=responses_stream(function_call=call)), after_the_command)
+
+
+@pytest.mark.parametrize(
+    ("permissions", "decision", "remembered"),
+    [("auto", "allow always", True), ("auto-once", "allow once", False)],
+)
+def test_agents_run_drives_codex_allowing_its_command(
+    codex_acp: Path,
+    model_server: FakeModelServer,
+    env: dict[str, str],
+    home: Path,
+    tmp_path: Path,
+    permissions: str,
+    decision: str,
+    remembered: bool,
+) -> None:
+    codex_home, work = tmp_path / "codex-home", tmp_path / "work"
+    work.mkdir()
+    agent = codex_agent(codex_acp, codex_home, model_server, permissions)
+    write_config(home, {"defaultModel": "echo", "agents": [agent]})
+    queue_the_note(model_server)
+    ran = raven("agents", "run", "codex", "write the note", "--json", env=env, cwd=work)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    out = json.loads(ran.stdout)
+    assert out["answer"] == "The command ran it." and out["stopReason"] == "end_turn"
+    assert out["decisions"] == [f"{decision}: {COMMAND}"]
+    assert (work / "codex_note.txt").read_text() == "hi\n"
+    keys = [r.headers["Authorization"] for r in model_server.requests]
+    assert keys == ["Bearer sk-fake-codex"] * 2  # the key in the entry's env reached codex
+    # allow_always outlives the task inside codex (a rule in its home); allow_once does not
+    rules = codex_home / "rules" / "default.rules"
+    assert (rules.exists() and COMMAND in rules.read_text()) is remembered
+
+
+def test_read_only_refuses_codex_its_command_and_codex_stops(
+    codex_acp: Path, model_server: FakeModelServer, env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    agent = codex_agent(codex_acp, tmp_path / "codex-home", model_server, "read-only")
+    write_config(home, {"defaultModel": "echo", "agents": [agent]})
+    queue_the_note(model_server)
+    ran = raven("agents", "run", "codex", "write the note", "--json", env=env, cwd=work)
+    assert ran.returncode == 3, ran.stdout + ran.stderr  # stopped short of an answer
+    out = json.loads(ran.stdout)
+    assert out["stopReason"] == "cancelled"  # codex ends its turn on a refusal
+    assert out["decisions"] == [f"reject once: {COMMAND}"]
+    assert not (work / "codex_note.txt").exists() and len(model_server.requests) == 1
+
+
+def test_delegate_in_a_turn_hands_the_task_to_codex(
+    codex_acp: Path, model_server: FakeModelServer, env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    codex_home, work = tmp_path / "codex-home", tmp_path / "work"
+    work.mkdir()
+    delegate = {"name": "delegate", "arguments": {"agent": "codex", "task": "write the note"}}
+    (home / "script.json").write_text(
+        json.dumps([{"toolCalls": [delegate]}, {"text": "Codex wrote the note."}])
+    )
+    write_config(
+        home,
+        {
+            "models": [{"id": "s", "provider": "scripted", "script": "script.json"}],
+            "defaultModel": "s",
+            "agents": [codex_agent(codex_acp, codex_home, model_server, "auto-once")],
+        },
+    )
+    queue_the_note(model_server)
+    ran = raven("run", "--yes", "delegate the note", env=env, cwd=work)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip().endswith("Codex wrote the note.")
+    assert f"codex: → {COMMAND}" in ran.stderr
+    assert (work / "codex_note.txt").read_text() == "hi\n"
+    (task,) = [i for i in model_server.requests[0].body["input"] if i.get("role") == "user"][-1:]
+    assert "write the note" in json.dumps(task)
+
+
+def codex_processes(codex_home: Path) -> list[int]:
+    """Pids of the processes started with this CODEX_HOME (codex-acp and its node launcher)."""
+    mark = f"CODEX_HOME={codex_home}".encode()
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if mark in (proc / "environ").read_bytes().split(b"\0"):
+                    pids.append(int(proc.name))
+            except OSError:
+                continue
+    return pids
+
+
+async def test_ctrl_c_cancels_codex_and_leaves_nothing_running(
+    codex_acp: Path, model_server: FakeModelServer, env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    codex_home = tmp_path / "codex-home"
+    agent = codex_agent(codex_acp, codex_home, model_server, "auto")
+    write_config(home, {"defaultModel": "echo", "agents": [agent]})
+    model_server.queue(Reply(events=responses_stream(text="too late"), delay_s=120))
+    proc = await asyncio.create_subprocess_exec(
+        *RAVEN, "agents", "run", "codex", "think hard", env=env, cwd=tmp_path,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    async with asyncio.timeout(60):  # codex is waiting on its model
+        while not model_server.requests:
+            await asyncio.sleep(0.05)
+    children = codex_processes(codex_home)
+    assert children
+    proc.send_signal(signal.SIGINT)
+    assert await asyncio.wait_for(proc.wait(), 15) == 130
+    assert proc.stderr is not None
+    assert "cancelled" in (await proc.stderr.read()).decode()
+    logged = "".join(f.read_text() for f in (home / "logs").iterdir())
+    assert "sub-agent codex: cancelled; it answered cancelled" in logged
+    assert not [pid for pid in children if alive(pid)]

@@ -16,6 +16,21 @@ def alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def group_gone(pgid: int) -> bool:
+    """True when no live process is left in process group `pgid` (zombies count as dead:
+    a grandchild reparented to an init that reaps slowly lingers as one)."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            return False
+    return True
+
+
 async def pid_from(pidfile: Path, timeout_s: float = 10) -> int:
     """The pid a child wrote to `pidfile`, waiting for it to appear."""
     import asyncio

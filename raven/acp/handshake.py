@@ -22,8 +22,19 @@ SETUP_METHOD = {
 this method."""
 
 
-def initialize_result() -> dict[str, Any]:
-    """The `initialize` result: protocol version, what Raven serves, who it is."""
+def setup_method(params: dict[str, Any]) -> dict[str, Any]:
+    """The setup method as this client can run it: in its own terminal (the agent's command
+    with `setup` for arguments) when it says it can (`auth.terminal`), else as a pointer."""
+    capabilities = params.get("clientCapabilities")
+    auth = capabilities.get("auth") if isinstance(capabilities, dict) else None
+    if isinstance(auth, dict) and auth.get("terminal") is True:
+        return {**SETUP_METHOD, "type": "terminal", "args": ["setup"]}
+    return SETUP_METHOD
+
+
+def initialize_result(params: dict[str, Any]) -> dict[str, Any]:
+    """The `initialize` result for the client's `params`: protocol version, what Raven
+    serves, who it is, and how to set it up."""
     return {
         "protocolVersion": PROTOCOL_VERSION,
         "agentCapabilities": {
@@ -34,5 +45,5 @@ def initialize_result() -> dict[str, Any]:
             "_meta": {"raven": {"steer": True}},
         },
         "agentInfo": {"name": "raven", "title": "Raven", "version": __version__},
-        "authMethods": [SETUP_METHOD],
+        "authMethods": [setup_method(params)],
     }

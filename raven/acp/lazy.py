@@ -39,7 +39,7 @@ class LazyServer:
     async def handle_request(self, method: str, params: dict[str, Any]) -> Any:
         if method == INITIALIZE and self._server is None:
             self._initialize = params
-            return initialize_result()
+            return initialize_result(params)
         if self._server is None and self._initialize is None:
             raise RpcError(INVALID_REQUEST, "Not initialized: send initialize first")
         return await self.server().handle_request(method, params)

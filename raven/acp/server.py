@@ -137,7 +137,7 @@ class AcpServer:
 
     async def _initialize(self, params: dict[str, Any]) -> dict[str, Any]:
         self.accept_initialize(params)
-        return initialize_result()
+        return initialize_result(params)
 
     async def _authenticate(self, params: dict[str, Any]) -> dict[str, Any]:
         """`setup` is done in a terminal (`raven setup`); here it is acknowledged, and the

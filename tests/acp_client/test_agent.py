@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -19,7 +18,7 @@ from raven.config import AgentSpec, Limits
 from raven.tools import Permission, Progress, Question, ToolContext, ToolError
 from tests.conftest import RAVEN
 from tests.npm import npm_install
-from tests.processes import alive, pid_from
+from tests.processes import alive, group_gone, pid_from
 
 SDK_AGENT = Path(__file__).with_name("sdk_agent.py")
 
@@ -31,14 +30,6 @@ def sdk_spec(behaviour: str, *extra: str, **fields: Any) -> AgentSpec:
         args=[str(SDK_AGENT), behaviour, *extra],
         **fields,
     )
-
-
-def group_gone(pid: int) -> bool:
-    try:
-        os.killpg(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
 
 
 async def drive(spec: AgentSpec, cwd: Path, **callbacks: Any) -> tuple[Any, list[Progress], int]:
@@ -375,3 +366,41 @@ async def test_an_agent_on_the_typescript_sdk_is_driven_end_to_end(
         f"allow {'always' if chosen == 'always' else 'once'}: Edit notes.txt"
     ]
     assert [p.text for p in seen] == ["ts: → Edit notes.txt", "ts: ✓ Edit notes.txt"]
+
+
+EXAMPLES = Path(__file__).with_name("examples")
+
+
+async def test_the_python_sdks_example_agent_is_driven(tmp_path: Path) -> None:
+    spec = AgentSpec(name="example", command=sys.executable, args=[str(EXAMPLES / "agent.py")])
+    outcome, seen, _ = await drive(spec, tmp_path)
+    assert outcome.answer == "Client sent:go" and outcome.stop_reason == "end_turn"
+    assert outcome.decisions == [] and seen == []
+
+
+@pytest.fixture(scope="module")
+def ts_example(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The TypeScript SDK's example agent, run by tsx beside the SDK release it was written for."""
+    folder = npm_install(
+        tmp_path_factory.mktemp("ts-example"), "@agentclientprotocol/sdk@0.12.0", "tsx@4.23.15"
+    )
+    shutil.copy(EXAMPLES / "agent.ts", folder / "agent.ts")
+    return folder
+
+
+async def test_the_typescript_sdks_example_agent_is_driven(
+    ts_example: Path, tmp_path: Path
+) -> None:
+    tsx = ts_example / "node_modules" / ".bin" / "tsx"
+    spec = AgentSpec(name="example", command=str(tsx), args=[str(ts_example / "agent.ts")])
+    outcome, seen, _ = await drive(spec, tmp_path)
+    assert outcome.stop_reason == "end_turn"
+    assert outcome.answer.startswith("I'll help you with that.")
+    assert outcome.answer.endswith("The changes have been applied.")
+    assert outcome.decisions == ["allow once: Modifying critical configuration file"]
+    assert [p.text for p in seen] == [
+        "example: → Reading project files",
+        "example: ✓ Reading project files",
+        "example: → Modifying critical configuration file",
+        "example: ✓ Modifying critical configuration file",
+    ]

@@ -282,6 +282,30 @@ async def test_no_model_says_what_works_and_model_flag_picks_one(
     assert await flagged.close() == 0
 
 
+async def test_a_client_that_runs_terminal_auth_is_offered_raven_setup_there(
+    env: dict[str, str],
+) -> None:
+    from acp import schema
+
+    offered = {}
+    for caps in ({"auth": {"terminal": True}}, {}):
+        wire = await Wire.start(env)
+        await wire.send({**INIT, "params": {**INIT["params"], "clientCapabilities": caps}})
+        result = (await wire.recv())["result"]
+        assert schema.InitializeResponse.model_validate(result)
+        (method,) = result["authMethods"]
+        offered[bool(caps)] = method
+        assert await wire.close() == 0
+    assert offered[True]["type"] == "terminal" and offered[False]["type"] == "agent"
+    assert offered[True]["id"] == offered[False]["id"] == "setup"
+    # the editor runs Raven's own command with these arguments in its terminal
+    assert offered[True]["args"] == ["setup"] and "args" not in offered[False]
+    ran = subprocess.run(
+        [*RAVEN, "setup", "--help"], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert ran.returncode == 0 and "model" in ran.stdout
+
+
 async def test_an_unknown_model_flag_is_exit_2_before_any_frame(env: dict[str, str]) -> None:
     wire = await Wire.start(env, "--model", "nope")
     assert await asyncio.wait_for(wire.proc.wait(), 10) == 2

@@ -480,8 +480,10 @@ class RavenExecutor(AgentExecutor):
                 self._workdir, session_id=session_id, deferred=True
             )
         else:
-            live = await self._runtime.open_session(session_id, create_in=self._workdir)
-        live.own_tools = self._attach_tool
+            live = await self._runtime.open_session(
+                session_id, create_in=self._workdir, reopen=True
+            )
+        live.attach_tools(self._attach_tool)
         return live
 
     async def _prompt(self, message: Message | None, context_id: str) -> str:

@@ -53,7 +53,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LIST_PAGE_SIZE = 50
-STOP_TURN_TIMEOUT_S = 5.0
 AVAILABLE_COMMANDS = [
     {"name": "title", "description": "Rename this session", "input": {"hint": "new title"}},
 ]
@@ -64,7 +63,6 @@ Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 @dataclass
 class _Session:
     live: LiveSession
-    closed: bool = False
     mcp: McpScope | None = None
     """The MCP servers the editor attached to this session."""
 
@@ -188,22 +186,19 @@ class AcpServer:
     async def _close(self, params: dict[str, Any]) -> dict[str, Any]:
         session_id = p.parse(p.SessionParams, params).session_id
         runtime = self._require_runtime()
+        await runtime.close_session(session_id)
         state = self._sessions.get(session_id)
         if state is not None:
-            await self._stop_turn(state)
             await self._release_mcp(state)
-            state.closed = True
-        await runtime.close_session(session_id)
         return {}
 
     async def _delete(self, params: dict[str, Any]) -> dict[str, Any]:
         session_id = p.parse(p.SessionParams, params).session_id
         runtime = self._require_runtime()
+        await runtime.delete_session(session_id)
         state = self._sessions.pop(session_id, None)
         if state is not None:
-            await self._stop_turn(state)
             await self._release_mcp(state)
-        await runtime.delete_session(session_id)
         return {}
 
     async def _set_mode(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -240,10 +235,6 @@ class AcpServer:
     async def _prompt(self, params: dict[str, Any]) -> dict[str, Any]:
         parsed = p.parse(p.PromptParams, params)
         state = self._state(parsed.session_id)
-        if state.closed:
-            raise SessionClosed(state.live.id)
-        if state.live.is_busy:
-            raise SessionBusy(state.live.id)
         parts = prompt_parts(parsed.prompt)
         live = state.live
         if (title := title_command(parts)) is not None:
@@ -282,11 +273,10 @@ class AcpServer:
 
     async def _open(self, parsed: p.OpenSessionParams) -> _Session:
         _absolute_dir(parsed.cwd)
-        live = await self._require_runtime().open_session(parsed.session_id)
+        live = await self._require_runtime().open_session(parsed.session_id, reopen=True)
         state = self._sessions.get(live.id)
         if state is None or state.live is not live:
             state = self._sessions[live.id] = _Session(live)
-        state.closed = False
         await self._attach_mcp(state, parsed.mcp_servers)
         return state
 
@@ -299,20 +289,16 @@ class AcpServer:
         from raven.mcp import McpScope
 
         state.mcp = McpScope(specs, self._require_runtime().paths.logs_dir)
-        state.live.own_tools = state.mcp
+        state.live.attach_tools(state.mcp)
 
     async def _release_mcp(self, state: _Session) -> None:
         scope, state.mcp = state.mcp, None
-        state.live.own_tools = None
+        state.live.attach_tools(None)
         if scope is not None:
             await scope.aclose()
 
     async def _switch_mode(self, live: LiveSession, mode_id: str) -> None:
         await self._require_runtime().set_mode(live, mode_id)
-
-    async def _stop_turn(self, state: _Session) -> None:
-        if state.live.cancel_turn():
-            await state.live.idle(STOP_TURN_TIMEOUT_S)
 
     def _emit(self, live: LiveSession, event: TurnEvent) -> None:
         update = event_update(event, live.provider.context_window)

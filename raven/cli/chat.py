@@ -209,7 +209,8 @@ class Chat:
     async def _resume(self, session_id: str) -> None:
         from raven.cli.transcript import print_transcript
 
-        self.session = await self.runtime.open_session(await self.runtime.find_session(session_id))
+        found = await self.runtime.find_session(session_id)
+        self.session = await self.runtime.open_session(found, reopen=True)
         print_transcript(self.session.record, self.session.history[-20:], self.err)
         self._banner()
 

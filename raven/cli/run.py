@@ -178,7 +178,7 @@ async def _session(runtime: Runtime, options: RunOptions, cwd: Path) -> LiveSess
         session_id = page.sessions[0].id
     if session_id is None:
         return await runtime.new_session(cwd, options.model, options.mode)
-    live = await runtime.open_session(await runtime.find_session(session_id))
+    live = await runtime.open_session(await runtime.find_session(session_id), reopen=True)
     if options.model:
         await runtime.set_model(live, options.model)
     if options.mode:

@@ -178,11 +178,24 @@ def delete_command(
     ],
     config: ConfigOption = None,
 ) -> None:
-    """Delete a session and its transcript."""
-    store = _store(config)
-    full_id = store.resolve(session_id)
-    store.delete(full_id)
-    typer.echo(f"deleted {full_id}")
+    """Delete a session and its transcript (refused while a turn runs in it)."""
+    import asyncio
+
+    from raven.cli.options import load
+    from raven.engine import Runtime
+
+    cfg, paths = load(config, "cli")
+
+    async def delete() -> str:
+        runtime = Runtime(cfg, paths, face="cli")
+        try:
+            full_id = await runtime.find_session(session_id)
+            await runtime.delete_session(full_id)
+            return full_id
+        finally:
+            await runtime.aclose()
+
+    typer.echo(f"deleted {asyncio.run(delete())}")
 
 
 def _transcript_json(record: SessionRecord, messages: list[Message]) -> str:

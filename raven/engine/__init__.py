@@ -34,7 +34,7 @@ from raven.engine.events import (
 from raven.engine.history import HistoryEvent, history_events
 from raven.engine.runtime import Runtime
 from raven.engine.session import LiveSession
-from raven.engine.turn import run_turn
+from raven.engine.turn import run_turn, start_turn
 from raven.tools import Question
 
 __all__ = [
@@ -70,4 +70,5 @@ __all__ = [
     "UsageUpdated",
     "history_events",
     "run_turn",
+    "start_turn",
 ]

@@ -5,7 +5,7 @@ RavenError
 │   ├── UnknownModel     a model id that is not configured
 │   └── UnknownMode      a mode id that is not declared (or none are)
 ├── SessionNotFound      no session has that id (from the session store)
-├── SessionClosed        the session was closed; open it again first
+├── SessionClosed        the session was closed; load or resume it first
 ├── SessionBusy          a turn already runs in it, in this process or another
 └── TurnStuck            a turn did not stop within the time it was given
 
@@ -39,11 +39,15 @@ class SessionClosed(RavenError):
 
 
 class SessionBusy(RavenError):
-    def __init__(self, session_id: str, where: str = "") -> None:
+    """`pid` names the other Raven process whose turn holds the session, if it is not this one."""
+
+    def __init__(self, session_id: str, pid: int | None = None) -> None:
+        where = f" (in another Raven process, pid {pid})" if pid is not None else ""
         super().__init__(
             f"a turn is already running in session {session_id}{where}; wait for it or cancel it"
         )
         self.session_id = session_id
+        self.pid = pid
 
 
 class TurnStuck(RavenError):

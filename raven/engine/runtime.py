@@ -6,22 +6,27 @@ Creates, opens and switches sessions; never runs a turn itself.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 from raven.config import ECHO_MODEL_ID, ConfigError, ModelSpec, ModeSpec, Paths, RavenConfig
-from raven.engine.errors import UnknownMode, UnknownModel
-from raven.engine.events import ModeChanged, ModelChanged, SessionEnded
+from raven.engine.errors import SessionBusy, SessionClosed, UnknownMode, UnknownModel
+from raven.engine.events import ModeChanged, ModelChanged
 from raven.engine.history import HistoryEvent, history_events
 from raven.engine.session import LiveSession
 from raven.messages import AssistantMessage, Message, ToolResultMessage
 from raven.providers import Provider, create_provider, pick_model
-from raven.sessions import SessionPage, SessionRecord, SessionStore, new_record
+from raven.sessions import SessionPage, SessionRecord, SessionStore, TurnElsewhere, new_record
 from raven.sessions.store import DEFAULT_PAGE_SIZE
 from raven.tools import ToolSource, builtin_tools
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+STOP_TURN_S = 5.0
+"""How long closing or deleting a session waits for its cancelled turn to end."""
 
 
 class ClosableToolSource(ToolSource, Protocol):
@@ -165,11 +170,15 @@ class Runtime:
         """
         return await self.store.call(self.store.resolve, prefix)
 
-    async def open_session(self, session_id: str, create_in: Path | None = None) -> LiveSession:
-        """The live session for a stored one, loading its transcript if not yet in memory.
+    async def open_session(
+        self, session_id: str, create_in: Path | None = None, reopen: bool = False
+    ) -> LiveSession:
+        """The live session for a stored one, loading its transcript if not yet in memory;
+        there is one per id in this process.
 
-        With `create_in`, a missing session is created there under `session_id`
-        instead of raising `SessionNotFound`.
+        A closed session raises `SessionClosed`, unless `reopen` (what ACP's load and
+        resume ask for) opens it again. With `create_in`, a missing session is created
+        there under `session_id` instead of raising `SessionNotFound`.
         """
         if session_id in self._live:
             return self._live[session_id]
@@ -192,6 +201,8 @@ class Runtime:
         model = self._stored_model(record.model)
         mode = self.config.find_mode(record.mode) if record.mode else None
         mode = mode or self.mode(None)
+        if record.closed and not reopen:
+            raise SessionClosed(session_id)
         if record.closed:
             record = await self.store.call(self.store.update, session_id, closed=False)
         return self._keep(
@@ -232,18 +243,42 @@ class Runtime:
             del self._live[session_id]
 
     async def close_session(self, session_id: str) -> None:
-        """Forget the live session, let tool sources free what they keep for it, and mark
-        it closed; its transcript stays."""
+        """Stop the session's turn (within `STOP_TURN_S`, else `TurnStuck`), mark it closed
+        and let tool sources free what they keep for it; its transcript stays. Refused with
+        `SessionBusy` while another Raven process runs a turn in it."""
+        live = await self._stopped(session_id)
+        record = await self._elsewhere_refused(
+            self.store.update, session_id, closed=True, pid=os.getpid()
+        )
+        self._end(live, record)
         await self._release(session_id)
-        live = self._live.pop(session_id, None)
-        await self.store.call(self.store.update, session_id, closed=True)
-        if live is not None:
-            live.publish(SessionEnded())
 
     async def delete_session(self, session_id: str) -> bool:
+        """Stop the session's turn as `close_session` does, then remove it and its
+        transcript; False when there was none."""
+        live = await self._stopped(session_id)
+        deleted = await self._elsewhere_refused(self.store.delete, session_id, pid=os.getpid())
+        if live is not None:
+            self._end(live, live.record)
         await self._release(session_id)
-        self._live.pop(session_id, None)
-        return await self.store.call(self.store.delete, session_id)
+        return bool(deleted)
+
+    async def _stopped(self, session_id: str) -> LiveSession | None:
+        live = self._live.get(session_id)
+        if live is not None:
+            await live.stop_turn(STOP_TURN_S)
+        return live
+
+    async def _elsewhere_refused(self, write: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        try:
+            return await self.store.call(write, *args, **kwargs)
+        except TurnElsewhere as exc:
+            raise SessionBusy(exc.session_id, exc.pid) from None
+
+    def _end(self, live: LiveSession | None, record: SessionRecord) -> None:
+        if live is not None:
+            self._live.pop(live.id, None)
+            live.end(record)
 
     async def _release(self, session_id: str) -> None:
         for source in self.tool_sources:

@@ -7,18 +7,17 @@ decisions and steering text. Writes go to the store as they happen.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import fnmatch
 import logging
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from raven.config import Limits, ModelSpec, ModeSpec
-from raven.engine.errors import SessionBusy, TurnStuck
-from raven.engine.events import SessionEvent, TitleChanged
+from raven.engine.errors import SessionBusy, SessionClosed, TurnStuck
+from raven.engine.events import SessionEnded, SessionEvent, TitleChanged
 from raven.messages import Message
 from raven.providers import Provider
 from raven.sessions import SessionRecord, SessionStore, TurnElsewhere
@@ -109,24 +108,33 @@ class LiveSession:
         self._steering.append(text)
         return True
 
-    @contextlib.contextmanager
-    def running(self) -> Iterator[asyncio.Event]:
-        """Mark a turn as running for the duration of the block; yields its cancel event.
+    @property
+    def closed(self) -> bool:
+        """True once the session was closed or deleted: no turn runs in it until it is
+        opened again (`Runtime.open_session(..., reopen=True)`)."""
+        return self.record.closed
 
-        Raises `SessionBusy` if a turn already runs.
+    def reserve(self) -> asyncio.Event:
+        """Mark a turn as running; returns its cancel event. `free()` ends it.
+
+        Raises `SessionClosed` or `SessionBusy` (this process's turn; another process's
+        shows at `claim`).
         """
+        if self.closed:
+            raise SessionClosed(self.id)
         if self._busy:
             raise SessionBusy(self.id)
         self._busy = True
         self._cancel = asyncio.Event()
         self._idle.clear()
-        try:
-            yield self._cancel
-        finally:
-            self._busy = False
-            self._cancel = None
-            self._steering.clear()
-            self._idle.set()
+        return self._cancel
+
+    def free(self) -> None:
+        """End what `reserve` began (idempotent)."""
+        self._busy = False
+        self._cancel = None
+        self._steering.clear()
+        self._idle.set()
 
     async def claim(self) -> None:
         """Claim the session for this process's turn, first taking in the messages other
@@ -137,7 +145,7 @@ class LiveSession:
         try:
             version = await self.store.call(self.store.claim_turn, self.id, pid)
         except TurnElsewhere as exc:
-            raise SessionBusy(self.id, f" (in another Raven process, pid {exc.pid})") from None
+            raise SessionBusy(self.id, exc.pid) from None
         self._claimed = True
         if version != self.version:
             self.history = await self.store.call(self.store.messages, self.id)
@@ -156,13 +164,28 @@ class LiveSession:
         self._cancel.set()
         return True
 
-    async def idle(self, timeout_s: float) -> None:
-        """Return once no turn runs; raises `TurnStuck` after `timeout_s`."""
-        try:
-            async with asyncio.timeout(timeout_s):
-                await self._idle.wait()
-        except TimeoutError:
-            raise TurnStuck(self.id, timeout_s) from None
+    async def stop_turn(self, timeout_s: float) -> None:
+        """Cancel the running turn, if any, and return once it has ended; raises `TurnStuck`
+        if it has not within `timeout_s`."""
+        if self.cancel_turn():
+            try:
+                async with asyncio.timeout(timeout_s):
+                    await self._idle.wait()
+            except TimeoutError:
+                raise TurnStuck(self.id, timeout_s) from None
+
+    def attach_tools(self, source: ToolSource | None) -> None:
+        """Give the session a tool source of its own (MCP servers an editor attached, a
+        face's own tools), replacing any; None removes it. Its tools load at the next turn."""
+        self.own_tools = source
+
+    def end(self, record: SessionRecord) -> None:
+        """The session was closed or deleted (`record` says which state it is left in):
+        no more turns here, and its subscribers hear it ended."""
+        self.record = dataclasses.replace(record, closed=True)
+        self.own_tools = None
+        self.publish(SessionEnded())
+        self._subscribers.clear()
 
     def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
         """Send this session's events to `subscriber`; returns the function that stops it."""

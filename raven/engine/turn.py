@@ -94,14 +94,44 @@ async def run_turn(
     `session.cancel_turn()`, setting `cancel`, or cancelling the calling task stops
     the model stream and any running command; the turn then ends `cancelled`. The
     session's subscribers hear the turn start, its title change and its end. Raises
-    `SessionBusy` (before anything else) when a turn already runs in the session.
+    `SessionClosed` or `SessionBusy` (before anything else) when the session is closed
+    or a turn already runs in it.
     """
-    with session.running() as stopped:
+    return await start_turn(session, prompt, asker, emit, cancel)
+
+
+def start_turn(
+    session: LiveSession,
+    prompt: Sequence[Part],
+    asker: Asker,
+    emit: Emit,
+    cancel: asyncio.Event | None = None,
+) -> asyncio.Task[StopReason]:
+    """`run_turn` as a task, for a face that answers before the turn ends: the session is
+    taken for the turn before this returns, so `SessionClosed` and `SessionBusy` are raised
+    here, and a second turn can never start beside it."""
+    stopped = session.reserve()
+    task = asyncio.create_task(_run_reserved(session, prompt, asker, emit, stopped, cancel))
+    task.add_done_callback(lambda _: session.free())  # also when cancelled before it began
+    return task
+
+
+async def _run_reserved(
+    session: LiveSession,
+    prompt: Sequence[Part],
+    asker: Asker,
+    emit: Emit,
+    stopped: asyncio.Event,
+    cancel: asyncio.Event | None,
+) -> StopReason:
+    try:
         await session.claim()
         try:
             end = await _run_claimed(session, prompt, asker, emit, stopped, cancel)
         finally:
             await session.unclaim()
+    finally:
+        session.free()
     # Announced once the session is free again, so whoever hears it may start the next turn.
     emit(end)
     session.publish(end)

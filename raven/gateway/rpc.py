@@ -33,7 +33,7 @@ from raven.engine import (
     TurnEvent,
     UnknownMode,
     UnknownModel,
-    run_turn,
+    start_turn,
 )
 from raven.errors import RavenError
 from raven.events_json import event_json
@@ -290,16 +290,10 @@ class Peer:
         )
 
     async def _session_delete(self, p: c.SessionRef) -> c.Accepted:
-        live = self._hub.runtime.live(p.session_id)
-        if live is not None and live.cancel_turn():
-            await live.idle(5)
         await self._hub.runtime.delete_session(p.session_id)
         return c.Accepted()
 
     async def _session_close(self, p: c.SessionRef) -> c.Accepted:
-        live = self._hub.runtime.live(p.session_id)
-        if live is not None and live.cancel_turn():
-            await live.idle(5)
         await self._hub.runtime.get_session(p.session_id)
         await self._hub.runtime.close_session(p.session_id)
         return c.Accepted()
@@ -328,18 +322,14 @@ class Peer:
 
     async def _turn_send(self, p: c.TurnSend) -> c.Accepted:
         live = await self._live(p.session_id)
-        if live.is_busy:
-            raise SessionBusy(live.id)
-        self._hub.watch(live, self)
         hub = self._hub
-        task = asyncio.create_task(
-            run_turn(
-                live,
-                [TextPart(text=p.text)],
-                HubAsker(hub, live.id),
-                functools.partial(hub.relay, live.id),
-            )
+        task = start_turn(
+            live,
+            [TextPart(text=p.text)],
+            HubAsker(hub, live.id),
+            functools.partial(hub.relay, live.id),
         )
+        hub.watch(live, self)
         hub.turns.add(task)
         task.add_done_callback(hub.turns.discard)
         return c.Accepted()

@@ -385,8 +385,7 @@ class SessionStore:
             if row is None:
                 raise SessionNotFound(session_id)
             holder, version = row
-            if holder is not None and holder != pid and _process_alive(holder):
-                raise TurnElsewhere(session_id, holder)
+            _refuse_elsewhere(session_id, holder, pid)
             db.execute("UPDATE sessions SET turn_pid = ? WHERE id = ?", (pid, session_id))
         return int(version)
 
@@ -406,10 +405,15 @@ class SessionStore:
         mode: str | None = None,
         model: str | None = None,
         closed: bool | None = None,
+        pid: int | None = None,
     ) -> SessionRecord:
+        """Change what is given; with `pid`, refuse (`TurnElsewhere`) while a process other
+        than `pid` runs a turn in the session."""
         changes = {"title": title, "mode": mode, "model": model, "closed": closed}
         sets = {k: v for k, v in changes.items() if v is not None}
         with self._write() as db:
+            if pid is not None:
+                self._check_turn(db, session_id, pid)
             if sets:
                 assignments = ", ".join(f"{k} = ?" for k in sets)
                 cur = db.execute(
@@ -443,12 +447,27 @@ class SessionStore:
                     break
         return [SearchHit(self.get(sid), snippet) for sid, snippet in hits.items()]
 
-    def delete(self, session_id: str) -> bool:
-        """Remove the session and its transcript; False when there was none."""
+    def _check_turn(self, db: sqlite3.Connection, session_id: str, pid: int) -> None:
+        row = db.execute("SELECT turn_pid FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        if row is not None:
+            _refuse_elsewhere(session_id, row[0], pid)
+
+    def delete(self, session_id: str, pid: int | None = None) -> bool:
+        """Remove the session and its transcript; False when there was none. With `pid`,
+        refuse (`TurnElsewhere`) while a process other than `pid` runs a turn in it."""
         with self._write() as db:
+            if pid is not None:
+                self._check_turn(db, session_id, pid)
             db.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
             cur = db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
         return cur.rowcount > 0
+
+
+def _refuse_elsewhere(session_id: str, holder: int | None, pid: int) -> None:
+    """`TurnElsewhere` when `holder` is a live process other than `pid` (a claim left by a
+    process that died counts as none)."""
+    if holder is not None and holder != pid and _process_alive(holder):
+        raise TurnElsewhere(session_id, holder)
 
 
 def new_record(

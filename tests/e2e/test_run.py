@@ -187,6 +187,44 @@ def test_sessions_list_show_delete_and_continue(env: dict[str, str], tmp_path: P
     assert json.loads(raven("sessions", "list", "--json", env=env).stdout) == []
 
 
+def test_deleting_a_session_whose_turn_runs_in_another_process_is_refused(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    command = "touch started; while [ ! -f go ]; do sleep 0.02; done"
+    steps = [
+        {"toolCalls": [{"name": "run_command", "arguments": {"command": command}}]},
+        {"text": "Done waiting."},
+    ]
+    (home / "script.json").write_text(json.dumps(steps))
+    write_config(home, {"models": [{"id": "s", "provider": "scripted", "script": "script.json"}]})
+    proc = subprocess.Popen(
+        [*RAVEN, "run", "--yes", "wait for go"],
+        env=env, cwd=tmp_path, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        asyncio.run(until_exists(tmp_path / "started"))
+        (listed,) = json.loads(raven("sessions", "list", "--json", env=env).stdout)
+        refused = raven("sessions", "delete", listed["id"], env=env)
+        assert refused.returncode == 1
+        assert f"in another Raven process, pid {proc.pid}" in refused.stderr
+        (tmp_path / "go").touch()
+        stdout, stderr = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, stderr
+    assert stdout.strip() == "Done waiting." and "Traceback" not in stderr
+    shown = json.loads(raven("sessions", "show", listed["id"], "--json", env=env).stdout)
+    assert [m["role"] for m in shown["messages"]] == ["user", "assistant", "tool", "assistant"]
+    assert raven("sessions", "delete", listed["id"], env=env).returncode == 0  # now it may go
+
+
+async def until_exists(path: Path, timeout_s: float = 20) -> None:
+    async with asyncio.timeout(timeout_s):
+        while not path.exists():
+            await asyncio.sleep(0.02)
+
+
 def test_config_init_show_and_path(env: dict[str, str], home: Path) -> None:
     assert raven("config", "init", env=env).returncode == 0
     path = home / "config.json"

@@ -239,6 +239,24 @@ async def test_cancel_steer_errors_and_lists(gateway: Any, tmp_path: Path) -> No
     await ui.close()
 
 
+async def test_closing_stops_the_turn_and_a_closed_session_takes_no_turn(
+    gateway: Any, tmp_path: Path
+) -> None:
+    g = await gateway([{"text": "never", "delayMs": 30_000}])
+    ui = await g.connect()
+    sid = (await ui.call("session.create", cwd=str(tmp_path)))["sessionId"]
+    await ui.call("turn.send", sessionId=sid, text="long")
+    await ui.until(lambda: ui.note("session.event"))
+    await ui.call("session.close", sessionId=sid)  # returns once the turn has stopped
+    assert [e["stopReason"] for e in ui.events("TurnEnded")] == ["cancelled"]
+    refused = await ui.call("turn.send", sessionId=sid, text="again")
+    assert refused["code"] == -32600 and "is closed" in refused["message"]
+    assert (await ui.call("session.get", sessionId=sid))["session"]["closed"] is True
+    history = (await ui.call("session.get", sessionId=sid))["history"]
+    assert sum(e["type"] == "TurnStarted" for e in history) == 1  # "again" never ran
+    await ui.close()
+
+
 async def test_who_is_let_in(gateway: Any) -> None:
     g = await gateway([])
     port = g.server.port

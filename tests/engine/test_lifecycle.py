@@ -1,0 +1,84 @@
+"""A session's life owned by the engine: close and delete stop the running turn and wait for
+it, refuse while another process's turn holds the session, and a closed session runs no turn
+until it is opened again, in any face."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from raven.engine import SessionBusy, SessionClosed, SessionEnded, TurnEnded, start_turn
+from raven.messages import AssistantMessage, UserMessage
+from tests.engine.conftest import Events, MakeRuntime, RecordingAsker
+from tests.engine.test_turn import prompt, turn_started
+
+
+async def test_closing_stops_the_running_turn_and_a_reopened_session_runs_one_turn_at_a_time(
+    make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    runtime = make_runtime([{"text": "slow", "delayMs": 30_000}, {"text": "second"}])
+    live = await runtime.new_session(tmp_path)
+    started, heard = turn_started(live), Events()
+    live.subscribe(heard.append)
+    first = start_turn(live, prompt("a"), RecordingAsker(), Events().append)
+    await asyncio.wait_for(started.wait(), 10)
+
+    await runtime.close_session(live.id)
+    assert first.done() and first.result() == "cancelled"  # stopped, and waited for
+    assert heard.of(TurnEnded)[-1].stop_reason == "cancelled" and heard.of(SessionEnded)
+    assert (await runtime.get_session(live.id)).closed and live.closed
+
+    with pytest.raises(SessionClosed):  # a face still holding the old session
+        start_turn(live, prompt("b"), RecordingAsker(), Events().append)
+    with pytest.raises(SessionClosed):  # opened without asking to reopen (gateway, A2A)
+        await runtime.open_session(live.id)
+    again = await runtime.open_session(live.id, reopen=True)
+    assert again is not live and not again.closed
+    assert await start_turn(again, prompt("b"), RecordingAsker(), Events().append) == "end_turn"
+    roles = [(type(m).__name__, m.text) for m in again.history]
+    assert roles == [("UserMessage", "a"), ("UserMessage", "b"), ("AssistantMessage", "second")]
+    assert [type(m) for m in again.history] == [UserMessage, UserMessage, AssistantMessage]
+
+
+async def test_deleting_stops_the_turn_and_the_old_session_runs_no_more(
+    make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    runtime = make_runtime([{"text": "slow", "delayMs": 30_000}])
+    live = await runtime.new_session(tmp_path)
+    started = turn_started(live)
+    first = start_turn(live, prompt("a"), RecordingAsker(), Events().append)
+    await asyncio.wait_for(started.wait(), 10)
+    assert await runtime.delete_session(live.id) is True
+    assert first.done() and first.result() == "cancelled"
+    assert (await runtime.list_sessions()).sessions == []
+    with pytest.raises(SessionClosed):
+        start_turn(live, prompt("b"), RecordingAsker(), Events().append)
+
+
+@pytest.fixture
+def other_process() -> Iterator[int]:
+    """A live process that is not this one, to hold a session's turn claim."""
+    proc = subprocess.Popen(["sleep", "60"])
+    yield proc.pid
+    proc.kill()
+    proc.wait()
+
+
+async def test_close_and_delete_refuse_while_another_process_runs_a_turn(
+    make_runtime: MakeRuntime, tmp_path: Path, other_process: int
+) -> None:
+    runtime = make_runtime()
+    live = await runtime.new_session(tmp_path)
+    runtime.store.claim_turn(live.id, other_process)
+    for refused in (runtime.close_session, runtime.delete_session):
+        with pytest.raises(SessionBusy, match=f"pid {other_process}") as caught:
+            await refused(live.id)
+        assert caught.value.pid == other_process
+    record = await runtime.get_session(live.id)  # still there, still open
+    assert not record.closed and not live.closed
+    runtime.store.release_turn(live.id, other_process)
+    assert await runtime.delete_session(live.id) is True

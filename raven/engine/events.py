@@ -14,6 +14,11 @@ from raven.tools import FileDiff, PlanStep, ToolKind
 ToolStatus = Literal["in_progress", "completed", "failed"]
 
 
+PARAGRAPH = "\n\n"
+"""What leads the text of a model step when an earlier step of the same turn spoke, so the
+answer reads "Let me look.\n\nDone looking." wherever it is joined."""
+
+
 @dataclass(frozen=True)
 class AgentText:
     text: str

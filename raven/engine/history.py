@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 from typing import get_args
 
 from raven.engine.events import (
+    PARAGRAPH,
     AgentText,
     AgentThought,
     ToolCallStarted,
@@ -23,15 +24,19 @@ _KINDS = frozenset(get_args(ToolKind))
 
 
 def history_events(messages: Sequence[Message]) -> Iterator[HistoryEvent]:
-    """Each message as the events that showed it: a prompt, thought, text, tool calls, results."""
+    """Each message as the events that showed it: a prompt, thought, text, tool calls, results
+    (a later step's text led by `PARAGRAPH`, as it was shown live)."""
+    spoke = False
     for message in messages:
         if isinstance(message, UserMessage):
+            spoke = False
             yield TurnStarted(tuple(message.parts))
         elif isinstance(message, AssistantMessage):
             if message.thought:
                 yield AgentThought(message.thought)
             if message.text:
-                yield AgentText(message.text)
+                yield AgentText((PARAGRAPH if spoke else "") + message.text)
+                spoke = True
             for call in message.tool_calls:
                 yield _started(call)
         elif isinstance(message, ToolResultMessage):

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from raven.engine.asker import ApprovalRequest, Asker, Decision, Unanswered
 from raven.engine.events import (
+    PARAGRAPH,
     AgentText,
     AgentThought,
     Emit,
@@ -211,10 +212,12 @@ async def _loop(session: LiveSession, prompt: list[Part], asker: Asker, emit: Em
 
 
 async def _steps(session: LiveSession, asker: Asker, emit: Emit) -> StopReason:
+    spoke = False
     for _ in range(session.limits.max_turn_steps):
         for text in session.take_steering():
             await session.commit(UserMessage(parts=[TextPart(text=text)]))
-        assistant, finish = await _call_model(session, emit)
+        assistant, finish = await _call_model(session, emit, PARAGRAPH if spoke else "")
+        spoke = spoke or bool(assistant.text)
         if finish in ("max_tokens", "refusal"):
             return finish
         if not assistant.tool_calls:
@@ -235,7 +238,10 @@ async def _steps(session: LiveSession, asker: Asker, emit: Emit) -> StopReason:
     return "max_turn_requests"
 
 
-async def _call_model(session: LiveSession, emit: Emit) -> tuple[AssistantMessage, FinishReason]:
+async def _call_model(
+    session: LiveSession, emit: Emit, lead: str
+) -> tuple[AssistantMessage, FinishReason]:
+    """One model call, streamed as events; `lead` goes before the first text it shows."""
     tools = session.offered_tools()
     request = ModelRequest(
         system=system_prompt(session.cwd, date.today(), session.instructions),
@@ -258,11 +264,13 @@ async def _call_model(session: LiveSession, emit: Emit) -> tuple[AssistantMessag
                 if piece := shown_thought.flush():  # the thought ended where text began
                     emit(AgentThought(piece))
                 if piece := shown_text.feed(event.text):
-                    emit(AgentText(piece))
+                    emit(AgentText(lead + piece))
+                    lead = ""
             elif isinstance(event, ThoughtDelta):
                 thought.append(event.text)
                 if piece := shown_text.flush():
-                    emit(AgentText(piece))
+                    emit(AgentText(lead + piece))
+                    lead = ""
                 if piece := shown_thought.feed(event.text):
                     emit(AgentThought(piece))
             elif isinstance(event, ToolCallReady):
@@ -280,7 +288,7 @@ async def _call_model(session: LiveSession, emit: Emit) -> tuple[AssistantMessag
             )
         raise
     finally:
-        _flush(shown_text, shown_thought, emit)
+        _flush(shown_text, shown_thought, emit, lead)
         await stream.aclose()  # type: ignore[attr-defined]
     if not reported_usage:
         answer = "".join(text) + "".join(c.raw_arguments or "" for c in calls)
@@ -294,12 +302,12 @@ async def _call_model(session: LiveSession, emit: Emit) -> tuple[AssistantMessag
     return message, finish
 
 
-def _flush(text: SafeChunks, thought: SafeChunks, emit: Emit) -> None:
+def _flush(text: SafeChunks, thought: SafeChunks, emit: Emit, lead: str) -> None:
     """What the chunkers still hold goes out: the model's text or thought has ended."""
     if piece := thought.flush():
         emit(AgentThought(piece))
     if piece := text.flush():
-        emit(AgentText(piece))
+        emit(AgentText(lead + piece))
 
 
 def _described(session: LiveSession, calls: list[ToolCall]) -> list[ToolCall]:

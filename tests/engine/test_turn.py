@@ -473,3 +473,23 @@ async def test_history_replays_as_the_events_a_turn_emitted(
     assert [r.id for r in page.sessions] == [session.id]
     renamed = await runtime.rename_session(session.id, "Reading")
     assert renamed.title == "Reading" and (await runtime.get_session(session.id)).title == "Reading"
+
+
+async def test_the_texts_of_two_steps_read_as_two_paragraphs_live_and_replayed(
+    make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    steps = [
+        {"text": "Let me look.", "toolCalls": [call("read_file", path="notes.txt")]},
+        {"text": "Done looking."},
+    ]
+    (tmp_path / "notes.txt").write_text("x")
+    runtime = make_runtime(steps)
+    session = await runtime.new_session(tmp_path)
+    events = Events()
+    assert await run_turn(session, prompt("look"), RecordingAsker(), events.append) == "end_turn"
+    live = "".join(e.text for e in events.of(AgentText))
+    assert live == "Let me look.\n\nDone looking."
+    replayed = await runtime.history(session.id)
+    assert "".join(e.text for e in replayed if isinstance(e, AgentText)) == live
+    stored = [m.text for m in session.history if isinstance(m, AssistantMessage)]
+    assert stored == ["Let me look.", "Done looking."]  # the transcript keeps each step's own

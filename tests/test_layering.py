@@ -24,9 +24,11 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
     ("mcp", (*FACES, "acp_client", "a2a_client")),
     ("jsonrpc", ("engine", *FACES, *CLIENTS)),
     ("web", ("engine", *FACES, *CLIENTS, *CORE)),
+    *[(face, ("sessions", "providers")) for face in FACES if face != "cli"],
 ]
 """(package under raven/, packages under raven/ it must never import). The CLI assembles
-the faces, so it alone may import them."""
+the faces, so it alone may import them. A protocol face reaches sessions and models only
+through the engine (its runtime, its types and errors)."""
 
 
 def imported_packages(path: Path) -> set[str]:

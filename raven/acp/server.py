@@ -23,10 +23,13 @@ from raven.acp.options import session_setup as setup
 from raven.acp.translate import REPLAY_MAX_MESSAGES, event_update, replay_updates
 from raven.config import ConfigError
 from raven.engine import (
+    BadCursor,
     LiveSession,
+    NoModelConfigured,
     Runtime,
     SessionBusy,
     SessionClosed,
+    SessionNotFound,
     TitleChanged,
     TurnEvent,
     TurnStuck,
@@ -44,8 +47,6 @@ from raven.jsonrpc import (
     Connection,
     RpcError,
 )
-from raven.providers import NoModelConfigured
-from raven.sessions import BadCursor, SessionNotFound
 
 if TYPE_CHECKING:
     from raven.mcp import McpScope

@@ -6,6 +6,8 @@ emit callable, and translate the events they receive.
 
 from raven.engine.asker import ApprovalRequest, Asker, Decision, Unanswered
 from raven.engine.errors import (
+    BadCursor,
+    NoModelConfigured,
     SessionBusy,
     SessionClosed,
     SessionNotFound,
@@ -35,6 +37,7 @@ from raven.engine.history import HistoryEvent, history_events
 from raven.engine.runtime import Runtime
 from raven.engine.session import LiveSession
 from raven.engine.turn import run_turn, start_turn
+from raven.sessions import SessionRecord
 from raven.tools import Question
 
 __all__ = [
@@ -42,12 +45,14 @@ __all__ = [
     "AgentThought",
     "ApprovalRequest",
     "Asker",
+    "BadCursor",
     "Decision",
     "Emit",
     "HistoryEvent",
     "LiveSession",
     "ModeChanged",
     "ModelChanged",
+    "NoModelConfigured",
     "Notice",
     "PlanUpdated",
     "Question",
@@ -57,6 +62,7 @@ __all__ = [
     "SessionEnded",
     "SessionEvent",
     "SessionNotFound",
+    "SessionRecord",
     "TitleChanged",
     "ToolCallStarted",
     "ToolCallUpdated",

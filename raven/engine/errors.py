@@ -3,8 +3,10 @@
 RavenError
 ├── ConfigError
 │   ├── UnknownModel     a model id that is not configured
-│   └── UnknownMode      a mode id that is not declared (or none are)
+│   ├── UnknownMode      a mode id that is not declared (or none are)
+│   └── NoModelConfigured  no model is set up at all (from the providers)
 ├── SessionNotFound      no session has that id (from the session store)
+├── BadCursor            a session-list cursor this store did not give out
 ├── SessionClosed        the session was closed; load or resume it first
 ├── SessionBusy          a turn already runs in it, in this process or another
 └── TurnStuck            a turn did not stop within the time it was given
@@ -16,7 +18,8 @@ from __future__ import annotations
 
 from raven.config import ConfigError
 from raven.errors import RavenError
-from raven.sessions import SessionNotFound
+from raven.providers import NoModelConfigured
+from raven.sessions import BadCursor, SessionNotFound
 
 
 class UnknownModel(ConfigError):
@@ -57,6 +60,8 @@ class TurnStuck(RavenError):
 
 
 __all__ = [
+    "BadCursor",
+    "NoModelConfigured",
     "SessionBusy",
     "SessionClosed",
     "SessionNotFound",

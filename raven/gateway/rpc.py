@@ -30,6 +30,7 @@ from raven.engine import (
     SessionBusy,
     SessionClosed,
     SessionNotFound,
+    SessionRecord,
     TurnEvent,
     UnknownMode,
     UnknownModel,
@@ -49,7 +50,6 @@ from raven.jsonrpc import (
 )
 from raven.messages import TextPart
 from raven.redact import redact_json
-from raven.sessions import SessionRecord
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ import aiohttp
 from rich.console import Console
 
 from raven.cli.terminal import LineReader, TerminalAsker, TerminalView
-from raven.engine import ApprovalRequest, Question, TurnEnded
+from raven.engine import ApprovalRequest, Notice, Question, TurnEnded
 from raven.errors import RavenError
 from raven.events_json import event_from_json
 
@@ -29,6 +29,11 @@ CALL_TIMEOUT_S = 30.0
 
 class AttachError(RavenError):
     """The gateway cannot be reached, refused us, or answered with an error."""
+
+
+class Refused(AttachError):
+    """The gateway answered a call with its error (a turn already runs, the session is
+    closed); the connection is fine."""
 
 
 class Remote:
@@ -52,7 +57,7 @@ class Remote:
         finally:
             self._waiting.pop(request_id, None)
         if "error" in reply:
-            raise AttachError(f"{method}: {reply['error'].get('message')}")
+            raise Refused(f"{method}: {reply['error'].get('message')}")
         return reply["result"]
 
     async def _read(self) -> None:
@@ -144,7 +149,12 @@ async def _loop(
             ended.clear()
             turn_running = True
             view.waiting()
-            await remote.call("turn.send", sessionId=session_id, text=line)
+            try:
+                await remote.call("turn.send", sessionId=session_id, text=line)
+            except Refused as exc:  # another UI's turn runs, say: not sent, and ask again
+                turn_running = False
+                view(Notice(f"not sent: {str(exc).removeprefix('turn.send: ')}"))
+                continue
             await ended.wait()  # the turn's end comes as an event; no deadline: a person waits
             turn_running = False
             view.pause()

@@ -159,6 +159,59 @@ def test_chat_attaches_to_the_gateway_and_answers_its_approvals(
     assert nothing.returncode == 2 and "no running gateway" in nothing.stderr
 
 
+async def start_a_turn(port: int, token: str, cwd: Path) -> str:
+    """What another UI does: a new session and a turn in it (left running); its id."""
+    import aiohttp
+
+    async with aiohttp.ClientSession() as http:
+        ws = await http.ws_connect(
+            f"ws://127.0.0.1:{port}/rpc", headers={"Authorization": f"Bearer {token}"}
+        )
+        replies = []
+        for n, (method, params) in enumerate(
+            [("session.create", {"cwd": str(cwd)}), ("turn.send", {"text": "take your time"})]
+        ):
+            if replies:
+                params["sessionId"] = replies[0]["result"]["sessionId"]
+            await ws.send_json({"jsonrpc": "2.0", "id": n, "method": method, "params": params})
+            async for frame in ws:
+                reply = json.loads(frame.data)
+                if reply.get("id") == n:
+                    replies.append(reply)
+                    break
+        assert replies[1]["result"]["accepted"] is True
+        await ws.close()
+    return str(replies[0]["result"]["sessionId"])
+
+
+def test_chat_attached_beside_another_uis_turn_says_so_and_stays_at_the_prompt(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    from tests.e2e.test_chat import Terminal
+
+    (home / "script.json").write_text(json.dumps([{"text": "slow", "delayMs": 60_000}]))
+    write_config(home, {"models": [{"id": "s", "provider": "scripted", "script": "script.json"}]})
+    port = free_port()
+    proc, _ = start(env, port)
+    token = (home / "gateway.token").read_text().strip()
+    sid = asyncio.run(start_a_turn(port, token, tmp_path))
+    chat = [*RAVEN, "chat", "--attach", "auto", "--session", sid]
+    term = Terminal(chat, {**env, "TERM": "xterm"}, tmp_path)
+    try:
+        term.expect("› ")
+        term.type("me too\n")
+        term.expect("not sent: a turn is already running in session")
+        term.mark()
+        term.expect("› ")  # still at the prompt, not gone
+        assert term.proc.poll() is None
+        term.type("/quit\n")
+        assert term.proc.wait(DEADLINE_S) == 0
+    finally:
+        term.close()
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=DEADLINE_S)
+
+
 async def test_an_a2a_tasks_question_is_answered_by_a_ui_of_the_gateway(
     env: dict[str, str], home: Path
 ) -> None:

@@ -82,6 +82,7 @@ async def attach(url: str, token: str, cwd: Path, session_id: str | None) -> Non
     reader = LineReader()
     asker = TerminalAsker(err, reader, view, interactive=True)
     state: dict[str, Any] = {"ended": asyncio.Event(), "questions": asyncio.Queue()}
+    settled: dict[str, asyncio.Event] = {}
 
     def on_note(method: str, params: dict[str, Any]) -> None:
         if method == "turn.event":
@@ -91,7 +92,10 @@ async def attach(url: str, token: str, cwd: Path, session_id: str | None) -> Non
                 if isinstance(event, TurnEnded):
                     state["ended"].set()
         elif method in ("permission.requested", "question.asked"):
-            state["questions"].put_nowait((method, params))
+            if params.get("sessionId") == state.get("session"):  # not other sessions' turns
+                state["questions"].put_nowait((method, params))
+        elif method == "request.settled" and isinstance(params.get("requestId"), str):
+            settled.setdefault(params["requestId"], asyncio.Event()).set()
 
     rpc_url = url.rstrip("/").replace("http", "ws", 1) + "/rpc"
     headers = {"Authorization": f"Bearer {token}"}
@@ -106,8 +110,9 @@ async def attach(url: str, token: str, cwd: Path, session_id: str | None) -> Non
         else:
             created = await remote.call("session.create", cwd=str(cwd))
             session_id = str(created["sessionId"])
+        state["session"] = session_id
         err.print(f"[bold]raven[/] · attached to {url} · session {session_id}")
-        answering = asyncio.create_task(_answer(remote, asker, state["questions"]))
+        answering = asyncio.create_task(_answer(remote, asker, view, state["questions"], settled))
         try:
             await _loop(remote, reader, out, view, session_id, state["ended"])
         finally:
@@ -162,25 +167,51 @@ async def _loop(
         loop.remove_signal_handler(signal.SIGINT)
 
 
-async def _answer(remote: Remote, asker: TerminalAsker, questions: asyncio.Queue[Any]) -> None:
-    """Ask each of the gateway's questions in the terminal and send the answer back."""
+async def _answer(
+    remote: Remote,
+    asker: TerminalAsker,
+    view: TerminalView,
+    questions: asyncio.Queue[Any],
+    settled: dict[str, asyncio.Event],
+) -> None:
+    """Ask each of the gateway's questions in the terminal and send the answer back; one
+    another UI answers first (`request.settled`) stops being asked here."""
     while True:
         method, params = await questions.get()
-        if method == "permission.requested":
-            request = ApprovalRequest(
-                params["callId"],
-                params["title"],
-                params["title"],
-                params["kind"],
-                params.get("rawInput") or {},
-                offered=tuple(params["offered"]),
-            )
-            decision = await asker.approve(request)
-            if decision not in request.offered:  # not answered here: no is all the gateway takes
-                decision = "reject_once"
-            await remote.call(
-                "permission.respond", requestId=params["requestId"], decision=decision
-            )
-        else:
-            answer = await asker.ask(Question(params["text"], tuple(params.get("choices", []))))
-            await remote.call("question.respond", requestId=params["requestId"], answer=answer)
+        request_id = params["requestId"]
+        done = settled.setdefault(request_id, asyncio.Event())
+        asking = asyncio.create_task(_ask(asker, method, params))
+        elsewhere = asyncio.create_task(done.wait())
+        try:
+            await asyncio.wait({asking, elsewhere}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (asking, elsewhere):
+                task.cancel()
+            settled.pop(request_id, None)
+        if not asking.done() or asking.cancelled():
+            view(Notice("answered in another UI"))
+            continue
+        respond, field = (
+            ("permission.respond", "decision")
+            if method == "permission.requested"
+            else ("question.respond", "answer")
+        )
+        with contextlib.suppress(Refused):  # another UI answered the same moment
+            await remote.call(respond, requestId=request_id, **{field: asking.result()})
+
+
+async def _ask(asker: TerminalAsker, method: str, params: dict[str, Any]) -> Any:
+    """One question of the gateway asked in the terminal; the answer to send back."""
+    if method == "permission.requested":
+        request = ApprovalRequest(
+            params["callId"],
+            params["title"],
+            params["title"],
+            params["kind"],
+            params.get("rawInput") or {},
+            offered=tuple(params["offered"]),
+        )
+        decision = await asker.approve(request)
+        # not answered here: no is all the gateway takes
+        return decision if decision in request.offered else "reject_once"
+    return await asker.ask(Question(params["text"], tuple(params.get("choices", []))))

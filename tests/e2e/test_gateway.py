@@ -212,6 +212,64 @@ def test_chat_attached_beside_another_uis_turn_says_so_and_stays_at_the_prompt(
         proc.communicate(timeout=DEADLINE_S)
 
 
+async def test_chat_attached_hears_another_ui_answer_its_question_and_goes_on(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    import aiohttp
+
+    from tests.e2e.test_chat import Terminal
+
+    write = {"name": "write_file", "arguments": {"path": "both.txt", "content": "hi"}}
+    (home / "script.json").write_text(json.dumps([{"toolCalls": [write]}, {"text": "Wrote it."}]))
+    write_config(home, {"models": [{"id": "s", "provider": "scripted", "script": "script.json"}]})
+    port = free_port()
+    proc, _ = start(env, port)
+    token = (home / "gateway.token").read_text().strip()
+    http = aiohttp.ClientSession()
+    ws = await http.ws_connect(
+        f"ws://127.0.0.1:{port}/rpc", headers={"Authorization": f"Bearer {token}"}
+    )
+    frames: list[dict[str, Any]] = []
+
+    async def call(n: int, method: str, **params: Any) -> Any:
+        await ws.send_json({"jsonrpc": "2.0", "id": n, "method": method, "params": params})
+        return (await frame(lambda f: f.get("id") == n))["result"]
+
+    async def frame(wanted: Any) -> dict[str, Any]:
+        async with asyncio.timeout(DEADLINE_S):
+            while not (found := [f for f in frames if wanted(f)]):
+                frames.append(json.loads((await ws.receive()).data))
+        return found[0]
+
+    term = None
+    try:
+        sid = (await call(1, "session.create", cwd=str(tmp_path)))["sessionId"]
+        term = Terminal(
+            [*RAVEN, "chat", "--attach", "auto", "--session", sid],
+            {**env, "TERM": "xterm"},
+            tmp_path,
+        )
+        term.expect("› ")
+        await call(2, "turn.send", sessionId=sid, text="write it")
+        asked = await frame(lambda f: f.get("method") == "permission.requested")
+        term.expect("Allow Write both.txt?")  # asked in both UIs
+        await call(
+            3, "permission.respond", requestId=asked["params"]["requestId"], decision="allow_once"
+        )
+        term.expect("answered in another UI")
+        term.expect("Wrote it.")
+        assert (tmp_path / "both.txt").read_text() == "hi"
+        term.type("/quit\n")  # the prompt still reads: nothing hangs on the question's line
+        assert term.proc.wait(DEADLINE_S) == 0
+    finally:
+        if term is not None:
+            term.close()
+        await ws.close()
+        await http.close()
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=DEADLINE_S)
+
+
 async def test_an_a2a_tasks_question_is_answered_by_a_ui_of_the_gateway(
     env: dict[str, str], home: Path
 ) -> None:

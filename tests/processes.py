@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -16,19 +17,26 @@ def alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-def group_gone(pgid: int) -> bool:
-    """True when no live process is left in process group `pgid` (zombies count as dead:
-    a grandchild reparented to an init that reaps slowly lingers as one)."""
+def live_pids(where: Callable[[Path, list[str]], bool]) -> list[int]:
+    """Pids of the live processes (zombies count as dead) for which `where(its /proc folder,
+    the fields of its stat after the name)` holds; one that goes away meanwhile is skipped."""
+    found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
             fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
-        except (FileNotFoundError, ProcessLookupError):
+            if fields[0] not in ("Z", "X") and where(proc, fields):
+                found.append(int(proc.name))
+        except OSError:
             continue
-        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            return False
-    return True
+    return found
+
+
+def group_gone(pgid: int) -> bool:
+    """True when no live process is left in process group `pgid` (a grandchild reparented
+    to an init that reaps slowly lingers as a zombie, which counts as gone)."""
+    return not live_pids(lambda _, stat: int(stat[2]) == pgid)
 
 
 async def pid_from(pidfile: Path, timeout_s: float = 10) -> int:

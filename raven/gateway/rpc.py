@@ -294,8 +294,7 @@ class Peer:
         return c.Accepted()
 
     async def _session_close(self, p: c.SessionRef) -> c.Accepted:
-        await self._hub.runtime.get_session(p.session_id)
-        await self._hub.runtime.close_session(p.session_id)
+        await self._hub.runtime.close_session(p.session_id)  # SessionNotFound for none
         return c.Accepted()
 
     async def _session_rename(self, p: c.SessionRename) -> c.SessionInfo:

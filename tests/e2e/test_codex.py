@@ -14,7 +14,7 @@ import pytest
 from tests.conftest import RAVEN, raven, write_config
 from tests.fakes.model_server import FakeModelServer, Reply, responses_stream
 from tests.npm import npm_install
-from tests.processes import alive
+from tests.processes import alive, live_pids
 
 CODEX_ACP = "@zed-industries/codex-acp@0.16.0"
 COMMAND = "echo hi > codex_note.txt"
@@ -142,15 +142,7 @@ def test_delegate_in_a_turn_hands_the_task_to_codex(
 def codex_processes(codex_home: Path) -> list[int]:
     """Pids of the processes started with this CODEX_HOME (codex-acp and its node launcher)."""
     mark = f"CODEX_HOME={codex_home}".encode()
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                if mark in (proc / "environ").read_bytes().split(b"\0"):
-                    pids.append(int(proc.name))
-            except OSError:
-                continue
-    return pids
+    return live_pids(lambda proc, _: mark in (proc / "environ").read_bytes().split(b"\0"))
 
 
 async def test_ctrl_c_cancels_codex_and_leaves_nothing_running(

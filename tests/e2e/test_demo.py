@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 
 from tests.conftest import RAVEN
+from tests.processes import live_pids
 
 DEADLINE_S = 90
 STEPS = ("home", "A2A server", "a2a_send", "A2A question", "sub-agent", "gateway", "sessions")
@@ -50,18 +51,14 @@ def start(tmp_path: Path, *args: str, **env: str) -> subprocess.Popen[str]:
 
 def processes_mentioning(text: str) -> list[str]:
     """Live processes whose command line or environment names `text`."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
-            continue
-        try:
-            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            blob = (proc / "cmdline").read_bytes() + (proc / "environ").read_bytes()
-        except OSError:
-            continue
-        if state not in ("Z", "X") and text.encode() in blob:
-            found.append(f"{proc.name}: {(proc / 'cmdline').read_bytes()[:200]!r}")
-    return found
+
+    def names(proc: Path, _: list[str]) -> bool:
+        blob = (proc / "cmdline").read_bytes() + (proc / "environ").read_bytes()
+        return int(proc.name) != os.getpid() and text.encode() in blob
+
+    return [
+        f"{pid}: {Path(f'/proc/{pid}/cmdline').read_bytes()[:200]!r}" for pid in live_pids(names)
+    ]
 
 
 def assert_nothing_left(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ gateway on the same port, and a clean stop."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import signal
 import stat
@@ -123,16 +124,60 @@ def test_a_non_loopback_address_needs_allow_remote(env: dict[str, str]) -> None:
     assert result.returncode == 2 and "--allow-remote" in result.stderr
 
 
+def scripted_gateway(
+    env: dict[str, str], home: Path, steps: list[dict[str, Any]]
+) -> tuple[subprocess.Popen[str], int]:
+    """`raven gateway` on a free port whose model plays `steps`; the process and its port."""
+    (home / "script.json").write_text(json.dumps(steps))
+    write_config(home, {"models": [{"id": "s", "provider": "scripted", "script": "script.json"}]})
+    port = free_port()
+    proc, _ = start(env, port)
+    return proc, port
+
+
+class OtherUi:
+    """Another UI of the gateway: a Raven RPC WebSocket the test drives call by call."""
+
+    def __init__(self, http: Any, ws: Any) -> None:
+        self._http, self._ws = http, ws
+        self._ids = itertools.count(1)
+        self.frames: list[dict[str, Any]] = []
+
+    @classmethod
+    async def connect(cls, home: Path, port: int) -> OtherUi:
+        import aiohttp
+
+        token = (home / "gateway.token").read_text().strip()
+        http = aiohttp.ClientSession()
+        ws = await http.ws_connect(
+            f"ws://127.0.0.1:{port}/rpc", headers={"Authorization": f"Bearer {token}"}
+        )
+        return cls(http, ws)
+
+    async def call(self, method: str, **params: Any) -> Any:
+        n = next(self._ids)
+        await self._ws.send_json({"jsonrpc": "2.0", "id": n, "method": method, "params": params})
+        return (await self.frame(lambda f: f.get("id") == n))["result"]
+
+    async def frame(self, wanted: Any) -> dict[str, Any]:
+        """The first frame `wanted` takes, waiting for it."""
+        async with asyncio.timeout(DEADLINE_S):
+            while not (found := [f for f in self.frames if wanted(f)]):
+                self.frames.append(json.loads((await self._ws.receive()).data))
+        return found[0]
+
+    async def close(self) -> None:
+        await self._ws.close()
+        await self._http.close()
+
+
 def test_chat_attaches_to_the_gateway_and_answers_its_approvals(
     env: dict[str, str], home: Path, tmp_path: Path
 ) -> None:
     from tests.e2e.test_chat import Terminal
 
     write = {"name": "write_file", "arguments": {"path": "attached.txt", "content": "hi"}}
-    (home / "script.json").write_text(json.dumps([{"toolCalls": [write]}, {"text": "Wrote it."}]))
-    write_config(home, {"models": [{"id": "s", "provider": "scripted", "script": "script.json"}]})
-    port = free_port()
-    proc, _ = start(env, port)
+    proc, port = scripted_gateway(env, home, [{"toolCalls": [write]}, {"text": "Wrote it."}])
     term = Terminal([*RAVEN, "chat", "--attach", "auto"], {**env, "TERM": "xterm"}, tmp_path)
     try:
         term.expect(f"attached to http://127.0.0.1:{port}")
@@ -159,29 +204,15 @@ def test_chat_attaches_to_the_gateway_and_answers_its_approvals(
     assert nothing.returncode == 2 and "no running gateway" in nothing.stderr
 
 
-async def start_a_turn(port: int, token: str, cwd: Path) -> str:
+async def start_a_turn(home: Path, port: int, cwd: Path) -> str:
     """What another UI does: a new session and a turn in it (left running); its id."""
-    import aiohttp
-
-    async with aiohttp.ClientSession() as http:
-        ws = await http.ws_connect(
-            f"ws://127.0.0.1:{port}/rpc", headers={"Authorization": f"Bearer {token}"}
-        )
-        replies = []
-        for n, (method, params) in enumerate(
-            [("session.create", {"cwd": str(cwd)}), ("turn.send", {"text": "take your time"})]
-        ):
-            if replies:
-                params["sessionId"] = replies[0]["result"]["sessionId"]
-            await ws.send_json({"jsonrpc": "2.0", "id": n, "method": method, "params": params})
-            async for frame in ws:
-                reply = json.loads(frame.data)
-                if reply.get("id") == n:
-                    replies.append(reply)
-                    break
-        assert replies[1]["result"]["accepted"] is True
-        await ws.close()
-    return str(replies[0]["result"]["sessionId"])
+    ui = await OtherUi.connect(home, port)
+    try:
+        sid = str((await ui.call("session.create", cwd=str(cwd)))["sessionId"])
+        assert (await ui.call("turn.send", sessionId=sid, text="take your time"))["accepted"]
+    finally:
+        await ui.close()
+    return sid
 
 
 def test_chat_attached_beside_another_uis_turn_says_so_and_stays_at_the_prompt(
@@ -189,12 +220,8 @@ def test_chat_attached_beside_another_uis_turn_says_so_and_stays_at_the_prompt(
 ) -> None:
     from tests.e2e.test_chat import Terminal
 
-    (home / "script.json").write_text(json.dumps([{"text": "slow", "delayMs": 60_000}]))
-    write_config(home, {"models": [{"id": "s", "provider": "scripted", "script": "script.json"}]})
-    port = free_port()
-    proc, _ = start(env, port)
-    token = (home / "gateway.token").read_text().strip()
-    sid = asyncio.run(start_a_turn(port, token, tmp_path))
+    proc, port = scripted_gateway(env, home, [{"text": "slow", "delayMs": 60_000}])
+    sid = asyncio.run(start_a_turn(home, port, tmp_path))
     chat = [*RAVEN, "chat", "--attach", "auto", "--session", sid]
     term = Terminal(chat, {**env, "TERM": "xterm"}, tmp_path)
     try:
@@ -215,47 +242,25 @@ def test_chat_attached_beside_another_uis_turn_says_so_and_stays_at_the_prompt(
 async def test_chat_attached_hears_another_ui_answer_its_question_and_goes_on(
     env: dict[str, str], home: Path, tmp_path: Path
 ) -> None:
-    import aiohttp
-
     from tests.e2e.test_chat import Terminal
 
     write = {"name": "write_file", "arguments": {"path": "both.txt", "content": "hi"}}
-    (home / "script.json").write_text(json.dumps([{"toolCalls": [write]}, {"text": "Wrote it."}]))
-    write_config(home, {"models": [{"id": "s", "provider": "scripted", "script": "script.json"}]})
-    port = free_port()
-    proc, _ = start(env, port)
-    token = (home / "gateway.token").read_text().strip()
-    http = aiohttp.ClientSession()
-    ws = await http.ws_connect(
-        f"ws://127.0.0.1:{port}/rpc", headers={"Authorization": f"Bearer {token}"}
-    )
-    frames: list[dict[str, Any]] = []
-
-    async def call(n: int, method: str, **params: Any) -> Any:
-        await ws.send_json({"jsonrpc": "2.0", "id": n, "method": method, "params": params})
-        return (await frame(lambda f: f.get("id") == n))["result"]
-
-    async def frame(wanted: Any) -> dict[str, Any]:
-        async with asyncio.timeout(DEADLINE_S):
-            while not (found := [f for f in frames if wanted(f)]):
-                frames.append(json.loads((await ws.receive()).data))
-        return found[0]
-
+    proc, port = scripted_gateway(env, home, [{"toolCalls": [write]}, {"text": "Wrote it."}])
+    ui = await OtherUi.connect(home, port)
     term = None
     try:
-        sid = (await call(1, "session.create", cwd=str(tmp_path)))["sessionId"]
+        sid = (await ui.call("session.create", cwd=str(tmp_path)))["sessionId"]
         term = Terminal(
             [*RAVEN, "chat", "--attach", "auto", "--session", sid],
             {**env, "TERM": "xterm"},
             tmp_path,
         )
         term.expect("› ")
-        await call(2, "turn.send", sessionId=sid, text="write it")
-        asked = await frame(lambda f: f.get("method") == "permission.requested")
+        await ui.call("turn.send", sessionId=sid, text="write it")
+        asked = await ui.frame(lambda f: f.get("method") == "permission.requested")
         term.expect("Allow Write both.txt?")  # asked in both UIs
-        await call(
-            3, "permission.respond", requestId=asked["params"]["requestId"], decision="allow_once"
-        )
+        request_id = asked["params"]["requestId"]
+        await ui.call("permission.respond", requestId=request_id, decision="allow_once")
         term.expect("answered in another UI")
         term.expect("Wrote it.")
         assert (tmp_path / "both.txt").read_text() == "hi"
@@ -264,8 +269,7 @@ async def test_chat_attached_hears_another_ui_answer_its_question_and_goes_on(
     finally:
         if term is not None:
             term.close()
-        await ws.close()
-        await http.close()
+        await ui.close()
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=DEADLINE_S)
 

@@ -37,7 +37,7 @@ class Ui:
     async def read(self) -> None:
         async for message in self.ws:
             frame = json.loads(message.data)
-            if frame.get("method") == "turn.event":
+            if frame.get("method") == "session.event":
                 self.events += 1
                 if frame["params"]["event"]["type"] == "TurnEnded":
                     self.ended.set()

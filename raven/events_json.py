@@ -39,7 +39,7 @@ def _plain(value: Any) -> Any:
 
 
 def event_from_json(body: dict[str, Any]) -> Any:
-    """The turn event `event_json` made `body` from; None for a type this Raven does not know.
+    """The event `event_json` made `body` from; None for a type this Raven does not know.
 
     For faces that receive events over the wire (the terminal attached to a gateway).
     """
@@ -58,5 +58,10 @@ def event_from_json(body: dict[str, Any]) -> Any:
     if "steps" in values:
         values["steps"] = tuple(PlanStep(**s) for s in values["steps"] or [])
     if "parts" in values:
-        return None  # a prompt: shown by the face that sent it
+        from pydantic import TypeAdapter
+
+        from raven.messages import Part
+
+        parts = TypeAdapter(list[Part]).validate_python(values["parts"] or [])
+        values["parts"] = tuple(parts)
     return cls(**values)

@@ -160,8 +160,6 @@ class _Throttle:
 
 
 LocalAsker = Callable[[str], Asker | None]
-Observer = Callable[[str, TurnEvent], None]
-"""Told each event of a task's turn with its session id (the gateway's UIs watch them)."""
 """For a session id, an asker that reaches people right here (the gateway's UIs), if any."""
 LOCAL_WINDOW_S = 60.0
 """How long people right here get to answer before the task parks for the peer."""
@@ -243,13 +241,11 @@ class RavenExecutor(AgentExecutor):
         settings: A2AServerConfig,
         workdir: Path,
         local: LocalAsker | None = None,
-        observe: Observer | None = None,
     ) -> None:
         self._runtime = runtime
         self._settings = settings
         self._workdir = workdir
         self._local = local
-        self._observe = observe
         self._jobs: dict[str, _Job] = {}
         self._conversations: dict[str, _Conversation] = {}
         self._slots = asyncio.Semaphore(settings.max_concurrent_tasks)
@@ -376,8 +372,6 @@ class RavenExecutor(AgentExecutor):
         titles: dict[str, str] = {}
 
         def emit(event: TurnEvent) -> None:
-            if self._observe is not None:
-                self._observe(job.session.id, event)
             if isinstance(event, AgentText):  # pieces the engine cut whole: each masked alone
                 piece = redact(event.text)
                 text.append(piece)

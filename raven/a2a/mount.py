@@ -21,7 +21,7 @@ from a2a.types import AgentCard, Message, Part, Role, SendMessageRequest
 
 from raven.a2a.card import agent_card, extended_card
 from raven.a2a.direct import DirectTasks
-from raven.a2a.executor import NO_ANSWER, LocalAsker, Observer, RavenExecutor
+from raven.a2a.executor import NO_ANSWER, LocalAsker, RavenExecutor
 from raven.a2a.memory_store import BoundedMemoryTaskStore
 from raven.a2a.parts import input_modes
 from raven.config import A2AServerConfig, ConfigError, is_subagent
@@ -77,11 +77,10 @@ def build_mount(
     settings: A2AServerConfig,
     env: Mapping[str, str] = os.environ,
     local: LocalAsker | None = None,
-    observe: Observer | None = None,
 ) -> A2AMount:
     """The A2A face over `runtime`; raises `SubagentRefused` or `ConfigError`. `local` lets
-    people at hand (the gateway's UIs) answer a task's questions before the peer is asked;
-    `observe` lets them watch the tasks' turns."""
+    people at hand (the gateway's UIs) answer a task's questions before the peer is asked
+    (they watch the tasks' turns in the sessions' logs)."""
     if is_subagent(env):
         raise SubagentRefused()
     if not settings.token:
@@ -91,7 +90,7 @@ def build_mount(
         workdir = runtime.paths.config_dir / settings.cwd
     roster = runtime.config.roster()
     store = task_store(settings, runtime)
-    executor = RavenExecutor(runtime, settings, workdir, local, observe)
+    executor = RavenExecutor(runtime, settings, workdir, local)
     public = agent_card("http://localhost" + settings.path, roster, input_modes(settings))
 
     async def advertised(card: AgentCard, ctx: ServerCallContext) -> AgentCard:

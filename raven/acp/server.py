@@ -35,7 +35,6 @@ from raven.engine import (
     TurnStuck,
     UnknownMode,
     UnknownModel,
-    history_events,
     run_turn,
 )
 from raven.errors import RavenError
@@ -157,7 +156,7 @@ class AcpServer:
 
     async def _load(self, params: dict[str, Any]) -> dict[str, Any]:
         state = await self._open(p.parse(p.OpenSessionParams, params))
-        for update in replay_updates(history_events(state.live.history[-REPLAY_MAX_MESSAGES:])):
+        for update in replay_updates(state.live.snapshot(REPLAY_MAX_MESSAGES).events()):
             self._update(state.live.id, update)
         return setup(self._require_runtime().config, state.live)
 

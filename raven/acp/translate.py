@@ -1,4 +1,4 @@
-"""Turn events and stored transcripts as ACP `session/update` payloads. Pure functions.
+"""Turn events and a session's snapshot as ACP `session/update` payloads. Pure functions.
 
 Redaction is not done here: every frame is redacted where it is written (`acp.stdio`).
 """
@@ -14,8 +14,12 @@ from raven.engine import (
     AgentText,
     AgentThought,
     HistoryEvent,
+    LogEvent,
+    ModeChanged,
+    ModelChanged,
     Notice,
     PlanUpdated,
+    SessionEnded,
     TitleChanged,
     ToolCallStarted,
     ToolCallUpdated,
@@ -94,13 +98,16 @@ def event_update(event: TurnEvent, context_window: int | None = None) -> Update 
     return None
 
 
-def replay_updates(events: Iterable[HistoryEvent]) -> Iterable[Update]:
-    """A stored transcript's events as updates, through the live translation, texts capped."""
+def replay_updates(events: Iterable[HistoryEvent | LogEvent]) -> Iterable[Update]:
+    """A session's events (its snapshot) as updates, through the live translation, texts
+    capped; the mode and model in force are told by the load's answer instead."""
     for event in events:
         if isinstance(event, TurnStarted):
             for part in event.parts:
                 text = part.text if isinstance(part, TextPart) else _image_note(part)
                 yield chunk("user_message_chunk", _cap(text))
+            continue
+        if isinstance(event, ModeChanged | ModelChanged | SessionEnded):
             continue
         if isinstance(event, AgentText | AgentThought):
             event = dataclasses.replace(event, text=_cap(event.text))

@@ -1,8 +1,8 @@
 """`raven chat --attach`: the terminal as a UI of a running gateway, through Raven RPC.
 
-Renders the gateway's turn events with the terminal view, asks approvals and
-questions in the terminal and answers them over RPC; Ctrl-C cancels the turn on the
-gateway. Never runs a turn itself.
+Shows the session so far, then follows its log (every UI's turns) with the terminal
+view; asks approvals and questions in the terminal and answers them over RPC; Ctrl-C
+cancels the turn on the gateway. Never runs a turn itself.
 """
 
 from __future__ import annotations
@@ -17,14 +17,18 @@ from typing import Any
 
 import aiohttp
 from rich.console import Console
+from rich.markup import escape
 
 from raven.cli.terminal import LineReader, TerminalAsker, TerminalView
-from raven.engine import ApprovalRequest, Notice, Question, TurnEnded
+from raven.engine import ApprovalRequest, Notice, Question, TurnStarted
 from raven.errors import RavenError
 from raven.events_json import event_from_json
+from raven.messages import TextPart
 
 PROMPT = "› "
 CALL_TIMEOUT_S = 30.0
+REPLAY_MESSAGES = 20
+"""How much of an attached session's older transcript is shown before its recent turns."""
 
 
 class AttachError(RavenError):
@@ -84,13 +88,22 @@ async def attach(url: str, token: str, cwd: Path, session_id: str | None) -> Non
     state: dict[str, Any] = {"ended": asyncio.Event(), "questions": asyncio.Queue()}
     settled: dict[str, asyncio.Event] = {}
 
+    def show(body: dict[str, Any]) -> None:
+        event = event_from_json(body)
+        if isinstance(event, TurnStarted):
+            if state.pop("sent", False):
+                return  # this chat's own prompt: already on the screen
+            view.pause()
+            text = " ".join(p.text for p in event.parts if isinstance(p, TextPart))
+            out.print(f"[dim]{escape(PROMPT + text)}[/]")
+        elif event is not None:
+            view(event)
+
     def on_note(method: str, params: dict[str, Any]) -> None:
-        if method == "turn.event":
-            event = event_from_json(params.get("event") or {})
-            if event is not None:
-                view(event)
-                if isinstance(event, TurnEnded):
-                    state["ended"].set()
+        if method == "session.event" and params.get("sessionId") == state.get("session"):
+            show(params.get("event") or {})
+            if (params.get("event") or {}).get("type") == "TurnEnded":
+                state["ended"].set()
         elif method in ("permission.requested", "question.asked"):
             if params.get("sessionId") == state.get("session"):  # not other sessions' turns
                 state["questions"].put_nowait((method, params))
@@ -106,15 +119,23 @@ async def attach(url: str, token: str, cwd: Path, session_id: str | None) -> Non
             raise AttachError(f"cannot attach to the gateway at {url}: {exc}") from None
         remote = Remote(ws, on_note)
         if session_id:
-            await remote.call("session.subscribe", sessionId=session_id)
+            state["session"] = session_id
+            # The session so far (a turn running in another UI included), then what follows.
+            detail = await remote.call(
+                "session.get", sessionId=session_id, historyLimit=REPLAY_MESSAGES
+            )
+            err.print(f"[bold]raven[/] · attached to {url} · session {session_id}")
+            for body in detail["history"]:
+                show(body)
+            view.pause()
+            await remote.call("session.subscribe", sessionId=session_id, after=detail["cursor"])
         else:
             created = await remote.call("session.create", cwd=str(cwd))
-            session_id = str(created["sessionId"])
-        state["session"] = session_id
-        err.print(f"[bold]raven[/] · attached to {url} · session {session_id}")
+            session_id = state["session"] = str(created["sessionId"])
+            err.print(f"[bold]raven[/] · attached to {url} · session {session_id}")
         answering = asyncio.create_task(_answer(remote, asker, view, state["questions"], settled))
         try:
-            await _loop(remote, reader, out, view, session_id, state["ended"])
+            await _loop(remote, reader, out, view, session_id, state)
         finally:
             answering.cancel()
             await ws.close()
@@ -128,10 +149,11 @@ async def _loop(
     out: Console,
     view: TerminalView,
     session_id: str,
-    ended: asyncio.Event,
+    state: dict[str, Any],
 ) -> None:
     import signal
 
+    ended: asyncio.Event = state["ended"]
     loop = asyncio.get_running_loop()
     turn_running = False
     cancels: set[asyncio.Task[Any]] = set()
@@ -154,9 +176,11 @@ async def _loop(
             ended.clear()
             turn_running = True
             view.waiting()
+            state["sent"] = True
             try:
                 await remote.call("turn.send", sessionId=session_id, text=line)
             except Refused as exc:  # another UI's turn runs, say: not sent, and ask again
+                state.pop("sent", None)
                 turn_running = False
                 view(Notice(f"not sent: {str(exc).removeprefix('turn.send: ')}"))
                 continue

@@ -154,9 +154,7 @@ def _serve(
 
             try:
                 hub = app[HUB]
-                mounts.append(
-                    build_mount(runtime, cfg.a2a.server, local=hub.local_asker, observe=hub.relay)
-                )
+                mounts.append(build_mount(runtime, cfg.a2a.server, local=hub.local_asker))
             except SubagentRefused as exc:
                 logging.getLogger("raven.gateway").warning("A2A not mounted: %s", exc)
                 return False

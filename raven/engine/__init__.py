@@ -7,6 +7,7 @@ emit callable, and translate the events they receive.
 from raven.engine.asker import ApprovalRequest, Asker, Decision, Unanswered
 from raven.engine.errors import (
     BadCursor,
+    CursorExpired,
     NoModelConfigured,
     SessionBusy,
     SessionClosed,
@@ -34,6 +35,7 @@ from raven.engine.events import (
     UsageUpdated,
 )
 from raven.engine.history import HistoryEvent, history_events
+from raven.engine.log import LogEvent, Logged, Snapshot
 from raven.engine.runtime import Runtime
 from raven.engine.session import LiveSession
 from raven.engine.turn import run_turn, start_turn
@@ -46,10 +48,13 @@ __all__ = [
     "ApprovalRequest",
     "Asker",
     "BadCursor",
+    "CursorExpired",
     "Decision",
     "Emit",
     "HistoryEvent",
     "LiveSession",
+    "LogEvent",
+    "Logged",
     "ModeChanged",
     "ModelChanged",
     "NoModelConfigured",
@@ -63,6 +68,7 @@ __all__ = [
     "SessionEvent",
     "SessionNotFound",
     "SessionRecord",
+    "Snapshot",
     "TitleChanged",
     "ToolCallStarted",
     "ToolCallUpdated",

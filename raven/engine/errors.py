@@ -7,6 +7,7 @@ RavenError
 │   └── NoModelConfigured  no model is set up at all (from the providers)
 ├── SessionNotFound      no session has that id (from the session store)
 ├── BadCursor            a session-list cursor this store did not give out
+├── CursorExpired        an event-log cursor this session's log no longer continues
 ├── SessionClosed        the session was closed; load or resume it first
 ├── SessionBusy          a turn already runs in it, in this process or another
 └── TurnStuck            a turn did not stop within the time it was given
@@ -53,6 +54,16 @@ class SessionBusy(RavenError):
         self.pid = pid
 
 
+class CursorExpired(RavenError):
+    """The log holds nothing after `cursor` any more (trimmed, another process's, or the
+    transcript changed under it): read the whole session again (`snapshot`)."""
+
+    def __init__(self, session_id: str, cursor: str) -> None:
+        super().__init__(f"cursor {cursor!r} of session {session_id} has expired; read it again")
+        self.session_id = session_id
+        self.cursor = cursor
+
+
 class TurnStuck(RavenError):
     def __init__(self, session_id: str, timeout_s: float) -> None:
         super().__init__(f"the turn in session {session_id} did not stop within {timeout_s:g}s")
@@ -61,6 +72,7 @@ class TurnStuck(RavenError):
 
 __all__ = [
     "BadCursor",
+    "CursorExpired",
     "NoModelConfigured",
     "SessionBusy",
     "SessionClosed",

@@ -1,7 +1,7 @@
 """A live session: one stored session plus what a turn needs in memory.
 
-Holds the transcript cache, the model and mode in force, remembered "always"
-decisions and steering text. Writes go to the store as they happen.
+Holds the transcript cache, the ordered event log, the model and mode in force,
+remembered "always" decisions and steering text. Writes go to the store as they happen.
 """
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import fnmatch
-import logging
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -17,16 +16,14 @@ from pathlib import Path
 
 from raven.config import Limits, ModelSpec, ModeSpec
 from raven.engine.errors import SessionBusy, SessionClosed, TurnStuck
-from raven.engine.events import SessionEnded, SessionEvent, TitleChanged
+from raven.engine.events import SessionEnded, TitleChanged
+from raven.engine.log import EventLog, Listener, LogEvent, Snapshot
 from raven.messages import Message
 from raven.providers import Provider
 from raven.sessions import SessionRecord, SessionStore, TurnElsewhere
 from raven.tools import Tool, ToolSource
 
-log = logging.getLogger(__name__)
-
 Remembered = dict[str, bool]
-Subscriber = Callable[[SessionEvent], None]
 
 
 @dataclass
@@ -56,11 +53,13 @@ class LiveSession:
     _source_tools: list[Tool] = field(default_factory=list)
     _cancel: asyncio.Event | None = None
     _idle: asyncio.Event = field(default_factory=asyncio.Event)
-    _subscribers: list[Subscriber] = field(default_factory=list)
     _claimed: bool = False
+    log: EventLog = field(init=False)
+    """Every event of the session, numbered: what faces follow from a cursor."""
 
     def __post_init__(self) -> None:
         self._idle.set()
+        self.log = EventLog(self.id, len(self.history))
 
     @property
     def id(self) -> str:
@@ -148,8 +147,20 @@ class LiveSession:
             raise SessionBusy(self.id, exc.pid) from None
         self._claimed = True
         if version != self.version:
-            self.history = await self.store.call(self.store.messages, self.id)
-            self.version = version
+            await self._reload(version)
+
+    async def catch_up(self) -> None:
+        """Take in what other processes wrote to the session while no turn ran here."""
+        if self.deferred or self._busy:
+            return
+        version = await self.store.call(self.store.version, self.id)
+        if version != self.version and not self._busy:
+            await self._reload(version)
+
+    async def _reload(self, version: int) -> None:
+        self.history = await self.store.call(self.store.messages, self.id)
+        self.version = version
+        self.log.rebase(len(self.history))
 
     async def unclaim(self) -> None:
         """End this process's claim (done even when the turn was cancelled)."""
@@ -185,26 +196,21 @@ class LiveSession:
         self.record = dataclasses.replace(record, closed=True)
         self.own_tools = None
         self.publish(SessionEnded())
-        self._subscribers.clear()
+        self.log.close()
 
-    def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
-        """Send this session's events to `subscriber`; returns the function that stops it."""
-        self._subscribers.append(subscriber)
+    def publish(self, event: LogEvent) -> None:
+        """Append the event to the session's log, which gives it to every follower."""
+        self.log.append(event, self.version)
 
-        def unsubscribe() -> None:
-            if subscriber in self._subscribers:
-                self._subscribers.remove(subscriber)
+    def follow(self, listener: Listener, after: str | None = None) -> Callable[[], None]:
+        """Every event after the cursor `after` (None: from now on), replayed, then live;
+        returns the function that stops it. Raises `CursorExpired`."""
+        return self.log.follow(listener, after)
 
-        return unsubscribe
-
-    def publish(self, event: SessionEvent) -> None:
-        """Give a session-level event to every subscriber; one that fails is dropped."""
-        for subscriber in list(self._subscribers):
-            try:
-                subscriber(event)
-            except Exception:
-                log.exception("a subscriber of session %s failed; dropped", self.id)
-                self._subscribers.remove(subscriber)
+    def snapshot(self, last: int | None = None) -> Snapshot:
+        """The session so far as events, and the cursor to follow it from (`last`: only the
+        newest messages of the transcript older than the log)."""
+        return self.log.snapshot(self.history, last)
 
     def has_steering(self) -> bool:
         return bool(self._steering)

@@ -28,6 +28,7 @@ from raven.engine.events import (
     ToolCallUpdated,
     ToolStatus,
     TurnEnded,
+    TurnEvent,
     TurnStarted,
     UsageUpdated,
 )
@@ -93,8 +94,9 @@ async def run_turn(
     """Run one turn of `session` on `prompt`; the last event emitted is always `TurnEnded`.
 
     `session.cancel_turn()`, setting `cancel`, or cancelling the calling task stops
-    the model stream and any running command; the turn then ends `cancelled`. The
-    session's subscribers hear the turn start, its title change and its end. Raises
+    the model stream and any running command; the turn then ends `cancelled`. Every
+    event goes to the session's log too (with the turn's start), so each face following
+    the session sees the turn whichever face runs it. Raises
     `SessionClosed` or `SessionBusy` (before anything else) when the session is closed
     or a turn already runs in it.
     """
@@ -112,7 +114,8 @@ def start_turn(
     taken for the turn before this returns, so `SessionClosed` and `SessionBusy` are raised
     here, and a second turn can never start beside it."""
     stopped = session.reserve()
-    task = asyncio.create_task(_run_reserved(session, prompt, asker, emit, stopped, cancel))
+    logged = _logging(session, emit)
+    task = asyncio.create_task(_run_reserved(session, prompt, asker, logged, stopped, cancel))
     task.add_done_callback(lambda _: session.free())  # also when cancelled before it began
     return task
 
@@ -135,8 +138,17 @@ async def _run_reserved(
         session.free()
     # Announced once the session is free again, so whoever hears it may start the next turn.
     emit(end)
-    session.publish(end)
     return end.stop_reason
+
+
+def _logging(session: LiveSession, emit: Emit) -> Emit:
+    """`emit` that appends each event to the session's log first."""
+
+    def both(event: TurnEvent) -> None:
+        session.publish(event)
+        emit(event)
+
+    return both
 
 
 async def _run_claimed(
@@ -156,7 +168,6 @@ async def _run_claimed(
     except asyncio.CancelledError:
         await _stop(work)
         emit(TurnEnded("cancelled"))
-        session.publish(TurnEnded("cancelled"))
         raise
     finally:
         for waiter in waiters:
@@ -203,7 +214,6 @@ async def _loop(session: LiveSession, prompt: list[Part], asker: Asker, emit: Em
     try:
         if title:
             emit(TitleChanged(title))
-            session.publish(TitleChanged(title))
         for notice in await session.load_tools():
             emit(Notice(notice))
         return await _steps(session, asker, emit)

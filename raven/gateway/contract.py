@@ -14,7 +14,7 @@ from pydantic.alias_generators import to_camel
 
 from raven import __version__
 
-RPC_VERSION = "1.1.0"
+RPC_VERSION = "2.0.0"
 
 
 class Wire(BaseModel):
@@ -76,13 +76,29 @@ class SessionPageResult(Wire):
 class SessionGet(Wire):
     session_id: str
     history_limit: int = Field(default=500, ge=0, le=5000)
-    """How many of the newest messages to return as events."""
+    """How many of the newest messages of the transcript older than the session's log to
+    return as events (the log's own events always come whole)."""
+
+
+class SessionSubscribe(Wire):
+    session_id: str
+    after: str | None = Field(
+        default=None,
+        description="A cursor from `session.get` or a `session.event`: the events after it "
+        "are sent first, then live ones, with none missed or repeated. Without it, events "
+        "from now on. Error -32004 when the session's log no longer holds them.",
+    )
 
 
 class SessionDetail(Wire):
     session: SessionInfo
     history: list[dict[str, Any]]
-    """The newest messages as turn events (see the `turn.event` notification)."""
+    """The session as events, in order, as `session.event` carries them: the older
+    transcript (its newest `historyLimit` messages) replayed, then the session's log,
+    which holds the recent turns whole, the running one included."""
+    cursor: str | None = None
+    """Where `history` ends: `session.subscribe` with `after` set to it continues right
+    there. None for a closed session."""
     pending: list[dict[str, Any]] = Field(default_factory=list)
     """Permission requests and questions still waiting for an answer, as they were announced
     (`permission.requested` / `question.asked` params, with `method`)."""
@@ -176,17 +192,13 @@ class A2AStatus(Wire):
 # -- notifications --------------------------------------------------------------------------
 
 
-class TurnEventNote(Wire):
-    session_id: str
-    event: dict[str, Any] = Field(
-        description="A turn event as `raven run --output jsonl` prints it (raven.events/1)"
-    )
-
-
 class SessionEventNote(Wire):
     session_id: str
+    cursor: str = Field(description="Resume right after this event: `session.subscribe` `after`")
     event: dict[str, Any] = Field(
-        description="TurnStarted, TitleChanged, ModeChanged, ModelChanged, TurnEnded, SessionEnded"
+        description="An event as `raven run --output jsonl` prints it (raven.events/1): a "
+        "turn's events (whichever face runs the turn), and TurnStarted, ModeChanged, "
+        "ModelChanged, SessionEnded"
     )
 
 
@@ -218,13 +230,17 @@ METHODS: dict[str, tuple[type[Wire], type[Wire], str]] = {
     "system.hello": (Empty, Hello, "Who serves: Raven's version and the RPC version."),
     "session.create": (SessionCreate, SessionInfo, "A new session in a directory."),
     "session.list": (SessionList, SessionPageResult, "Sessions, newest first, paged."),
-    "session.get": (SessionGet, SessionDetail, "A session and its history as turn events."),
+    "session.get": (SessionGet, SessionDetail, "A session and its events so far, with a cursor."),
     "session.delete": (SessionRef, Accepted, "Delete a session and its transcript."),
     "session.close": (SessionRef, Accepted, "Close a session (its transcript is kept)."),
     "session.rename": (SessionRename, SessionInfo, "Give a session a new title."),
     "session.setMode": (SessionSetMode, SessionInfo, "Switch the mode for the next turn."),
     "session.setModel": (SessionSetModel, SessionInfo, "Switch the model for the next turn."),
-    "session.subscribe": (SessionRef, Accepted, "Receive the session's events on this socket."),
+    "session.subscribe": (
+        SessionSubscribe,
+        Accepted,
+        "Receive the session's events on this socket, from a cursor or from now.",
+    ),
     "session.unsubscribe": (SessionRef, Accepted, "Stop receiving the session's events."),
     "turn.send": (TurnSend, Accepted, "Start a turn; its events arrive as notifications."),
     "turn.cancel": (SessionRef, Accepted, "Cancel the running turn."),
@@ -238,8 +254,7 @@ METHODS: dict[str, tuple[type[Wire], type[Wire], str]] = {
 }
 
 NOTIFICATIONS: dict[str, tuple[type[Wire], str]] = {
-    "turn.event": (TurnEventNote, "An event of a running turn, in order."),
-    "session.event": (SessionEventNote, "Something happened to a subscribed session."),
+    "session.event": (SessionEventNote, "The next event of a subscribed session, in order."),
     "permission.requested": (PermissionRequested, "A tool call waits for approval (to every UI)."),
     "question.asked": (QuestionAsked, "The model asks the person something (to every UI)."),
     "request.settled": (RequestSettled, "A permission or question needs no answer anymore."),
@@ -253,6 +268,8 @@ ERRORS: dict[int, str] = {
     -32603: "Internal error (details in the gateway's log)",
     -32002: "Session not found",
     -32003: "Request not found: that permission or question was already settled",
+    -32004: "Cursor expired: the session's log no longer holds what follows it; call "
+    "session.get again",
 }
 
 

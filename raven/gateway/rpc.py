@@ -10,7 +10,6 @@ that goes away never stops one.
 from __future__ import annotations
 
 import asyncio
-import functools
 import itertools
 import logging
 import time
@@ -23,8 +22,10 @@ from pydantic import ValidationError
 from raven.config import ConfigError
 from raven.engine import (
     ApprovalRequest,
+    CursorExpired,
     Decision,
     LiveSession,
+    Logged,
     Question,
     Runtime,
     SessionBusy,
@@ -55,55 +56,63 @@ log = logging.getLogger(__name__)
 
 SESSION_NOT_FOUND = -32002
 REQUEST_NOT_FOUND = -32003
+CURSOR_EXPIRED = -32004
 
 
 class Hub:
-    """What every socket shares: the runtime, who watches which session, pending questions."""
+    """What every socket shares: the runtime, every UI, pending questions."""
 
     def __init__(self, runtime: Runtime, a2a_mounted: Callable[[], bool]) -> None:
         self.runtime = runtime
         self.a2a_mounted = a2a_mounted
-        self.watchers: dict[str, set[Peer]] = {}
         self.peers: set[Peer] = set()
         self.pending: dict[str, tuple[str, asyncio.Future[Any], dict[str, Any]]] = {}
         """request id → (session id, the answer to come, the announcement)."""
         self.turns: set[asyncio.Task[Any]] = set()
-        self._watched: dict[str, Callable[[], None]] = {}
         self._ids = itertools.count(1)
+        self._last: dict[str, tuple[Logged, dict[str, Any]]] = {}
+        """session id → its newest event as sent, made once for all of its UIs."""
 
-    def broadcast(
-        self, session_id: str, method: str, params: c.Wire, everyone: bool = False
-    ) -> None:
-        """To the session's watchers; with `everyone`, to every UI (a question waiting shows
-        in each UI's session list, whichever session it watches)."""
+    def broadcast(self, method: str, params: c.Wire) -> None:
+        """To every UI (a question waiting shows in each UI's session list, whichever
+        session it watches)."""
         body = params.model_dump(mode="json", by_alias=True)
-        peers = self.peers if everyone else self.watchers.get(session_id, set())
-        for peer in list(peers):
+        for peer in list(self.peers):
             peer.notify(method, body)
-
-    def relay(self, session_id: str, event: TurnEvent) -> None:
-        """A turn's event to the UIs watching its session (gateway turns and A2A tasks)."""
-        note = c.TurnEventNote(session_id=session_id, event=event_json(event))
-        self.broadcast(session_id, "turn.event", note)
 
     def local_asker(self, session_id: str) -> HubAsker | None:
         """An asker for a turn this gateway did not start (an A2A task), when UIs are here."""
         return HubAsker(self, session_id) if self.peers else None
 
-    def watch(self, live: LiveSession, peer: Peer) -> None:
-        self.watchers.setdefault(live.id, set()).add(peer)
-        if live.id not in self._watched:
+    def watch(self, live: LiveSession, peer: Peer, after: str | None = None) -> None:
+        """Send the session's events to `peer`: those after the cursor `after` first, then
+        live ones (none twice, none missed). Raises `CursorExpired`."""
+        peer.unwatch(live.id)
 
-            def relay(event: Any) -> None:
-                note = c.SessionEventNote(session_id=live.id, event=event_json(event))
-                self.broadcast(live.id, "session.event", note)
+        def send(entry: Logged) -> None:
+            peer.notify("session.event", self._note(live.id, entry))
 
-            self._watched[live.id] = live.subscribe(relay)
+        peer.following[live.id] = (live, live.follow(send, after))
+
+    def watching(self, live: LiveSession, peer: Peer) -> bool:
+        followed = peer.following.get(live.id)
+        return followed is not None and followed[0] is live and not live.closed
+
+    def _note(self, session_id: str, entry: Logged) -> dict[str, Any]:
+        last = self._last.get(session_id)
+        if last is not None and last[0] is entry:
+            return last[1]
+        note = c.SessionEventNote(
+            session_id=session_id, cursor=entry.cursor, event=event_json(entry.event)
+        )
+        body = note.model_dump(mode="json", by_alias=True)
+        self._last[session_id] = (entry, body)
+        return body
 
     def forget(self, peer: Peer) -> None:
         self.peers.discard(peer)
-        for watchers in self.watchers.values():
-            watchers.discard(peer)
+        for session_id in list(peer.following):
+            peer.unwatch(session_id)
 
     async def ask(self, session_id: str, note: c.Wire, method: str) -> Any:
         """Announce a question to every UI watching the session; the first answer wins."""
@@ -113,12 +122,12 @@ class Hub:
         announced = {"method": method, **note.model_dump(mode="json", by_alias=True)}
         self.pending[request_id] = (session_id, future, announced)
         try:
-            self.broadcast(session_id, method, note, everyone=True)
+            self.broadcast(method, note)
             return await future
         finally:
             self.pending.pop(request_id, None)
             settled = c.RequestSettled(request_id=request_id)
-            self.broadcast(session_id, "request.settled", settled, everyone=True)
+            self.broadcast("request.settled", settled)
 
     def settle(self, request_id: str, value: Any) -> None:
         entry = self.pending.get(request_id)
@@ -195,6 +204,8 @@ class Peer:
         self._drop = drop
         self._blocked = blocked
         self.dropped = False
+        self.following: dict[str, tuple[LiveSession, Callable[[], None]]] = {}
+        """session id → the live session this UI follows, and what stops that."""
         self._progress = time.monotonic()
         self.reader = asyncio.StreamReader()
         self.connection = Connection(
@@ -225,6 +236,11 @@ class Peer:
             self.hang_up()
             return
         self.connection.notify(method, params)
+
+    def unwatch(self, session_id: str) -> None:
+        followed = self.following.pop(session_id, None)
+        if followed is not None:
+            followed[1]()
 
     def hang_up(self) -> None:
         """Stop sending to this UI and close its socket (1013), once."""
@@ -281,11 +297,21 @@ class Peer:
         )
 
     async def _session_get(self, p: c.SessionGet) -> c.SessionDetail:
-        record = await self._hub.runtime.get_session(p.session_id)
-        events = await self._hub.runtime.history(p.session_id, p.history_limit)
+        runtime = self._hub.runtime
+        record = await runtime.get_session(p.session_id)
+        if record.closed:
+            closed = await runtime.history(p.session_id, p.history_limit)
+            events: list[Any] = list(closed)
+            cursor = None
+        else:
+            live = await self._live(p.session_id)
+            await live.catch_up()
+            snapshot = live.snapshot(p.history_limit)
+            record, events, cursor = live.record, snapshot.events(), snapshot.cursor
         return c.SessionDetail(
             session=self._info(record),
             history=[event_json(e) for e in events],
+            cursor=cursor,
             pending=self._hub.waiting(record.id),
         )
 
@@ -311,24 +337,20 @@ class Peer:
         await self._hub.runtime.set_model(live, p.model)
         return self._info(live.record)
 
-    async def _session_subscribe(self, p: c.SessionRef) -> c.Accepted:
-        self._hub.watch(await self._live(p.session_id), self)
+    async def _session_subscribe(self, p: c.SessionSubscribe) -> c.Accepted:
+        self._hub.watch(await self._live(p.session_id), self, p.after)
         return c.Accepted()
 
     async def _session_unsubscribe(self, p: c.SessionRef) -> c.Accepted:
-        self._hub.watchers.get(p.session_id, set()).discard(self)
+        self.unwatch(p.session_id)
         return c.Accepted()
 
     async def _turn_send(self, p: c.TurnSend) -> c.Accepted:
         live = await self._live(p.session_id)
         hub = self._hub
-        task = start_turn(
-            live,
-            [TextPart(text=p.text)],
-            HubAsker(hub, live.id),
-            functools.partial(hub.relay, live.id),
-        )
-        hub.watch(live, self)
+        if not hub.watching(live, self):
+            hub.watch(live, self)
+        task = start_turn(live, [TextPart(text=p.text)], HubAsker(hub, live.id), _ignore)
         hub.turns.add(task)
         task.add_done_callback(hub.turns.discard)
         return c.Accepted()
@@ -409,6 +431,10 @@ class Peer:
         )
 
 
+def _ignore(event: TurnEvent) -> None:
+    """A gateway turn's events reach its UIs through the session's log."""
+
+
 def _directory(cwd: str) -> Path:
     path = Path(cwd)
     if not path.is_absolute() or not path.is_dir():
@@ -424,5 +450,7 @@ def _rpc_error(exc: RavenError) -> RpcError:
         return RpcError(INVALID_PARAMS, str(exc))
     if isinstance(exc, SessionBusy | SessionClosed):
         return RpcError(INVALID_REQUEST, str(exc))
+    if isinstance(exc, CursorExpired):
+        return RpcError(CURSOR_EXPIRED, str(exc))
     log.error("request failed: %s", exc)
     return RpcError(INTERNAL_ERROR, str(exc))

@@ -389,6 +389,16 @@ class SessionStore:
             db.execute("UPDATE sessions SET turn_pid = ? WHERE id = ?", (pid, session_id))
         return int(version)
 
+    def version(self, session_id: str) -> int:
+        """The number of messages written to the session, by any process."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT version FROM sessions WHERE id = ?", (session_id,)
+            ).fetchone()
+        if row is None:
+            raise SessionNotFound(session_id)
+        return int(row[0])
+
     def release_turn(self, session_id: str, pid: int) -> None:
         """End the claim `claim_turn` made for `pid` (a no-op if it holds none)."""
         with self._write() as db:

@@ -91,7 +91,7 @@ def test_the_demo_shows_every_face_and_leaves_nothing_behind(tmp_path: Path) -> 
     assert "TASK_STATE_INPUT_REQUIRED" in out and "< TASK_STATE_COMPLETED" in out
     assert "session/request_permission" in out and "outcome allow_always" in out
     assert "- fixes the login bug" in out  # the sub-agent's file, shown
-    assert "< turn.event AgentText" in out
+    assert "< session.event AgentText" in out
     assert "all 7 steps passed" in out and "temporary home removed" in out
     token_lines = [line for line in out.splitlines() if "Bearer" in line]
     assert token_lines and all("…******" in line for line in token_lines)

@@ -330,7 +330,7 @@ async def test_an_a2a_tasks_question_is_answered_by_a_ui_of_the_gateway(
             async with asyncio.timeout(DEADLINE_S):
                 while not any(e["type"] == "TurnEnded" for e in seen):
                     frame = json.loads((await ws.receive()).data)
-                    if frame.get("method") == "turn.event":
+                    if frame.get("method") == "session.event":
                         seen.append(frame["params"]["event"])
             assert "".join(e["text"] for e in seen if e["type"] == "AgentText") == "Deployed."
             await ws.close()
@@ -384,7 +384,7 @@ async def drive_a_leaky_turn(base: str, token: str, cwd: Path) -> list[str]:
         await call("turn.send", sessionId=sid, text="show me")
         await until(
             lambda f: (
-                f.get("method") == "turn.event" and f["params"]["event"]["type"] == "TurnEnded"
+                f.get("method") == "session.event" and f["params"]["event"]["type"] == "TurnEnded"
             )
         )
         await call("session.get", sessionId=sid)
@@ -514,7 +514,7 @@ def test_a_ui_that_stops_reading_is_closed_1013_and_costs_the_gateway_little(
             async with asyncio.timeout(120):
                 while True:  # this UI keeps reading; the stalled one does not
                     frame = json.loads((await ws.receive()).data)
-                    if frame.get("method") == "turn.event":
+                    if frame.get("method") == "session.event":
                         if frame["params"]["event"]["type"] == "TurnEnded":
                             break
             if stalled is None:

@@ -23,7 +23,7 @@ async def test_closing_stops_the_running_turn_and_a_reopened_session_runs_one_tu
     runtime = make_runtime([{"text": "slow", "delayMs": 30_000}, {"text": "second"}])
     live = await runtime.new_session(tmp_path)
     started, heard = turn_started(live), Events()
-    live.subscribe(heard.append)
+    live.follow(lambda entry: heard.append(entry.event))
     first = start_turn(live, prompt("a"), RecordingAsker(), Events().append)
     await asyncio.wait_for(started.wait(), 10)
 

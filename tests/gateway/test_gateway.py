@@ -129,7 +129,7 @@ class Client:
         return [
             n["params"]["event"]
             for n in self.notes
-            if n["method"] == "turn.event" and n["params"]["event"]["type"] == kind
+            if n["method"] == "session.event" and n["params"]["event"]["type"] == kind
         ]
 
     def note(self, method: str) -> dict[str, Any] | None:
@@ -193,7 +193,9 @@ async def test_a_turn_streams_and_an_approval_is_answered_over_rpc(
     again = await ui.call("permission.respond", requestId=asked["requestId"], decision="allow_once")
     assert again["code"] == -32003
     detail = await ui.call("session.get", sessionId=sid)
-    assert [e["type"] for e in detail["history"]][:2] == ["TurnStarted", "ToolCallStarted"]
+    types = [e["type"] for e in detail["history"]]
+    assert types[0] == "TurnStarted" and types.count("ToolCallStarted") == 1
+    assert types[-1] == "TurnEnded"  # the turn as it was shown live, to its end
     listed = await ui.call("session.list", cwd=str(tmp_path))
     assert [s["sessionId"] for s in listed["sessions"]] == [sid]
     await ui.close()
@@ -309,11 +311,50 @@ async def test_a_ui_that_reconnects_mid_turn_gets_the_session_back(
     assert detail["history"][0]["type"] == "TurnStarted"
     (waiting,) = detail["pending"]  # the question still waits, for whichever UI answers
     assert waiting["method"] == "permission.requested" and waiting["title"] == "Write late.txt"
-    await again.call("session.subscribe", sessionId=sid)
+    await again.call("session.subscribe", sessionId=sid, after=detail["cursor"])
     await again.call("permission.respond", requestId=waiting["requestId"], decision="allow_once")
     ended = await again.until(lambda: again.events("TurnEnded"))
     assert ended[0]["stopReason"] == "end_turn" and (tmp_path / "late.txt").exists()
+    # The snapshot and what followed it are the turn once: one start, one call, one end.
+    seen = [*detail["history"], *(n["params"]["event"] for n in again.notes if is_event(n))]
+    assert [e["type"] for e in seen].count("ToolCallStarted") == 1
+    assert [e["type"] for e in seen].count("TurnStarted") == 1
     await again.close()
+
+
+def is_event(note: dict[str, Any]) -> bool:
+    return note["method"] == "session.event"
+
+
+async def test_a_ui_back_from_a_dropped_connection_gets_exactly_what_it_missed(
+    gateway: Any, tmp_path: Path
+) -> None:
+    g = await gateway([{"text": "one two three four five six seven eight", "wordDelayMs": 30}])
+    watcher, sender = await g.connect(), await g.connect()
+    sid = (await sender.call("session.create", cwd=str(tmp_path)))["sessionId"]
+    await watcher.call("session.subscribe", sessionId=sid)
+    await sender.call("turn.send", sessionId=sid, text="count")
+    await watcher.until(lambda: watcher.events("AgentText"))
+    last_seen = [n for n in watcher.notes if is_event(n)][-1]["params"]["cursor"]
+    await watcher.close()  # the network drops; the turn goes on
+    await sender.until(
+        lambda: len(sender.events("AgentText")) >= len(watcher.events("AgentText")) + 2
+    )
+
+    back = await g.connect()
+    await back.call("session.subscribe", sessionId=sid, after=last_seen)
+    await back.until(lambda: back.events("TurnEnded"))
+    before = [n["params"] for n in watcher.notes if is_event(n)]
+    after = [n["params"] for n in back.notes if is_event(n)]
+    everything = [n["params"] for n in sender.notes if is_event(n)]
+    assert before + after == everything  # nothing missed, nothing twice, in order
+    text = "".join(p["event"]["text"] for p in everything if p["event"]["type"] == "AgentText")
+    assert text == "one two three four five six seven eight"
+
+    expired = await back.call("session.subscribe", sessionId=sid, after="0000.1")
+    assert expired["code"] == -32004 and "session.get" not in expired["message"]
+    await back.close()
+    await sender.close()
 
 
 async def test_the_next_turn_may_start_as_soon_as_turn_ended_arrives(
@@ -387,8 +428,8 @@ async def test_a_socket_too_slow_to_keep_up_is_dropped_and_the_others_go_on(
             reader.arrived.clear()
             await reader.arrived.wait()
     assert len(reader.events("AgentText")) == 4_000
-    hub_watchers = g.server.app[HUB].watchers[sid]
-    assert len(hub_watchers) == 1  # the slow one was dropped
+    hub = g.server.app[HUB]
+    assert [sid in peer.following for peer in hub.peers] == [True]  # the slow one was dropped
     sock.close()
     await reader.close()
 

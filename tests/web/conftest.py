@@ -80,6 +80,12 @@ SCRIPTS: dict[str, list[dict[str, Any]]] = {
         {"text": "Planned."},
     ],
     "long": [{"text": "never shown", "delayMs": 60_000}],
+    "shared": [
+        {"text": "First answer."},
+        call("write_file", path="shared.txt", content="from the chat\n"),
+        {"text": "Wrote shared.txt."},
+        {"text": "one two three four five six seven eight nine ten, the end.", "wordDelayMs": 150},
+    ],
     "steer": [{"text": "Working on it.", "delayMs": 3000}],
     "inject": [
         {

@@ -197,6 +197,60 @@ def test_reload_mid_turn_restores_the_session_and_its_question(page: Page, web: 
     assert (cwd / "late.txt").read_text() == "late\n"
 
 
+def test_chat_attach_and_the_web_ui_share_one_session_for_a_long_run(
+    page: Page, web: WebGateway
+) -> None:
+    from tests.e2e.test_chat import Terminal
+
+    login(page, web.login_link())
+    cwd = work_dir(web, "shared")
+    new_session(page, cwd, "shared")
+    send(page, "hello from the web")
+    expect(page.locator(".answer").last).to_have_text("First answer.")
+    sid = page.evaluate("decodeURIComponent(location.hash.slice(1))")
+
+    chat = [*RAVEN, "chat", "--attach", "auto", "--session", sid]
+    term = Terminal(chat, {**web.env, "TERM": "xterm"}, cwd)
+    try:
+        term.expect("› hello from the web")  # the session so far, replayed in the terminal
+        term.expect("First answer.")
+        term.expect("› ")
+        term.mark()
+        term.type("write the file\n")
+        # The chat's turn shows in the page as it runs, and its approval in both UIs.
+        expect(page.locator(".prompt-text").last).to_have_text("write the file")
+        dialog = page.get_by_role("dialog")
+        expect(dialog).to_contain_text("Write shared.txt")
+        term.expect("Allow Write shared.txt?")
+        dialog.get_by_role("button", name="Allow once").click()
+        term.expect("answered in another UI")
+        term.expect("Wrote shared.txt.")
+        expect(page.locator(".answer").last).to_have_text("Wrote shared.txt.")
+        assert (cwd / "shared.txt").read_text() == "from the chat\n"
+
+        term.expect("› ")
+        term.mark()
+        send(page, "count slowly")  # the page's turn, followed live in the terminal
+        term.expect("› count slowly")
+        term.expect("three")
+        term.type("/quit\n")  # leaving the chat mid-turn leaves the page's turn alone
+        assert term.proc.wait(DEADLINE_S) == 0
+    finally:
+        term.close()
+    expect(page.locator(".answer").last).to_have_text(
+        "one two three four five six seven eight nine ten, the end."
+    )
+    expect(page.locator(".turn-end").last).to_have_attribute("data-stop-reason", "end_turn")
+
+    page.reload()  # the whole run comes back from the session's log
+    expect(page.locator("#status")).to_have_text("Online")
+    prompts = ["hello from the web", "write the file", "count slowly"]
+    expect(page.locator(".prompt-text")).to_have_text(prompts)
+    expect(page.locator(".answer").last).to_have_text(
+        "one two three four five six seven eight nine ten, the end."
+    )
+
+
 def test_model_content_cannot_inject_html(page: Page, web: WebGateway) -> None:
     login(page, web.login_link())
     new_session(page, work_dir(web, "inject"), "inject")

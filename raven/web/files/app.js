@@ -56,8 +56,29 @@ async function online() {
   state.modes = modes.modes;
   state.defaults = { model: models.default, mode: modes.default };
   await Promise.all([refreshList(), showRoster()]);
+  if (state.current?.cursor) {
+    await resumeSession();
+    return;
+  }
   const wanted = state.current?.info.sessionId || decodeURIComponent(location.hash.slice(1));
   if (wanted) await openSession(wanted);
+}
+
+// Back online with a session shown: its events from where this page left off (the
+// transcript on screen stays as it is), and the requests still waiting. A cursor the
+// gateway no longer continues (it restarted, or the log moved on) reads the session again.
+async function resumeSession() {
+  const { sessionId } = state.current.info;
+  try {
+    await call("session.subscribe", { sessionId, after: state.current.cursor });
+  } catch (error) {
+    if (error.code !== -32004 && error.code !== -32002 && error.code !== -32600) throw error;
+    await openSession(sessionId);
+    return;
+  }
+  const detail = await call("session.get", { sessionId, historyLimit: 0 });
+  for (const note of detail.pending) state.pending.set(note.requestId, note);
+  askNext();
 }
 
 async function offline(opened) {
@@ -102,10 +123,8 @@ function clearReport() {
 
 function onNote({ method, params }) {
   const current = state.current?.info.sessionId;
-  if (method === "turn.event" && params.sessionId === current) {
-    transcript.show(params.event);
-    if (params.event.type === "TitleChanged") setTitle(params.event.title);
-  } else if (method === "session.event") {
+  if (method === "session.event") {
+    if (params.sessionId === current) state.current.cursor = params.cursor;
     onSessionEvent(params.sessionId, params.event, params.sessionId === current);
   } else if (method === "permission.requested" || method === "question.asked") {
     state.pending.set(params.requestId, { method, ...params });
@@ -128,8 +147,8 @@ function onSessionEvent(sessionId, event, isCurrent) {
   if (event.type === "TitleChanged" && info) info.title = event.title;
   if (info) renderItem(info);
   if (!isCurrent) return;
+  transcript.show(event);
   if (event.type === "TurnStarted") {
-    transcript.show(event);
     setBusy(true);
   } else if (event.type === "TurnEnded") {
     setBusy(false);
@@ -266,7 +285,7 @@ async function openSession(sessionId) {
     }
     throw error;
   }
-  state.current = { info: detail.session, busy: detail.session.busy };
+  state.current = { info: detail.session, busy: detail.session.busy, cursor: null };
   history.replaceState(null, "", `#${encodeURIComponent(sessionId)}`);
   $("empty").hidden = true;
   $("session").hidden = false;
@@ -281,7 +300,10 @@ async function openSession(sessionId) {
   setBusy(detail.session.busy);
   showSessionState();
   for (const info of state.sessions.values()) renderItem(info);
-  if (!detail.session.closed) await call("session.subscribe", { sessionId });
+  if (!detail.session.closed) {
+    await call("session.subscribe", { sessionId, after: detail.cursor });
+    state.current.cursor = state.current.cursor || detail.cursor;
+  }
   if (window.matchMedia("(max-width: 700px)").matches) toggleSidebar(false);
   askNext();
   $("prompt").focus();

@@ -1,6 +1,6 @@
 // One session's conversation as DOM: the prompt, the streamed answer (markdown), thoughts,
 // tool calls with their status, output and diffs, plans, and how each turn ended. Fed the
-// turn events of Raven RPC (live) or of `session.get` (history), the same way.
+// session events of Raven RPC (live) or of `session.get` (the session so far), the same way.
 
 import { renderMarkdown } from "./markdown.js";
 

@@ -1,0 +1,155 @@
+"""A session's ordered event log: every turn and session event of a live session, numbered.
+
+Each event a turn emits and each session event (a turn began or ended, a title, mode or
+model change, the end of the session) is appended once with the next sequence number,
+whichever face runs the turn. A face reads it from a cursor: `follow` replays what came
+after the cursor, then delivers live, in one synchronous step, so there is no gap and no
+duplicate; `snapshot` is the whole session as events (the older transcript as replayed
+events, then the logged events) with the cursor it ends at.
+
+The log is kept in memory beside the transcript cache, bounded by whole turns: once it
+holds more than `MAX_EVENTS`, the oldest turns leave it (the transcript still has them) and
+a cursor into them expires. A cursor names one log (its epoch), so a cursor from another
+process, or from before the transcript changed under the log, expires instead of
+replaying the wrong events. Knows no protocol; never touches the store.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from raven.engine.errors import CursorExpired
+from raven.engine.events import SessionEvent, TurnEvent, TurnStarted
+from raven.engine.history import HistoryEvent, history_events
+from raven.messages import Message
+
+log = logging.getLogger(__name__)
+
+MAX_EVENTS = 10_000
+"""Events the log keeps before its oldest turns leave it; the running turn always stays."""
+
+LogEvent = TurnEvent | SessionEvent
+
+
+@dataclass(frozen=True)
+class Logged:
+    """One event as the log numbered it; `cursor` resumes right after it."""
+
+    seq: int
+    cursor: str
+    event: LogEvent
+
+
+Listener = Callable[[Logged], None]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The session as events up to `cursor`: `history` replays the older transcript (those
+    events carry no cursor), `logged` the events the log still holds."""
+
+    history: list[HistoryEvent]
+    logged: list[Logged]
+    cursor: str
+
+    def events(self) -> list[HistoryEvent | LogEvent]:
+        return [*self.history, *(entry.event for entry in self.logged)]
+
+
+class EventLog:
+    """The log of one live session. `base` is how many transcript messages precede it."""
+
+    def __init__(self, session_id: str, base: int) -> None:
+        self._session_id = session_id
+        self._listeners: list[Listener] = []
+        self._start(base)
+
+    def _start(self, base: int) -> None:
+        self._epoch = secrets.token_hex(4)
+        self._seq = 0
+        self._entries: list[Logged] = []
+        self._turns: list[tuple[int, int]] = []
+        """(index in `_entries`, transcript length before it) of each logged turn start."""
+        self._base = base
+
+    @property
+    def cursor(self) -> str:
+        """The cursor after the newest event."""
+        return self._cursor(self._seq)
+
+    def _cursor(self, seq: int) -> str:
+        return f"{self._epoch}.{seq}"
+
+    def append(self, event: LogEvent, version: int) -> Logged:
+        """Number `event`, keep it and give it to every listener (one that fails is dropped).
+
+        `version` is the transcript length as the event happens; a turn start records it.
+        """
+        self._seq += 1
+        entry = Logged(self._seq, self._cursor(self._seq), event)
+        if isinstance(event, TurnStarted):
+            self._turns.append((len(self._entries), version))
+        self._entries.append(entry)
+        self._trim()
+        for listener in list(self._listeners):
+            try:
+                listener(entry)
+            except Exception:
+                log.exception("a listener of session %s failed; dropped", self._session_id)
+                self._drop(listener)
+        return entry
+
+    def _trim(self) -> None:
+        """Let the oldest whole turns go while the log holds too much; never the newest."""
+        while len(self._entries) > MAX_EVENTS and len(self._turns) > 1:
+            cut, base = self._turns[1]
+            self._entries = self._entries[cut:]
+            self._turns = [(i - cut, v) for i, v in self._turns[1:]]
+            self._base = base
+
+    def rebase(self, base: int) -> None:
+        """The transcript changed beneath the log (another process wrote to the session):
+        start a new log after its `base` messages; every earlier cursor expires."""
+        self._start(base)
+
+    def snapshot(self, history: Sequence[Message], last: int | None = None) -> Snapshot:
+        """The session as events: `history` (the whole transcript) before the log, replayed,
+        then the logged events. `last` keeps only the newest messages of that older part."""
+        older = list(history[: self._base])
+        if last is not None:
+            older = older[-last:] if last > 0 else []
+        return Snapshot(list(history_events(older)), list(self._entries), self.cursor)
+
+    def follow(self, listener: Listener, after: str | None = None) -> Callable[[], None]:
+        """Give `listener` every event after the cursor `after` (None: from now on), replayed
+        at once and then live; returns the function that stops it.
+
+        Raises `CursorExpired` when the log no longer holds what comes after `after`.
+        """
+        for entry in self._since(after):
+            listener(entry)
+        self._listeners.append(listener)
+        return lambda: self._drop(listener)
+
+    def _since(self, after: str | None) -> list[Logged]:
+        if after is None:
+            return []
+        epoch, _, number = after.partition(".")
+        if epoch != self._epoch or not number.isdigit() or int(number) > self._seq:
+            raise CursorExpired(self._session_id, after)
+        seq = int(number)
+        first = self._entries[0].seq if self._entries else self._seq + 1
+        if seq < first - 1:
+            raise CursorExpired(self._session_id, after)
+        return [e for e in self._entries if e.seq > seq]
+
+    def close(self) -> None:
+        """No more events: listeners are let go."""
+        self._listeners.clear()
+
+    def _drop(self, listener: Listener) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)

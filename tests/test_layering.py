@@ -11,24 +11,37 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).parents[1]
-FACES = ("acp", "a2a", "gateway", "cli")
+FACES = ("acp", "a2a", "gateway", "terminal")
 CLIENTS = ("acp_client", "a2a_client", "mcp")
 CORE = ("config", "providers", "sessions", "tools")
+ASSEMBLY = ("cli", "compose", "demo")
 
 RULES: list[tuple[str, tuple[str, ...]]] = [
-    ("engine", (*FACES, *CLIENTS)),
-    *[(core, ("engine", *FACES, *CLIENTS)) for core in CORE],
-    *[(face, tuple(f for f in FACES if f != face and face != "cli")) for face in FACES],
-    ("a2a_client", (*FACES, "acp_client", "mcp")),
-    ("acp_client", ("a2a", "gateway", "cli", "a2a_client", "mcp")),
-    ("mcp", (*FACES, "acp_client", "a2a_client")),
-    ("jsonrpc", ("engine", *FACES, *CLIENTS)),
-    ("web", ("engine", *FACES, *CLIENTS, *CORE)),
-    *[(face, ("sessions", "providers")) for face in FACES if face != "cli"],
+    ("engine", (*FACES, *CLIENTS, *ASSEMBLY)),
+    *[(core, ("engine", *FACES, *CLIENTS, *ASSEMBLY)) for core in CORE],
+    *[
+        (face, (*(f for f in FACES if f != face), *ASSEMBLY, "sessions", "providers"))
+        for face in FACES
+    ],
+    ("a2a_client", (*FACES, *ASSEMBLY, "acp_client", "mcp")),
+    # The ACP client speaks the wire shapes the ACP face declares (raven.acp.protocol).
+    ("acp_client", ("a2a", "gateway", "terminal", *ASSEMBLY, "a2a_client", "mcp")),
+    ("mcp", (*FACES, *ASSEMBLY, "acp_client", "a2a_client")),
+    ("jsonrpc", ("engine", *FACES, *CLIENTS, *ASSEMBLY)),
+    ("web", ("engine", *FACES, *CLIENTS, *CORE, *ASSEMBLY)),
+    ("rpc", ("engine", "sessions", "providers", *FACES, *CLIENTS, *ASSEMBLY)),
+    ("compose", ("cli", "demo", "terminal", "sessions")),
+    ("cli", ("sessions",)),
+    ("demo", ("engine", *CORE, *FACES, *CLIENTS, "cli", "compose")),
 ]
-"""(package under raven/, packages under raven/ it must never import). The CLI assembles
-the faces, so it alone may import them. A protocol face reaches sessions and models only
-through the engine (its runtime, its types and errors)."""
+"""(package under raven/, packages under raven/ it must never import).
+
+A face (ACP, A2A, the gateway, the terminal) translates one protocol or screen: it never
+imports another face, and reaches sessions and models only through the engine (its
+runtime, types and errors). `compose` assembles the faces (a runtime with its tool
+sources, A2A on the gateway), and `cli` holds the commands that call it; only they may
+import several faces, and neither touches the session store but through the engine. The
+demo drives `raven` from outside, as a user does."""
 
 
 def imported_packages(path: Path) -> set[str]:

@@ -147,7 +147,7 @@ def serve_command(
     async def main() -> None:
         from raven.a2a import build_mount
         from raven.a2a.serve import serve
-        from raven.cli.runtime import build_runtime
+        from raven.compose import build_runtime
 
         runtime = build_runtime(cfg, paths, face="a2a")
         try:

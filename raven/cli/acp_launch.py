@@ -57,7 +57,7 @@ def launch(config: str | None, model: str | None, mode: str | None) -> int:
     setup_logging(paths.logs_dir, "acp")
 
     def runtime() -> Runtime:
-        from raven.cli.runtime import build_runtime
+        from raven.compose import build_runtime
         from raven.config import load_config
 
         cfg = load_config(paths.config_file)

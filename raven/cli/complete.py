@@ -26,14 +26,19 @@ def _config() -> object:
 
 def session_ids(incomplete: str) -> list[str]:
     def find() -> list[str]:
-        from raven.config import resolve_paths
-        from raven.sessions import SessionStore
+        import asyncio
 
-        store = SessionStore(resolve_paths(None).database)
-        try:
-            return [r.id for r in store.page(limit=200).sessions]
-        finally:
-            store.close()
+        from raven.config import RavenConfig, resolve_paths
+        from raven.engine import Runtime
+
+        async def listed() -> list[str]:
+            runtime = Runtime(RavenConfig(), resolve_paths(None), face="cli")
+            try:
+                return [r.id for r in (await runtime.list_sessions(limit=200)).sessions]
+            finally:
+                await runtime.aclose()
+
+        return asyncio.run(listed())
 
     return _quietly(find, incomplete)
 

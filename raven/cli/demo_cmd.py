@@ -1,4 +1,4 @@
-"""`raven demo`: the command; the demo itself is `raven.cli.demo`, imported when it runs."""
+"""`raven demo`: the command; the demo itself is `raven.demo.tour`, imported when it runs."""
 
 from __future__ import annotations
 
@@ -21,6 +21,6 @@ def demo_command(
     Offline, with nothing to configure; everything runs in a temporary home that is
     removed at the end (unless --keep), and every process started is stopped.
     """
-    from raven.cli.demo import run_demo
+    from raven.demo.tour import run_demo
 
     raise typer.Exit(run_demo(web, keep))

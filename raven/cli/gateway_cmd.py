@@ -4,7 +4,7 @@ on loopback by default."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -12,8 +12,6 @@ from raven.cli.options import ConfigOption
 
 if TYPE_CHECKING:
     from pathlib import Path
-
-    from aiohttp import web
 
     from raven.config import GatewayConfig, Paths, RavenConfig
 
@@ -136,36 +134,7 @@ def _serve(
     announce: Callable[[str, str], None],
 ) -> None:
     import asyncio
-    import logging
 
-    from raven.cli.runtime import build_runtime
-    from raven.gateway.serve import serve
+    from raven.compose.gateway import serve_gateway
 
-    async def main() -> None:
-        runtime = build_runtime(cfg, paths, face="gateway")
-        mounts: list[Any] = []
-
-        def mount_a2a(app: web.Application) -> bool:
-            """The A2A face on the gateway when enabled; never inside a sub-agent."""
-            if not cfg.a2a.server.enabled:
-                return False
-            from raven.a2a import SubagentRefused, add_a2a_routes, build_mount
-            from raven.gateway.app import HUB
-
-            try:
-                hub = app[HUB]
-                mounts.append(build_mount(runtime, cfg.a2a.server, local=hub.local_asker))
-            except SubagentRefused as exc:
-                logging.getLogger("raven.gateway").warning("A2A not mounted: %s", exc)
-                return False
-            add_a2a_routes(app, mounts[-1])
-            return True
-
-        try:
-            await serve(runtime, settings, announce, mount_a2a)
-        finally:
-            for mount in mounts:
-                await mount.aclose()
-            await runtime.aclose()
-
-    asyncio.run(main())
+    asyncio.run(serve_gateway(cfg, paths, settings, announce))

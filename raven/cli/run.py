@@ -124,12 +124,14 @@ async def _run(cfg: RavenConfig, paths: Paths, prompt: str, options: RunOptions)
     from rich.console import Console
 
     from raven.cli.options import workdir
-    from raven.cli.runtime import build_runtime
-    from raven.cli.terminal import LineReader, TerminalAsker, TerminalView, stdin_is_terminal
+    from raven.compose import build_runtime
     from raven.engine import TurnEnded, TurnEvent, run_turn
     from raven.events_json import event_json
     from raven.messages import TextPart
     from raven.signals import STOP_SIGNALS, StopSignals
+    from raven.terminal.asker import TerminalAsker
+    from raven.terminal.reader import LineReader, stdin_is_terminal
+    from raven.terminal.view import TerminalView
 
     runtime = build_runtime(cfg, paths, face="cli")
     try:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal, TypeVar
 
 import typer
 
@@ -11,22 +11,47 @@ from raven.cli.help import Typer
 from raven.cli.options import ConfigOption
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from rich.text import Text
 
+    from raven.engine import Runtime, SessionRecord
     from raven.messages import Message
-    from raven.sessions import SessionRecord, SessionStore
+
+T = TypeVar("T")
 
 app = Typer(help="List, show and delete stored sessions.", no_args_is_help=True)
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
-def _store(config: str | None) -> SessionStore:
-    from raven.cli.options import load
-    from raven.sessions import SessionStore
+def _ask(config: str | None, call: Callable[[Runtime], Awaitable[T]]) -> T:
+    """What `call` gets from the engine's runtime over the stored sessions."""
+    import asyncio
 
-    _, paths = load(config, "cli")
-    return SessionStore(paths.database)
+    from raven.cli.options import load
+    from raven.engine import Runtime
+
+    cfg, paths = load(config, "cli")
+
+    async def ask() -> T:
+        runtime = Runtime(cfg, paths, face="cli")
+        try:
+            return await call(runtime)
+        finally:
+            await runtime.aclose()
+
+    return asyncio.run(ask())
+
+
+def _read(config: str | None, session_id: str) -> tuple[SessionRecord, list[Message]]:
+    """The session a whole id or unique prefix names, and its transcript."""
+
+    async def read(runtime: Runtime) -> tuple[SessionRecord, list[Message]]:
+        full_id = await runtime.find_session(session_id)
+        return await runtime.get_session(full_id), await runtime.transcript(full_id)
+
+    return _ask(config, read)
 
 
 @app.command("list")
@@ -42,9 +67,8 @@ def list_command(
     import json
     from pathlib import Path
 
-    store = _store(config)
     where = str(Path(cwd).expanduser().resolve()) if cwd else None
-    page = store.page(cwd=where, limit=limit)
+    page = _ask(config, lambda runtime: runtime.list_sessions(cwd=where, limit=limit))
     if as_json:
         typer.echo(json.dumps([_record_json(r) for r in page.sessions], indent=2))
         return
@@ -76,13 +100,11 @@ def show_command(
     config: ConfigOption = None,
 ) -> None:
     """Print a session's transcript, tool calls and results included."""
-    store = _store(config)
-    record = store.get(store.resolve(session_id))
-    messages = store.messages(record.id)
+    record, messages = _read(config, session_id)
     if as_json:
         typer.echo(_transcript_json(record, messages))
         return
-    from raven.cli.transcript import print_transcript
+    from raven.terminal.transcript import print_transcript
 
     print_transcript(record, messages)
 
@@ -101,11 +123,11 @@ def search_command(
     import json
     from pathlib import Path
 
+    from raven.engine import MATCH_END, MATCH_START
     from raven.redact import redact
-    from raven.sessions.store import MATCH_END, MATCH_START
 
     where = str(Path(cwd).expanduser().resolve()) if cwd else None
-    hits = _store(config).search(text, where, limit)
+    hits = _ask(config, lambda runtime: runtime.search_sessions(text, where, limit))
     if as_json:
         body = [
             {
@@ -135,7 +157,7 @@ def _highlighted(snippet: str) -> Text:
     """The snippet with the words found in bold yellow."""
     from rich.text import Text
 
-    from raven.sessions.store import MATCH_END, MATCH_START
+    from raven.engine import MATCH_END, MATCH_START
 
     shown = Text("  ")
     for i, piece in enumerate(snippet.replace(MATCH_END, MATCH_START).split(MATCH_START)):
@@ -157,11 +179,9 @@ def export_command(
     config: ConfigOption = None,
 ) -> None:
     """Write a readable transcript to stdout, tool calls and results included, secrets masked."""
-    from raven.cli.transcript import markdown_transcript
+    from raven.terminal.transcript import markdown_transcript
 
-    store = _store(config)
-    record = store.get(store.resolve(session_id))
-    messages = store.messages(record.id)
+    record, messages = _read(config, session_id)
     if fmt == "json":
         typer.echo(_transcript_json(record, messages))
         return
@@ -179,32 +199,22 @@ def delete_command(
     config: ConfigOption = None,
 ) -> None:
     """Delete a session and its transcript (refused while a turn runs in it)."""
-    import asyncio
 
-    from raven.cli.options import load
-    from raven.engine import Runtime
+    async def delete(runtime: Runtime) -> str:
+        full_id = await runtime.find_session(session_id)
+        await runtime.delete_session(full_id)
+        return full_id
 
-    cfg, paths = load(config, "cli")
-
-    async def delete() -> str:
-        runtime = Runtime(cfg, paths, face="cli")
-        try:
-            full_id = await runtime.find_session(session_id)
-            await runtime.delete_session(full_id)
-            return full_id
-        finally:
-            await runtime.aclose()
-
-    typer.echo(f"deleted {asyncio.run(delete())}")
+    typer.echo(f"deleted {_ask(config, delete)}")
 
 
 def _transcript_json(record: SessionRecord, messages: list[Message]) -> str:
     """A session and its transcript as JSON (camelCase), credentials masked."""
     import json
 
-    from raven.cli.transcript import masked
     from raven.messages import MESSAGE_ADAPTER
     from raven.redact import redact
+    from raven.terminal.transcript import masked
 
     body = {
         **_record_json(record),

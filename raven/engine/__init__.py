@@ -39,10 +39,13 @@ from raven.engine.log import LogEvent, Logged, Snapshot
 from raven.engine.runtime import Runtime
 from raven.engine.session import LiveSession
 from raven.engine.turn import run_turn, start_turn
-from raven.sessions import SessionRecord
+from raven.sessions import SearchHit, SessionPage, SessionRecord
+from raven.sessions.store import MATCH_END, MATCH_START
 from raven.tools import Question
 
 __all__ = [
+    "MATCH_END",
+    "MATCH_START",
     "AgentText",
     "AgentThought",
     "ApprovalRequest",
@@ -62,11 +65,13 @@ __all__ = [
     "PlanUpdated",
     "Question",
     "Runtime",
+    "SearchHit",
     "SessionBusy",
     "SessionClosed",
     "SessionEnded",
     "SessionEvent",
     "SessionNotFound",
+    "SessionPage",
     "SessionRecord",
     "Snapshot",
     "TitleChanged",

@@ -18,7 +18,14 @@ from raven.engine.history import HistoryEvent, history_events
 from raven.engine.session import LiveSession
 from raven.messages import AssistantMessage, Message, ToolResultMessage
 from raven.providers import Provider, create_provider, pick_model
-from raven.sessions import SessionPage, SessionRecord, SessionStore, TurnElsewhere, new_record
+from raven.sessions import (
+    SearchHit,
+    SessionPage,
+    SessionRecord,
+    SessionStore,
+    TurnElsewhere,
+    new_record,
+)
 from raven.sessions.store import DEFAULT_PAGE_SIZE
 from raven.tools import ToolSource, builtin_tools
 
@@ -154,6 +161,17 @@ class Runtime:
         """The session's transcript (its newest `last` messages) as the events a turn emits."""
         messages = await self.store.call(self.store.messages, session_id, last)
         return list(history_events(messages))
+
+    async def transcript(self, session_id: str) -> list[Message]:
+        """The session's stored messages, in order (for printing or exporting it)."""
+        return await self.store.call(self.store.messages, session_id)
+
+    async def search_sessions(
+        self, text: str, cwd: str | None = None, limit: int = 20
+    ) -> list[SearchHit]:
+        """Sessions whose transcripts hold every word of `text`, best first; each hit's
+        snippet marks the words found between `MATCH_START` and `MATCH_END`."""
+        return await self.store.call(self.store.search, text, cwd, limit)
 
     async def rename_session(self, session_id: str, title: str) -> SessionRecord:
         """Give the session a new title; its subscribers hear of it."""

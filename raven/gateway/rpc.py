@@ -39,7 +39,6 @@ from raven.engine import (
 )
 from raven.errors import RavenError
 from raven.events_json import event_json
-from raven.gateway import contract as c
 from raven.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -51,12 +50,9 @@ from raven.jsonrpc import (
 )
 from raven.messages import TextPart
 from raven.redact import redact_json
+from raven.rpc import contract as c
 
 log = logging.getLogger(__name__)
-
-SESSION_NOT_FOUND = -32002
-REQUEST_NOT_FOUND = -32003
-CURSOR_EXPIRED = -32004
 
 
 class Hub:
@@ -132,7 +128,7 @@ class Hub:
     def settle(self, request_id: str, value: Any) -> None:
         entry = self.pending.get(request_id)
         if entry is None or entry[1].done():
-            raise RpcError(REQUEST_NOT_FOUND, f"No pending request {request_id}")
+            raise RpcError(c.Code.REQUEST_NOT_FOUND, f"No pending request {request_id}")
         entry[1].set_result(value)
 
     def waiting(self, session_id: str) -> list[dict[str, Any]]:
@@ -445,12 +441,12 @@ def _directory(cwd: str) -> Path:
 def _rpc_error(exc: RavenError) -> RpcError:
     """Raven's errors as the contract's codes."""
     if isinstance(exc, SessionNotFound):
-        return RpcError(SESSION_NOT_FOUND, f"Session not found: {exc.session_id}")
+        return RpcError(c.Code.SESSION_NOT_FOUND, f"Session not found: {exc.session_id}")
     if isinstance(exc, UnknownModel | UnknownMode):
         return RpcError(INVALID_PARAMS, str(exc))
     if isinstance(exc, SessionBusy | SessionClosed):
         return RpcError(INVALID_REQUEST, str(exc))
     if isinstance(exc, CursorExpired):
-        return RpcError(CURSOR_EXPIRED, str(exc))
+        return RpcError(c.Code.CURSOR_EXPIRED, str(exc))
     log.error("request failed: %s", exc)
     return RpcError(INTERNAL_ERROR, str(exc))

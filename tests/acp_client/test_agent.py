@@ -293,7 +293,7 @@ async def test_every_frame_raven_sends_a_sub_agent_is_schema_complete(
             "command": sys.executable,
             "args": [
                 "-m",
-                "raven.cli.frametap",
+                "raven.demo.frametap",
                 str(log),
                 "--",
                 child_raven.command,

@@ -37,9 +37,17 @@ class Terminal:
         os.close(slave)
         self.screen = ""
 
-    def expect(self, text: str, timeout: float = 15) -> None:
+    def expect(self, text: str, timeout: float = 15, after: str = "") -> None:
+        """Wait until `text` is on the screen (after the last `after`, if given)."""
         deadline = time.monotonic() + timeout
-        while text not in _ANSI.sub("", self.screen):
+
+        def seen() -> bool:
+            shown = _ANSI.sub("", self.screen)
+            if after:
+                shown = shown[shown.rfind(after) + len(after) :] if after in shown else ""
+            return text in shown
+
+        while not seen():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise AssertionError(f"{text!r} not seen; screen:\n{_ANSI.sub('', self.screen)}")
@@ -49,7 +57,7 @@ class Terminal:
                     self.screen += os.read(self.master, 65536).decode("utf-8", "replace")
                 except OSError:
                     break
-        if text not in _ANSI.sub("", self.screen):
+        if not seen():
             raise AssertionError(f"{text!r} not seen; screen:\n{_ANSI.sub('', self.screen)}")
 
     def mark(self) -> None:

@@ -225,11 +225,11 @@ def test_chat_attached_beside_another_uis_turn_says_so_and_stays_at_the_prompt(
     chat = [*RAVEN, "chat", "--attach", "auto", "--session", sid]
     term = Terminal(chat, {**env, "TERM": "xterm"}, tmp_path)
     try:
-        term.expect("› ")
+        term.expect("› take your time")  # the other UI's turn, replayed here
+        term.expect("› ", after="take your time")
         term.type("me too\n")
         term.expect("not sent: a turn is already running in session")
-        term.mark()
-        term.expect("› ")  # still at the prompt, not gone
+        term.expect("› ", after="not sent")  # still at the prompt, not gone
         assert term.proc.poll() is None
         term.type("/quit\n")
         assert term.proc.wait(DEADLINE_S) == 0

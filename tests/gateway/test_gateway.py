@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -19,17 +20,18 @@ from raven.config import Paths, RavenConfig
 from raven.engine import Runtime
 from raven.gateway.app import HUB, make_app
 from raven.gateway.auth import COOKIE, LOGIN_LINK_TTL_S, Gatekeeper
-from raven.gateway.contract import METHODS, NOTIFICATIONS, openrpc_document
 from raven.gateway.rpc import Peer
+from raven.rpc.contract import METHODS, NOTIFICATIONS, openrpc_document
 from tests.mcp.conftest import free_port
 
 TOKEN = "gateway-test-token-0123456789"
 DOCUMENT = Path(__file__).parents[2] / "rpc-schema" / "openrpc.json"
+REGENERATE = "generated from raven/rpc/contract.py: run `uv run python -m raven.rpc`"
 DEADLINE_S = 10
 
 
 def test_the_committed_document_is_the_one_the_code_builds() -> None:
-    assert json.loads(DOCUMENT.read_text()) == openrpc_document()
+    assert json.loads(DOCUMENT.read_text()) == openrpc_document(), REGENERATE
 
 
 def test_every_declared_method_is_served_and_every_served_method_declared() -> None:
@@ -288,11 +290,20 @@ async def test_who_is_let_in(gateway: Any) -> None:
         assert spent.status == 403
 
 
+def test_the_web_uis_error_codes_are_generated_from_the_contract() -> None:
+    from raven.rpc.contract import codes_module
+    from raven.web import FILES
+
+    assert (FILES / "codes.js").read_text() == codes_module(), REGENERATE
+    assert "CODES.CURSOR_EXPIRED" in (FILES / "app.js").read_text()
+    assert not re.search(r"-320\d\d", (FILES / "app.js").read_text())  # no literal codes
+
+
 def test_the_rpc_reference_in_docs_is_generated_from_the_document() -> None:
-    from raven.gateway.contract import markdown_reference
+    from raven.rpc.contract import markdown_reference
 
     docs = Path(__file__).parents[2] / "docs" / "rpc.md"
-    assert docs.read_text() == markdown_reference()
+    assert docs.read_text() == markdown_reference(), REGENERATE
 
 
 async def test_a_ui_that_reconnects_mid_turn_gets_the_session_back(

@@ -214,7 +214,7 @@ def test_chat_attach_and_the_web_ui_share_one_session_for_a_long_run(
     try:
         term.expect("› hello from the web")  # the session so far, replayed in the terminal
         term.expect("First answer.")
-        term.expect("› ")
+        term.expect("› ", after="First answer.")
         term.mark()
         term.type("write the file\n")
         # The chat's turn shows in the page as it runs, and its approval in both UIs.
@@ -228,7 +228,7 @@ def test_chat_attach_and_the_web_ui_share_one_session_for_a_long_run(
         expect(page.locator(".answer").last).to_have_text("Wrote shared.txt.")
         assert (cwd / "shared.txt").read_text() == "from the chat\n"
 
-        term.expect("› ")
+        term.expect("› ", after="Wrote shared.txt.")
         term.mark()
         send(page, "count slowly")  # the page's turn, followed live in the terminal
         term.expect("› count slowly")

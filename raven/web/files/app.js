@@ -1,6 +1,7 @@
 // The page: session list, one open session, the composer, and the dialogs for approvals and
 // questions. Speaks only Raven RPC (see /rpc-schema/openrpc.json in the repository).
 
+import { CODES } from "./codes.js";
 import { Rpc } from "./rpc.js";
 import { Transcript } from "./transcript.js";
 
@@ -72,7 +73,8 @@ async function resumeSession() {
   try {
     await call("session.subscribe", { sessionId, after: state.current.cursor });
   } catch (error) {
-    if (error.code !== -32004 && error.code !== -32002 && error.code !== -32600) throw error;
+    const reread = [CODES.CURSOR_EXPIRED, CODES.SESSION_NOT_FOUND, CODES.INVALID_REQUEST];
+    if (!reread.includes(error.code)) throw error;
     await openSession(sessionId);
     return;
   }
@@ -277,7 +279,7 @@ async function openSession(sessionId) {
   try {
     detail = await call("session.get", { sessionId });
   } catch (error) {
-    if (error.code === -32002) {
+    if (error.code === CODES.SESSION_NOT_FOUND) {
       state.current = null;
       history.replaceState(null, "", location.pathname);
       showEmpty();
@@ -390,7 +392,7 @@ async function createSession(event) {
     await refreshList();
     await openSession(info.sessionId);
   } catch (failure) {
-    showFieldError(field, error, failure.code === -32602 ? failure.message : `Could not create: ${failure.message}`);
+    showFieldError(field, error, failure.code === CODES.INVALID_PARAMS ? failure.message : `Could not create: ${failure.message}`);
   }
 }
 
@@ -523,7 +525,7 @@ async function askNext() {
     if (note.method === "permission.requested") await approve(note);
     else await answer(note);
   } catch (error) {
-    if (error.code !== -32003) report(error);
+    if (error.code !== CODES.REQUEST_NOT_FOUND) report(error);
   } finally {
     state.asking = null;
   }

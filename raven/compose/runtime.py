@@ -1,4 +1,5 @@
-"""Assembling the runtime a command works with: config, paths, MCP servers and A2A peers."""
+"""The runtime a command works with: config, paths, and the tool sources the config asks
+for (MCP servers, A2A peers, sub-agents), each imported only when configured."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`python -m raven.cli.frametap LOG -- COMMAND...`: run COMMAND on this process's stdio and
+"""`python -m raven.demo.frametap LOG -- COMMAND...`: run COMMAND on this process's stdio and
 append every line that crosses it to LOG, marked `>` (into COMMAND) or `<` (out of it) and
 the milliseconds since the tap started.
 
@@ -38,7 +38,7 @@ def _pump(
 
 def main(argv: list[str]) -> int:
     if len(argv) < 3 or argv[1] != "--":
-        print("usage: python -m raven.cli.frametap LOG -- COMMAND...", file=sys.stderr)
+        print("usage: python -m raven.demo.frametap LOG -- COMMAND...", file=sys.stderr)
         return 2
     lock = threading.Lock()
     started = time.monotonic()

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from raven.cli import demo as demo_module
-from raven.cli.demo import Demo
+from raven.demo import tour as demo_module
+from raven.demo.tour import Demo
 
 
 @pytest.fixture

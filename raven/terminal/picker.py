@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from rich.console import Console
 from rich.markup import escape
 
-from raven.cli.terminal import LineReader
+from raven.terminal.reader import LineReader
 
 UP, DOWN = (b"\x1b[A", b"\x1bOA", b"k"), (b"\x1b[B", b"\x1bOB", b"j")
 ENTER, CANCEL = (b"\r", b"\n"), (b"\x1b", b"q", b"\x03", b"\x04")

@@ -308,7 +308,7 @@ class Demo:
             kind = _event_type(note)
             if kind == "AgentText" and seconds not in (texts[0], texts[-1]):
                 continue  # the streamed text: its first and last chunks
-            lines.append((seconds, f"{note['method']} {kind}".strip()))
+            lines.append((seconds, f"{note[0]} {kind}".strip()))
         ended = next(s for s, n in notes if _event_type(n) == "TurnEnded")
         first, chunks = texts[0], len(texts)
         step.crossed = f"{len(notes)} notifications over one WebSocket"
@@ -347,12 +347,9 @@ class Demo:
         )
 
     def open_web(self) -> None:
-        from raven.cli.gateway_cmd import fresh_login_link, open_in_browser
-
-        link = fresh_login_link(self.gateway_url, self.local)
-        if not open_in_browser(link):
-            self.console.print("no browser to open here; open the link yourself")
-        self.console.print(f"web UI: {link} (one use) — Ctrl-C stops the demo")
+        # `raven web` beside a running gateway: a fresh one-time link, opened if it can be.
+        self.console.print(self.raven_text(["web"]).strip(), markup=False, highlight=False)
+        self.console.print("Ctrl-C stops the demo")
         signal.pause() if hasattr(signal, "pause") else time.sleep(10**9)
 
     # -- helpers ----------------------------------------------------------------------------
@@ -374,7 +371,7 @@ class Demo:
         self.console.print(Panel(Text(body), title=title, title_align="left", expand=True))
 
     def write_local_config(self, peer_origin: str) -> None:
-        tap = [sys.executable, "-m", "raven.cli.frametap", str(self.taps), "--"]
+        tap = [sys.executable, "-m", "raven.demo.frametap", str(self.taps), "--"]
         _write_config(
             self.local,
             {
@@ -551,57 +548,41 @@ class Demo:
         )
 
 
-async def _rpc_turn(
-    url: str, token: str, cwd: Path
-) -> tuple[list[tuple[float, dict[str, Any]]], str]:
+async def _rpc_turn(url: str, token: str, cwd: Path) -> tuple[list[tuple[float, Note]], str]:
     """As a browser would: create a session over Raven RPC and stream one turn; each
     notification with its arrival in seconds after `turn.send`."""
     import asyncio
 
-    import aiohttp
+    from raven.rpc import contract as c
+    from raven.rpc.client import RpcClient
 
-    notes: list[tuple[float, dict[str, Any]]] = []
+    notes: list[tuple[float, Note]] = []
     started = time.perf_counter()
-    async with (
-        aiohttp.ClientSession() as http,
-        http.ws_connect(
-            url.replace("http", "ws", 1) + "/rpc", headers={"Authorization": f"Bearer {token}"}
-        ) as ws,
-    ):
-        ids = iter(range(1, 100))
+    ended = asyncio.Event()
 
-        async def call(method: str, **params: Any) -> Any:
-            request_id = next(ids)
-            await ws.send_json(
-                {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
-            )
-            async with asyncio.timeout(DEADLINE_S):
-                while True:
-                    frame = await ws.receive_json()
-                    if frame.get("id") == request_id:
-                        if "error" in frame:
-                            raise DemoFailed(f"{method}: {frame['error']['message']}")
-                        return frame["result"]
-                    notes.append((time.perf_counter() - started, frame))
+    def on_note(method: str, note: c.Wire) -> None:
+        notes.append((time.perf_counter() - started, (method, note)))
+        if _event_type((method, note)) == "TurnEnded":
+            ended.set()
 
-        await call("system.hello")
-        session = await call("session.create", cwd=str(cwd), model="writer")
+    async with RpcClient.connect(url, token, on_note) as rpc:
+        await rpc.call("system.hello")
+        session = await rpc.call("session.create", c.SessionCreate(cwd=str(cwd), model="writer"))
         notes.clear()
         started = time.perf_counter()
-        await call(
-            "turn.send",
-            sessionId=session["sessionId"],
-            text="Hello over Raven RPC: stream me an answer",
-        )
+        text = "Hello over Raven RPC: stream me an answer"
+        await rpc.call("turn.send", c.TurnSend(session_id=session.session_id, text=text))
         async with asyncio.timeout(DEADLINE_S):
-            while not any(_event_type(n) == "TurnEnded" for _, n in notes):
-                frame = await ws.receive_json()
-                notes.append((time.perf_counter() - started, frame))
-        return notes, session["sessionId"]
+            await ended.wait()
+        return notes, session.session_id
 
 
-def _event_type(note: dict[str, Any]) -> str:
-    event = note.get("params", {}).get("event")
+Note = tuple[str, Any]
+"""A Raven RPC notification: its method and its params (parsed)."""
+
+
+def _event_type(note: Note) -> str:
+    event = getattr(note[1], "event", None)
     return str(event["type"]) if isinstance(event, dict) else ""
 
 

@@ -1,18 +1,21 @@
 """Raven RPC: the methods, notifications and errors the gateway serves, declared once.
 
 These pydantic models are the contract. `openrpc_document()` builds
-`rpc-schema/openrpc.json` from them, and the gateway parses every request with
-them, so the document and the code cannot drift apart. Pure declarations.
+`rpc-schema/openrpc.json` from them (and `codes_module()` the web UI's error codes);
+the gateway parses every request with them and the Python client every answer, so
+the document and the code cannot drift apart. Pure declarations.
 """
 
 from __future__ import annotations
 
+from enum import IntEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from raven import __version__
+from raven.tools.base import Decision, ToolKind
 
 RPC_VERSION = "2.0.0"
 
@@ -140,7 +143,7 @@ class Accepted(Wire):
 
 class PermissionRespond(Wire):
     request_id: str
-    decision: Literal["allow_once", "allow_always", "reject_once", "reject_always"]
+    decision: Decision
 
 
 class QuestionRespond(Wire):
@@ -207,9 +210,9 @@ class PermissionRequested(Wire):
     session_id: str
     call_id: str
     title: str
-    kind: str
+    kind: ToolKind
     raw_input: dict[str, Any]
-    offered: list[str]
+    offered: list[Decision]
 
 
 class QuestionAsked(Wire):
@@ -260,16 +263,30 @@ NOTIFICATIONS: dict[str, tuple[type[Wire], str]] = {
     "request.settled": (RequestSettled, "A permission or question needs no answer anymore."),
 }
 
-ERRORS: dict[int, str] = {
-    -32700: "Parse error: the frame is not JSON",
-    -32600: "Invalid request (also: a turn already runs, or the session is closed)",
-    -32601: "Method not found",
-    -32602: "Invalid params (also: unknown model or mode, a bad cwd)",
-    -32603: "Internal error (details in the gateway's log)",
-    -32002: "Session not found",
-    -32003: "Request not found: that permission or question was already settled",
-    -32004: "Cursor expired: the session's log no longer holds what follows it; call "
-    "session.get again",
+
+class Code(IntEnum):
+    """The error codes of Raven RPC, by name (the web UI gets them as `codes.js`)."""
+
+    PARSE_ERROR = -32700
+    INVALID_REQUEST = -32600
+    METHOD_NOT_FOUND = -32601
+    INVALID_PARAMS = -32602
+    INTERNAL_ERROR = -32603
+    SESSION_NOT_FOUND = -32002
+    REQUEST_NOT_FOUND = -32003
+    CURSOR_EXPIRED = -32004
+
+
+ERRORS: dict[Code, str] = {
+    Code.PARSE_ERROR: "Parse error: the frame is not JSON",
+    Code.INVALID_REQUEST: "Invalid request (also: a turn already runs, or the session is closed)",
+    Code.METHOD_NOT_FOUND: "Method not found",
+    Code.INVALID_PARAMS: "Invalid params (also: unknown model or mode, a bad cwd)",
+    Code.INTERNAL_ERROR: "Internal error (details in the gateway's log)",
+    Code.SESSION_NOT_FOUND: "Session not found",
+    Code.REQUEST_NOT_FOUND: "Request not found: that permission or question was already settled",
+    Code.CURSOR_EXPIRED: "Cursor expired: the session's log no longer holds what follows it; "
+    "call session.get again",
 }
 
 
@@ -300,7 +317,7 @@ def openrpc_document() -> dict[str, Any]:
             {"name": name, "summary": summary, "params": _schema(model)}
             for name, (model, summary) in NOTIFICATIONS.items()
         ],
-        "x-errors": [{"code": code, "message": text} for code, text in ERRORS.items()],
+        "x-errors": [{"code": int(code), "message": text} for code, text in ERRORS.items()],
     }
 
 
@@ -337,4 +354,15 @@ def markdown_reference() -> str:
         lines.append(f"- `{note['name']}`: {note['summary']} Fields: {fields}.")
     lines += ["", "## Errors", "", "| code | meaning |", "|---|---|"]
     lines += [f"| {e['code']} | {e['message']} |" for e in doc["x-errors"]]
+    return "\n".join(lines) + "\n"
+
+
+def codes_module() -> str:
+    """raven/web/files/codes.js: the error codes by name, for the web UI."""
+    lines = [
+        f"// Raven RPC {RPC_VERSION} error codes, from raven/rpc/contract.py; do not edit.",
+        "export const CODES = Object.freeze({",
+        *(f"  {code.name}: {int(code)}," for code in Code),
+        "});",
+    ]
     return "\n".join(lines) + "\n"

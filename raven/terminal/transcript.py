@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.markup import escape
 
+from raven.engine import SessionRecord
 from raven.messages import AssistantMessage, Message, TextPart, ToolResultMessage, UserMessage
 from raven.redact import redact, redact_json
-from raven.sessions import SessionRecord
 
 
 def masked(messages: Sequence[Message]) -> list[Message]:

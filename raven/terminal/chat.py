@@ -1,0 +1,193 @@
+"""`raven chat`: an interactive session in the terminal, on this process's engine.
+
+Streams Markdown answers, shows tool calls live, asks approvals and questions
+inline. Ctrl-C cancels the running turn, never the program; Ctrl-D or /quit exits.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from raven.engine import LiveSession, Runtime
+    from raven.terminal.reader import LineReader
+    from raven.terminal.view import TerminalView
+
+HELP = """commands:
+  /new            start a new session
+  /sessions       list recent sessions
+  /resume [ID]    continue a stored session (no ID: pick one)
+  /model [ID]     list models, or switch model for the next turn
+  /mode [ID]      list modes, or switch mode for the next turn
+  /help           this help
+  /quit           leave (Ctrl-D works too)
+Ctrl-C cancels a running turn."""
+
+PROMPT = "› "
+PICK_LIMIT = 10
+
+
+class Chat:
+    def __init__(self, runtime: Runtime, cwd: Path) -> None:
+        import sys
+
+        from rich.console import Console
+
+        from raven.terminal.reader import LineReader
+        from raven.terminal.view import TerminalView
+
+        self.runtime = runtime
+        self.cwd = cwd
+        self.out: Console = Console(file=sys.stdout, highlight=False)
+        self.err: Console = Console(file=sys.stderr, highlight=False, soft_wrap=True)
+        self.reader: LineReader = LineReader()
+        self.view: TerminalView = TerminalView(self.out, self.err, markdown=True)
+        self.session: LiveSession | None = None
+        self._model: str | None = None
+        self._mode: str | None = None
+
+    async def run(self, session_id: str | None, model: str | None, mode: str | None) -> None:
+        import asyncio
+        import signal
+
+        self._model, self._mode = model, mode
+        if session_id:
+            await self._resume(session_id)
+        else:
+            await self._new()
+        self.err.print("[dim]/help for commands, Ctrl-D to leave[/]")
+        loop = asyncio.get_running_loop()
+
+        def on_interrupt() -> None:
+            if self.session is None or not self.session.cancel_turn():
+                self.err.print("\n[dim](Ctrl-D or /quit to leave)[/]")
+                self.out.print(PROMPT, end="")
+
+        loop.add_signal_handler(signal.SIGINT, on_interrupt)
+        try:
+            while True:
+                self.out.print(PROMPT, end="")
+                line = await self.reader.readline()
+                if line is None:
+                    self.out.print()
+                    return
+                text = line.strip()
+                if not text:
+                    continue
+                if text.startswith("/"):
+                    if not await self._command(text):
+                        return
+                    continue
+                await self._turn(text)
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
+
+    async def _turn(self, text: str) -> None:
+        from raven.engine import run_turn
+        from raven.messages import TextPart
+        from raven.terminal.asker import TerminalAsker
+
+        assert self.session is not None
+        asker = TerminalAsker(self.err, self.reader, self.view, interactive=True)
+        self.view.waiting()
+        await run_turn(self.session, [TextPart(text=text)], asker, self.view)
+        self.view.pause()
+
+    async def _command(self, text: str) -> bool:
+        """Run a slash command; False means leave."""
+        from raven.errors import RavenError
+
+        name, _, arg = text.partition(" ")
+        arg = arg.strip()
+        try:
+            if name in ("/quit", "/exit"):
+                return False
+            if name == "/help":
+                self.err.print(HELP, markup=False)
+            elif name == "/new":
+                await self._new()
+            elif name == "/sessions":
+                await self._list()
+            elif name == "/resume":
+                chosen = arg or await self.pick()
+                if chosen:
+                    await self._resume(chosen)
+            elif name == "/model" and not arg:
+                self._models()
+            elif name == "/mode" and not arg:
+                self._modes()
+            elif name == "/model" and arg:
+                assert self.session is not None
+                await self.runtime.set_model(self.session, arg)
+                self._model = arg
+                self.err.print(f"[dim]model: {arg}[/]")
+            elif name == "/mode" and arg:
+                assert self.session is not None
+                await self.runtime.set_mode(self.session, arg)
+                self._mode = arg
+                self.err.print(f"[dim]mode: {arg}[/]")
+            else:
+                self.err.print(f"[red]unknown or incomplete command {name!r}[/]; try /help")
+        except RavenError as exc:
+            self.err.print(f"[red]{exc}[/]")
+        return True
+
+    async def _new(self) -> None:
+        self.session = await self.runtime.new_session(self.cwd, self._model, self._mode)
+        self._banner()
+
+    async def _resume(self, session_id: str) -> None:
+        from raven.terminal.transcript import print_transcript
+
+        found = await self.runtime.find_session(session_id)
+        self.session = await self.runtime.open_session(found, reopen=True)
+        print_transcript(self.session.record, self.session.history[-20:], self.err)
+        self._banner()
+
+    async def pick(self) -> str | None:
+        """A recent session, chosen with the arrow keys (or by number); None for none."""
+        from raven.terminal.picker import pick
+
+        page = await self.runtime.list_sessions(limit=PICK_LIMIT)
+        if not page.sessions:
+            self.err.print("[dim]no sessions yet[/]")
+            return None
+        lines = [
+            f"{r.updated_at[:16].replace('T', ' ')}  {r.title or '(untitled)'}  {r.cwd}"
+            for r in page.sessions
+        ]
+        index = await pick(lines, self.err, self.reader, "resume which?")
+        return None if index is None else page.sessions[index].id
+
+    async def _list(self) -> None:
+        page = await self.runtime.list_sessions(limit=15)
+        for r in page.sessions:
+            self.err.print(f"[dim]{r.id}[/]  {r.updated_at[:16].replace('T', ' ')}  {r.title}")
+
+    def _models(self) -> None:
+        from raven.config import ECHO_MODEL_ID
+
+        current = self.session.model.id if self.session else None
+        configured = [m.id for m in self.runtime.config.models]
+        ids = dict.fromkeys([*configured, *([current] if current else []), ECHO_MODEL_ID])
+        for model_id in ids:
+            mark = "[green]●[/]" if model_id == current else " "
+            self.err.print(f"{mark} {model_id}")
+        self.err.print("[dim]/model ID switches[/]")
+
+    def _modes(self) -> None:
+        current = self.session.mode.id if self.session and self.session.mode else None
+        if not self.runtime.config.modes:
+            self.err.print("[dim]no modes are declared in the config[/]")
+        for mode in self.runtime.config.modes:
+            mark = "[green]●[/]" if mode.id == current else " "
+            self.err.print(f"{mark} {mode.id}  [dim]{mode.description or mode.name}[/]")
+
+    def _banner(self) -> None:
+        s = self.session
+        assert s is not None
+        mode = s.mode.id if s.mode else "-"
+        self.err.print(f"[bold]raven[/] · session {s.id} · model {s.model.id} · mode {mode}")

@@ -8,11 +8,12 @@ TypedDicts and built by the functions here. Nothing here does I/O.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
 from raven.acp.handshake import PROTOCOL_VERSION
@@ -246,5 +247,118 @@ def read(model: type[M], value: Any) -> M | None:
     """A peer's result as `model`, or None when it does not fit (the caller treats it as "no")."""
     try:
         return model.model_validate(value)
+    except ValidationError:
+        return None
+
+
+# -- what Raven reads as a client (of a sub-agent) ------------------------------------------
+# Lenient as ACP asks: unknown keys are ignored, and what an agent leaves out takes the
+# default Raven shows. Checked against the official SDK's schema (tests/acp/test_protocol.py).
+
+
+class AgentInfo(Wire):
+    name: str | None = None
+    version: str | None = None
+
+
+class InitializeResult(Wire):
+    protocol_version: Any = None
+    agent_info: AgentInfo | None = None
+    agent_capabilities: dict[str, Any] = Field(default_factory=dict)
+
+
+class NewSessionResult(Wire):
+    session_id: str
+
+
+class PromptResult(Wire):
+    stop_reason: str = "end_turn"
+
+
+class OfferedOption(Wire):
+    option_id: str
+    name: str = ""
+    kind: str
+
+
+class ToolCallRef(Wire):
+    """The tool call a permission request is about (the schema's ToolCallUpdate)."""
+
+    tool_call_id: str = ""
+    title: str | None = None
+    kind: str | None = None
+    raw_input: dict[str, Any] | None = None
+
+    @field_validator("raw_input", mode="before")
+    @classmethod
+    def _object_only(cls, value: Any) -> Any:
+        return value if isinstance(value, dict) else None
+
+
+class PermissionRequest(Wire):
+    session_id: str | None = None
+    tool_call: ToolCallRef = Field(default_factory=ToolCallRef)
+    options: list[OfferedOption] = Field(default_factory=list)
+
+
+class ElicitationRequest(Wire):
+    session_id: str | None = None
+    message: str = ""
+    requested_schema: dict[str, Any] = Field(default_factory=dict)
+
+
+class TextChunk(Wire):
+    session_update: Literal["agent_message_chunk"]
+    content: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def text(self) -> str | None:
+        """The chunk's text; None for an image or other content."""
+        if self.content.get("type") != "text":
+            return None
+        return str(self.content.get("text", ""))
+
+
+class ToolCallStart(Wire):
+    session_update: Literal["tool_call"]
+    tool_call_id: str = ""
+    title: str = "a tool call"
+    kind: str = "other"
+    status: str = "pending"
+
+
+class ToolCallChange(Wire):
+    session_update: Literal["tool_call_update"]
+    tool_call_id: str = ""
+    title: str | None = None
+    kind: str | None = None
+    status: str | None = None
+
+
+class PlanEntry(Wire):
+    content: str = ""
+    status: str = "pending"
+
+
+class Plan(Wire):
+    session_update: Literal["plan"]
+    entries: list[PlanEntry] = Field(default_factory=list)
+
+
+ChildUpdate = Annotated[
+    TextChunk | ToolCallStart | ToolCallChange | Plan, Field(discriminator="session_update")
+]
+
+
+@functools.cache
+def _child_update() -> TypeAdapter[ChildUpdate]:
+    return TypeAdapter(ChildUpdate)  # built on first use: `raven acp` as a server never needs it
+
+
+def read_update(update: Any) -> ChildUpdate | None:
+    """A sub-agent's `session/update` payload Raven acts on; None for the kinds it does not
+    show (thoughts, usage, commands) and for one it cannot read."""
+    try:
+        return _child_update().validate_python(update)
     except ValidationError:
         return None

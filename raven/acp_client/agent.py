@@ -14,7 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from raven import __version__
 from raven.acp import protocol as p
@@ -107,7 +107,13 @@ class SubAgent:
                     result = await self._request(
                         p.SESSION_NEW, {"cwd": str(self.cwd), "mcpServers": []}
                     )
-                    self._session_id = str(result["sessionId"])
+                    created = p.read(p.NewSessionResult, result)
+                    if created is None:
+                        raise SubAgentError(
+                            f"sub-agent {self.spec.name} answered session/new without a "
+                            f"session id: {clip(json.dumps(result, default=str), 200)}"
+                        )
+                    self._session_id = created.session_id
         except TimeoutError:
             await self.stop()
             raise SubAgentError(
@@ -153,9 +159,8 @@ class SubAgent:
             ) from None
         finally:
             self._turn = None
-        stop = result.get("stopReason", "end_turn") if isinstance(result, dict) else "end_turn"
-        answer = turn.answer.text()
-        return Outcome(answer, str(stop), turn.decisions)
+        stop = (p.read(p.PromptResult, result) or p.PromptResult()).stop_reason
+        return Outcome(turn.answer.text(), stop, turn.decisions)
 
     async def stop(self) -> None:
         """Stop the child for good and end the connection's tasks."""
@@ -176,17 +181,21 @@ class SubAgent:
     async def handle_request(self, method: str, params: dict[str, Any]) -> Any:
         foreign = not self._ours(params)
         if method == p.REQUEST_PERMISSION:
-            if foreign:
+            asked = p.read(p.PermissionRequest, params)
+            if foreign or asked is None:
                 return {"outcome": {"outcome": "cancelled"}}
-            return await self._permission(params)
+            return await self._permission(asked)
         if method == p.ELICITATION_CREATE:
-            return {"action": "decline"} if foreign else await self._elicit(params)
+            elicited = p.read(p.ElicitationRequest, params)
+            if foreign or elicited is None:
+                return {"action": "decline"}
+            return await self._elicit(elicited)
         raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}", {"method": method})
 
     async def handle_notification(self, method: str, params: dict[str, Any]) -> None:
         if method == p.SESSION_UPDATE and self._turn is not None and self._ours(params):
-            update = params.get("update")
-            if isinstance(update, dict):
+            update = p.read_update(params.get("update"))
+            if update is not None:
                 self._relay(self._turn, update)
 
     def _ours(self, params: dict[str, Any]) -> bool:
@@ -196,26 +205,16 @@ class SubAgent:
         log.info("sub-agent %s: ignored a message for a session Raven did not open", self.spec.name)
         return False
 
-    async def _permission(self, params: dict[str, Any]) -> dict[str, Any]:
-        options = cast(
-            list[p.PermissionOption],
-            [o for o in params.get("options", []) if isinstance(o, dict) and "optionId" in o],
-        )
-        call = params.get("toolCall") if isinstance(params.get("toolCall"), dict) else {}
-        assert isinstance(call, dict)
-        turn = self._turn
-        title = str(
-            call.get("title")
-            or (turn.titles.get(call.get("toolCallId", "")) if turn else "")
-            or "a tool call"
-        )
-        kind = call.get("kind") or (turn.kinds.get(call.get("toolCallId", "")) if turn else None)
+    async def _permission(self, asked: p.PermissionRequest) -> dict[str, Any]:
+        options, call, turn = asked.options, asked.tool_call, self._turn
+        title = call.title or (turn.titles.get(call.tool_call_id) if turn else "") or "a tool call"
+        kind = call.kind or (turn.kinds.get(call.tool_call_id) if turn else None)
         if self.spec.permissions == "ask" and turn is not None and turn.approve is not None:
             chosen = await self._ask_person(turn.approve, options, title, kind, call)
         else:
             chosen = choose(self.spec.permissions, options, kind)
-        picked = next((o for o in options if o["optionId"] == chosen), None)
-        note = f"{picked['kind'].replace('_', ' ')}: {title}" if picked else f"cancelled: {title}"
+        picked = next((o for o in options if o.option_id == chosen), None)
+        note = f"{picked.kind.replace('_', ' ')}: {title}" if picked else f"cancelled: {title}"
         if turn is not None:
             turn.decisions.append(note)
         log.info("sub-agent %s: %s", self.spec.name, note)
@@ -226,96 +225,75 @@ class SubAgent:
     async def _ask_person(
         self,
         approve: Callable[[Permission], Awaitable[Decision]],
-        options: list[p.PermissionOption],
+        options: list[p.OfferedOption],
         title: str,
         kind: str | None,
-        call: dict[str, Any],
+        call: p.ToolCallRef,
     ) -> str | None:
-        offered = tuple(d for d in ALL_DECISIONS if any(o.get("kind") == d for o in options))
+        offered = tuple(d for d in ALL_DECISIONS if any(o.kind == d for o in options))
         if not offered:
             return None
-        raw = call.get("rawInput") if isinstance(call.get("rawInput"), dict) else {}
         decision = await approve(
             Permission(
                 key=f"{self.spec.name}:{kind or title}",
                 title=f"{self.spec.name}: {title}",
                 kind=kind if kind in ("read", "edit", "execute", "fetch") else "other",  # type: ignore[arg-type]
-                raw_input=raw or {},
+                raw_input=call.raw_input or {},
                 offered=offered,
             )
         )
         return pick(options, (decision,))
 
-    async def _elicit(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def _elicit(self, asked: p.ElicitationRequest) -> dict[str, Any]:
         turn = self._turn
         if self.spec.permissions != "ask" or turn is None or turn.ask is None:
             return {"action": "decline"}
-        schema = (
-            params.get("requestedSchema") if isinstance(params.get("requestedSchema"), dict) else {}
-        )
-        assert isinstance(schema, dict)
-        fields = list((schema.get("properties") or {}).keys())
+        properties = asked.requested_schema.get("properties")
+        fields = list(properties) if isinstance(properties, dict) else []
         if len(fields) != 1:
             return {"action": "decline"}
-        answer = await turn.ask(Question(f"{self.spec.name} asks: {params.get('message', '')}"))
+        answer = await turn.ask(Question(f"{self.spec.name} asks: {asked.message}"))
         if answer is None:
             return {"action": "decline"}
         return {"action": "accept", "content": {fields[0]: answer}}
 
-    def _relay(self, turn: _Turn, update: dict[str, Any]) -> None:
+    def _relay(self, turn: _Turn, update: p.ChildUpdate) -> None:
         """The child's updates: its text forms the answer; its tool calls and plan, progress."""
-        kind = update.get("sessionUpdate")
-        if kind == "agent_message_chunk":
-            content = update.get("content")
-            if isinstance(content, dict) and content.get("type") == "text":
-                turn.answer.add(str(content.get("text", "")).encode())
-        elif kind == "tool_call":
-            call_id = str(update.get("toolCallId", ""))
-            title = str(update.get("title", "a tool call"))
-            turn.titles[call_id] = title
-            turn.kinds[call_id] = str(update.get("kind", "other"))
+        name = self.spec.name
+        if isinstance(update, p.TextChunk):
+            if (text := update.text) is not None:
+                turn.answer.add(text.encode())
+        elif isinstance(update, p.ToolCallStart):
+            call_id, title = update.tool_call_id, update.title
+            turn.titles[call_id], turn.kinds[call_id] = title, update.kind
             detail = {
-                "agent": self.spec.name,
+                "agent": name,
                 "toolCallId": call_id,
                 "title": title,
-                "kind": turn.kinds[call_id],
-                "status": update.get("status", "pending"),
+                "kind": update.kind,
+                "status": update.status,
             }
-            turn.progress(Progress(f"{self.spec.name}: → {title}", detail))
-        elif kind == "tool_call_update":
-            call_id = str(update.get("toolCallId", ""))
-            renamed = isinstance(update.get("title"), str) and update["title"]
+            turn.progress(Progress(f"{name}: → {title}", detail))
+        elif isinstance(update, p.ToolCallChange):
+            call_id, renamed = update.tool_call_id, update.title
             if renamed and renamed != turn.titles.get(call_id):
                 turn.titles[call_id] = renamed  # the real title replaces a placeholder
-            if isinstance(update.get("kind"), str):
-                turn.kinds[call_id] = update["kind"]
+            if update.kind is not None:
+                turn.kinds[call_id] = update.kind
             title = turn.titles.get(call_id, call_id)
-            status = update.get("status")
+            status = update.status
             if status in ("completed", "failed"):
                 mark = "✓" if status == "completed" else "✗"
             elif renamed:
                 mark, status = "→", status or "in_progress"
             else:
                 return
-            detail = {
-                "agent": self.spec.name,
-                "toolCallId": call_id,
-                "title": title,
-                "status": status,
-            }
-            turn.progress(Progress(f"{self.spec.name}: {mark} {title}", detail))
-        elif kind == "plan" and isinstance(update.get("entries"), list):
-            steps = [
-                {"content": str(e.get("content", "")), "status": str(e.get("status", "pending"))}
-                for e in update["entries"]
-                if isinstance(e, dict)
-            ]
+            detail = {"agent": name, "toolCallId": call_id, "title": title, "status": status}
+            turn.progress(Progress(f"{name}: {mark} {title}", detail))
+        else:
+            steps = [{"content": e.content, "status": e.status} for e in update.entries]
             lines = "; ".join(s["content"] for s in steps)
-            turn.progress(
-                Progress(
-                    f"{self.spec.name} plans: {lines}", {"agent": self.spec.name, "plan": steps}
-                )
-            )
+            turn.progress(Progress(f"{name} plans: {lines}", {"agent": name, "plan": steps}))
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -331,19 +309,16 @@ class SubAgent:
                 "clientInfo": {"name": "raven", "title": "Raven", "version": __version__},
             },
         )
-        if not isinstance(result, dict) or result.get("protocolVersion") != PROTOCOL_VERSION:
-            got = result.get("protocolVersion") if isinstance(result, dict) else result
+        answered = p.read(p.InitializeResult, result)
+        if answered is None or answered.protocol_version != PROTOCOL_VERSION:
+            got = answered.protocol_version if answered is not None else result
             raise SubAgentError(
                 f"sub-agent {self.spec.name} speaks ACP protocol version {got!r}, "
                 f"not {PROTOCOL_VERSION}"
             )
-        info = result.get("agentInfo") if isinstance(result.get("agentInfo"), dict) else {}
-        assert isinstance(info, dict)
-        caps = result.get("agentCapabilities")
+        info = answered.agent_info or p.AgentInfo()
         return AgentInfo(
-            str(info.get("name", self.spec.name)),
-            str(info.get("version", "")),
-            caps if isinstance(caps, dict) else {},
+            info.name or self.spec.name, info.version or "", answered.agent_capabilities
         )
 
     async def _request(self, method: str, params: dict[str, Any]) -> Any:
@@ -364,7 +339,7 @@ class SubAgent:
                 self._connection.notify(p.SESSION_CANCEL, {"sessionId": self._session_id})
         try:
             settled = await asyncio.wait_for(asyncio.shield(request), CANCEL_GRACE_S)
-            stop = settled.get("stopReason") if isinstance(settled, dict) else None
+            stop = (p.read(p.PromptResult, settled) or p.PromptResult()).stop_reason
             log.info("sub-agent %s: cancelled; it answered %s", self.spec.name, stop)
         except BaseException:
             log.info(

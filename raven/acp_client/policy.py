@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from raven.acp.protocol import PermissionOption
+from raven.acp.protocol import OfferedOption
 
 READING_KINDS = frozenset({"read", "search", "fetch", "think"})
 _ALLOW = ("allow_always", "allow_once")
@@ -20,16 +20,16 @@ _ALLOW_ONCE_FIRST = ("allow_once", "allow_always")
 _REJECT = ("reject_once", "reject_always")
 
 
-def pick(options: Sequence[PermissionOption], kinds: Sequence[str]) -> str | None:
+def pick(options: Sequence[OfferedOption], kinds: Sequence[str]) -> str | None:
     """The id of the first offered option whose kind comes first in `kinds`; None if none."""
     for kind in kinds:
         for option in options:
-            if option.get("kind") == kind:
-                return option["optionId"]
+            if option.kind == kind:
+                return option.option_id
     return None
 
 
-def choose(policy: str, options: Sequence[PermissionOption], tool_kind: str | None) -> str | None:
+def choose(policy: str, options: Sequence[OfferedOption], tool_kind: str | None) -> str | None:
     """The option id `policy` selects for a tool call of `tool_kind`; None means cancelled."""
     if not options:
         return None

@@ -11,16 +11,14 @@ from typing import Any
 
 from raven.acp import protocol as p
 from raven.acp.protocol import ELICITATION_CREATE, REQUEST_PERMISSION, ClientCapabilities
-from raven.engine import ApprovalRequest, Decision, Question, Unanswered
+from raven.engine import DECISION_LABELS, ApprovalRequest, Decision, Question, Unanswered
 from raven.jsonrpc import Connection, ConnectionClosed, RpcError
 
 log = logging.getLogger(__name__)
 
 PERMISSION_OPTIONS: list[p.PermissionOption] = [
-    {"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"},
-    {"optionId": "allow_always", "name": "Always allow", "kind": "allow_always"},
-    {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
-    {"optionId": "reject_always", "name": "Always reject", "kind": "reject_always"},
+    {"optionId": decision, "name": label, "kind": decision}
+    for decision, label in DECISION_LABELS.items()
 ]
 _DECISIONS: dict[str, Decision] = {o["optionId"]: o["kind"] for o in PERMISSION_OPTIONS}
 SKIP_OPTION = "skip"

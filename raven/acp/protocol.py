@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 from pydantic.alias_generators import to_camel
 
 from raven.acp.handshake import PROTOCOL_VERSION
+from raven.errors import invalid_fields
 from raven.jsonrpc import INVALID_PARAMS, RpcError
 
 INITIALIZE = "initialize"
@@ -170,9 +171,7 @@ def parse(model: type[M], params: dict[str, Any]) -> M:
     try:
         return model.model_validate(params)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'params'}: {e['msg']}" for e in exc.errors()
-        )
+        problems = invalid_fields(exc, "params")
         raise RpcError(INVALID_PARAMS, f"Invalid params: {problems}") from None
 
 

@@ -11,7 +11,6 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from raven.acp import protocol as p
@@ -24,6 +23,7 @@ from raven.acp.translate import REPLAY_MAX_MESSAGES, event_update, replay_update
 from raven.config import ConfigError
 from raven.engine import (
     BadCursor,
+    BadDirectory,
     LiveSession,
     NoModelConfigured,
     Runtime,
@@ -36,6 +36,7 @@ from raven.engine import (
     UnknownMode,
     UnknownModel,
     run_turn,
+    session_directory,
 )
 from raven.errors import RavenError
 from raven.jsonrpc import (
@@ -146,7 +147,7 @@ class AcpServer:
 
     async def _new(self, params: dict[str, Any]) -> dict[str, Any]:
         parsed = p.parse(p.NewSessionParams, params)
-        cwd = _absolute_dir(parsed.cwd)
+        cwd = session_directory(parsed.cwd)
         runtime = self._require_runtime()
         live = await runtime.new_session(cwd)
         state = self._sessions[live.id] = _Session(live)
@@ -272,7 +273,7 @@ class AcpServer:
         return state
 
     async def _open(self, parsed: p.OpenSessionParams) -> _Session:
-        _absolute_dir(parsed.cwd)
+        session_directory(parsed.cwd)  # the editor's view of it; the session keeps its own
         live = await self._require_runtime().open_session(parsed.session_id, reopen=True)
         state = self._sessions.get(live.id)
         if state is None or state.live is not live:
@@ -316,18 +317,9 @@ class AcpServer:
         )
 
 
-def _absolute_dir(cwd: str) -> Path:
-    path = Path(cwd)
-    if not path.is_absolute():
-        raise RpcError(INVALID_PARAMS, f"cwd must be an absolute path, got {cwd!r}")
-    if not path.is_dir():
-        raise RpcError(INVALID_PARAMS, f"cwd {cwd!r} is not a directory")
-    return path
-
-
 def _rpc_error(exc: RavenError) -> RpcError:
     """Raven's errors as the JSON-RPC errors an editor sees."""
-    if isinstance(exc, UnknownModel | UnknownMode):
+    if isinstance(exc, UnknownModel | UnknownMode | BadDirectory):
         return RpcError(INVALID_PARAMS, _sentence(str(exc)))
     if isinstance(exc, SessionBusy | SessionClosed):
         return RpcError(INVALID_REQUEST, _sentence(str(exc)))

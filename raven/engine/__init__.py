@@ -7,6 +7,7 @@ emit callable, and translate the events they receive.
 from raven.engine.asker import ApprovalRequest, Asker, Decision, Unanswered
 from raven.engine.errors import (
     BadCursor,
+    BadDirectory,
     CursorExpired,
     NoModelConfigured,
     SessionBusy,
@@ -15,6 +16,7 @@ from raven.engine.errors import (
     TurnStuck,
     UnknownMode,
     UnknownModel,
+    session_directory,
 )
 from raven.engine.events import (
     AgentText,
@@ -41,9 +43,10 @@ from raven.engine.session import LiveSession
 from raven.engine.turn import run_turn, start_turn
 from raven.sessions import SearchHit, SessionPage, SessionRecord
 from raven.sessions.store import MATCH_END, MATCH_START
-from raven.tools import Question
+from raven.tools import DECISION_LABELS, Question
 
 __all__ = [
+    "DECISION_LABELS",
     "MATCH_END",
     "MATCH_START",
     "AgentText",
@@ -51,6 +54,7 @@ __all__ = [
     "ApprovalRequest",
     "Asker",
     "BadCursor",
+    "BadDirectory",
     "CursorExpired",
     "Decision",
     "Emit",
@@ -87,5 +91,6 @@ __all__ = [
     "UsageUpdated",
     "history_events",
     "run_turn",
+    "session_directory",
     "start_turn",
 ]

@@ -5,6 +5,7 @@ RavenError
 │   ├── UnknownModel     a model id that is not configured
 │   ├── UnknownMode      a mode id that is not declared (or none are)
 │   └── NoModelConfigured  no model is set up at all (from the providers)
+├── BadDirectory         a session directory that is not an existing absolute path
 ├── SessionNotFound      no session has that id (from the session store)
 ├── BadCursor            a session-list cursor this store did not give out
 ├── CursorExpired        an event-log cursor this session's log no longer continues
@@ -16,6 +17,8 @@ Each face maps these once, to its protocol's codes.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from raven.config import ConfigError
 from raven.errors import RavenError
@@ -34,6 +37,22 @@ class UnknownMode(ConfigError):
         listed = ", ".join(known) if known else "none are declared in the config"
         super().__init__(f"unknown mode {mode_id!r}; modes: {listed}")
         self.mode_id = mode_id
+
+
+class BadDirectory(RavenError):
+    def __init__(self, cwd: str, problem: str) -> None:
+        super().__init__(f"cwd must be an existing absolute directory; {cwd!r} {problem}")
+        self.cwd = cwd
+
+
+def session_directory(cwd: str | Path) -> Path:
+    """`cwd` as a session's directory: absolute and existing, else `BadDirectory`."""
+    path = Path(cwd)
+    if not path.is_absolute():
+        raise BadDirectory(str(cwd), "is not absolute")
+    if not path.is_dir():
+        raise BadDirectory(str(cwd), "is not a directory")
+    return path
 
 
 class SessionClosed(RavenError):
@@ -72,6 +91,7 @@ class TurnStuck(RavenError):
 
 __all__ = [
     "BadCursor",
+    "BadDirectory",
     "CursorExpired",
     "NoModelConfigured",
     "SessionBusy",
@@ -80,4 +100,5 @@ __all__ = [
     "TurnStuck",
     "UnknownMode",
     "UnknownModel",
+    "session_directory",
 ]

@@ -12,7 +12,13 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from raven.config import ECHO_MODEL_ID, ConfigError, ModelSpec, ModeSpec, Paths, RavenConfig
-from raven.engine.errors import SessionBusy, SessionClosed, UnknownMode, UnknownModel
+from raven.engine.errors import (
+    SessionBusy,
+    SessionClosed,
+    UnknownMode,
+    UnknownModel,
+    session_directory,
+)
 from raven.engine.events import ModeChanged, ModelChanged
 from raven.engine.history import HistoryEvent, history_events
 from raven.engine.session import LiveSession
@@ -117,7 +123,9 @@ class Runtime:
         session_id: str | None = None,
         deferred: bool = False,
     ) -> LiveSession:
-        """A new session; `deferred` stores it with its first message instead of now."""
+        """A new session in `cwd` (`BadDirectory` unless absolute and existing); `deferred`
+        stores it with its first message instead of now."""
+        cwd = session_directory(cwd)
         model = self.model(model_id)
         mode = self.mode(mode_id)
         provider = self.provider(model)

@@ -34,6 +34,7 @@ from raven.engine.events import (
 )
 from raven.engine.prompt import system_prompt
 from raven.engine.session import LiveSession
+from raven.errors import invalid_fields
 from raven.messages import (
     AssistantMessage,
     Part,
@@ -543,10 +544,7 @@ async def _ask(session: LiveSession, asker: Asker, question: Question) -> str | 
 
 def _invalid(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in exc.errors()
-        )
-        return f"Invalid arguments: {problems}"
+        return f"Invalid arguments: {invalid_fields(exc, 'arguments')}"
     return f"Invalid arguments: {exc}"
 
 

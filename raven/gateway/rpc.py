@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from raven.config import ConfigError
 from raven.engine import (
     ApprovalRequest,
+    BadDirectory,
     CursorExpired,
     Decision,
     LiveSession,
@@ -37,7 +38,7 @@ from raven.engine import (
     UnknownModel,
     start_turn,
 )
-from raven.errors import RavenError
+from raven.errors import RavenError, invalid_fields
 from raven.events_json import event_json
 from raven.jsonrpc import (
     INTERNAL_ERROR,
@@ -261,10 +262,7 @@ class Peer:
         try:
             parsed = params_model.model_validate(params)
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or 'params'}: {e['msg']}"
-                for e in exc.errors()
-            )
+            problems = invalid_fields(exc, "params")
             raise RpcError(INVALID_PARAMS, f"Invalid params: {problems}") from None
         try:
             result = await self._handlers[method](parsed)
@@ -281,7 +279,7 @@ class Peer:
         return c.Hello(cwd=str(Path.cwd()))
 
     async def _session_create(self, p: c.SessionCreate) -> c.SessionInfo:
-        live = await self._hub.runtime.new_session(_directory(p.cwd), p.model, p.mode)
+        live = await self._hub.runtime.new_session(Path(p.cwd), p.model, p.mode)
         self._hub.watch(live, self)
         return self._info(live.record)
 
@@ -431,18 +429,11 @@ def _ignore(event: TurnEvent) -> None:
     """A gateway turn's events reach its UIs through the session's log."""
 
 
-def _directory(cwd: str) -> Path:
-    path = Path(cwd)
-    if not path.is_absolute() or not path.is_dir():
-        raise RpcError(INVALID_PARAMS, f"cwd must be an existing absolute directory: {cwd}")
-    return path
-
-
 def _rpc_error(exc: RavenError) -> RpcError:
     """Raven's errors as the contract's codes."""
     if isinstance(exc, SessionNotFound):
         return RpcError(c.Code.SESSION_NOT_FOUND, f"Session not found: {exc.session_id}")
-    if isinstance(exc, UnknownModel | UnknownMode):
+    if isinstance(exc, UnknownModel | UnknownMode | BadDirectory):
         return RpcError(INVALID_PARAMS, str(exc))
     if isinstance(exc, SessionBusy | SessionClosed):
         return RpcError(INVALID_REQUEST, str(exc))

@@ -1,7 +1,7 @@
 """Raven RPC: the methods, notifications and errors the gateway serves, declared once.
 
 These pydantic models are the contract. `openrpc_document()` builds
-`rpc-schema/openrpc.json` from them (and `codes_module()` the web UI's error codes);
+`rpc-schema/openrpc.json` from them (and `web_module()` what the web UI takes from it);
 the gateway parses every request with them and the Python client every answer, so
 the document and the code cannot drift apart. Pure declarations.
 """
@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from raven import __version__
-from raven.tools.base import Decision, ToolKind
+from raven.tools.base import DECISION_LABELS, Decision, ToolKind
 
 RPC_VERSION = "2.0.0"
 
@@ -265,7 +265,7 @@ NOTIFICATIONS: dict[str, tuple[type[Wire], str]] = {
 
 
 class Code(IntEnum):
-    """The error codes of Raven RPC, by name (the web UI gets them as `codes.js`)."""
+    """The error codes of Raven RPC, by name (the web UI gets them in `contract.js`)."""
 
     PARSE_ERROR = -32700
     INVALID_REQUEST = -32600
@@ -357,12 +357,16 @@ def markdown_reference() -> str:
     return "\n".join(lines) + "\n"
 
 
-def codes_module() -> str:
-    """raven/web/files/codes.js: the error codes by name, for the web UI."""
+def web_module() -> str:
+    """raven/web/files/contract.js: the error codes by name and the approval answers'
+    labels, for the web UI."""
     lines = [
-        f"// Raven RPC {RPC_VERSION} error codes, from raven/rpc/contract.py; do not edit.",
+        f"// Raven RPC {RPC_VERSION}, from raven/rpc/contract.py; do not edit.",
         "export const CODES = Object.freeze({",
         *(f"  {code.name}: {int(code)}," for code in Code),
+        "});",
+        "export const DECISIONS = Object.freeze({",
+        *(f'  {decision}: "{label}",' for decision, label in DECISION_LABELS.items()),
         "});",
     ]
     return "\n".join(lines) + "\n"

@@ -7,6 +7,7 @@ approvals and progress go through the callables in their context.
 
 from raven.tools.base import (
     ALL_DECISIONS,
+    DECISION_LABELS,
     Capped,
     Decision,
     FileDiff,
@@ -26,6 +27,7 @@ from raven.tools.registry import builtin_tools
 
 __all__ = [
     "ALL_DECISIONS",
+    "DECISION_LABELS",
     "Capped",
     "Decision",
     "FileDiff",

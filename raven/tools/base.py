@@ -59,6 +59,14 @@ class ToolOutput:
 
 Decision = Literal["allow_once", "allow_always", "reject_once", "reject_always"]
 ALL_DECISIONS: tuple[Decision, ...] = ("allow_once", "allow_always", "reject_once", "reject_always")
+DECISION_LABELS: dict[Decision, str] = {
+    "allow_once": "Allow once",
+    "allow_always": "Always allow",
+    "reject_once": "Reject",
+    "reject_always": "Always reject",
+}
+"""How every face names the answers to an approval (the editor's options, the web UI's
+buttons)."""
 
 
 @dataclass(frozen=True)

@@ -290,11 +290,11 @@ async def test_who_is_let_in(gateway: Any) -> None:
         assert spent.status == 403
 
 
-def test_the_web_uis_error_codes_are_generated_from_the_contract() -> None:
-    from raven.rpc.contract import codes_module
+def test_the_web_uis_error_codes_and_labels_are_generated_from_the_contract() -> None:
+    from raven.rpc.contract import web_module
     from raven.web import FILES
 
-    assert (FILES / "codes.js").read_text() == codes_module(), REGENERATE
+    assert (FILES / "contract.js").read_text() == web_module(), REGENERATE
     assert "CODES.CURSOR_EXPIRED" in (FILES / "app.js").read_text()
     assert not re.search(r"-320\d\d", (FILES / "app.js").read_text())  # no literal codes
 

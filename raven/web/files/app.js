@@ -1,19 +1,13 @@
 // The page: session list, one open session, the composer, and the dialogs for approvals and
 // questions. Speaks only Raven RPC (see /rpc-schema/openrpc.json in the repository).
 
-import { CODES } from "./codes.js";
+import { CODES, DECISIONS } from "./contract.js";
 import { Rpc } from "./rpc.js";
 import { Transcript } from "./transcript.js";
 
 const $ = (id) => document.getElementById(id);
 const PAGE_SIZE = 30;
 const LIST_REFRESH_MS = 15000;
-const DECISIONS = {
-  allow_once: "Allow once",
-  allow_always: "Allow always",
-  reject_once: "Reject",
-  reject_always: "Always reject",
-};
 
 const state = {
   rpc: null,

@@ -80,6 +80,13 @@ SCRIPTS: dict[str, list[dict[str, Any]]] = {
         {"text": "Planned."},
     ],
     "long": [{"text": "never shown", "delayMs": 60_000}],
+    "drop": [
+        {
+            "text": "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi "
+            "omicron pi rho sigma tau upsilon",
+            "wordDelayMs": 150,
+        }
+    ],
     "shared": [
         {"text": "First answer."},
         call("write_file", path="shared.txt", content="from the chat\n"),

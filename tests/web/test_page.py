@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.sync_api import Page, expect
@@ -195,6 +196,34 @@ def test_reload_mid_turn_restores_the_session_and_its_question(page: Page, web: 
     dialog.get_by_role("button", name="Allow once").click()
     expect(page.locator(".answer").last).to_have_text("Written after the reload.")
     assert (cwd / "late.txt").read_text() == "late\n"
+
+
+def test_a_dropped_connection_resumes_where_the_page_left_off(page: Page, web: WebGateway) -> None:
+    sockets: list[Any] = []
+
+    def through(ws: Any) -> None:  # the page's socket, passed on to the gateway as it is
+        ws.connect_to_server()
+        sockets.append(ws)
+
+    page.route_web_socket(re.compile(r"/rpc$"), through)
+    login(page, web.login_link())
+    new_session(page, work_dir(web, "drop"), "drop")
+    send(page, "recite")
+    answer = page.locator(".answer").last
+    expect(answer).to_contain_text("gamma")
+    answer.evaluate("node => { node.dataset.kept = 'yes'; }")  # the node on screen now
+
+    sockets[-1].close()  # the network drops mid-answer; the turn goes on in the gateway
+    expect(page.locator("#status")).to_have_text("Offline: reconnecting…")
+    expect(page.locator("#status")).to_have_text("Online")
+    whole = (
+        "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi "
+        "omicron pi rho sigma tau upsilon"
+    )
+    expect(answer).to_have_text(whole)  # every word once: what was missed, then live
+    expect(page.locator(".answer[data-kept='yes']")).to_have_count(1)  # not redrawn
+    expect(page.locator(".turn-end").last).to_have_attribute("data-stop-reason", "end_turn")
+    assert len(sockets) == 2
 
 
 def test_chat_attach_and_the_web_ui_share_one_session_for_a_long_run(

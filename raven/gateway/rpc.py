@@ -67,8 +67,9 @@ class Hub:
         """request id → (session id, the answer to come, the announcement)."""
         self.turns: set[asyncio.Task[Any]] = set()
         self._ids = itertools.count(1)
-        self._last: dict[str, tuple[Logged, dict[str, Any]]] = {}
-        """session id → its newest event as sent, made once for all of its UIs."""
+        self._last: dict[str, tuple[Logged, bytes]] = {}
+        """session id → its newest event as a frame, made (and redacted) once for all of
+        its UIs."""
 
     def broadcast(self, method: str, params: c.Wire) -> None:
         """To every UI (a question waiting shows in each UI's session list, whichever
@@ -87,7 +88,7 @@ class Hub:
         peer.unwatch(live.id)
 
         def send(entry: Logged) -> None:
-            peer.notify("session.event", self._note(live.id, entry))
+            peer.send_frame(self._frame(live.id, entry, peer))
 
         peer.following[live.id] = (live, live.follow(send, after))
 
@@ -95,7 +96,7 @@ class Hub:
         followed = peer.following.get(live.id)
         return followed is not None and followed[0] is live and not live.closed
 
-    def _note(self, session_id: str, entry: Logged) -> dict[str, Any]:
+    def _frame(self, session_id: str, entry: Logged, peer: Peer) -> bytes:
         last = self._last.get(session_id)
         if last is not None and last[0] is entry:
             return last[1]
@@ -103,8 +104,9 @@ class Hub:
             session_id=session_id, cursor=entry.cursor, event=event_json(entry.event)
         )
         body = note.model_dump(mode="json", by_alias=True)
-        self._last[session_id] = (entry, body)
-        return body
+        frame = peer.connection.encode_notification("session.event", body)
+        self._last[session_id] = (entry, frame)
+        return frame
 
     def forget(self, peer: Peer) -> None:
         self.peers.discard(peer)
@@ -222,8 +224,18 @@ class Peer:
         self.reader.feed_data(text.encode() + b"\n")
 
     def notify(self, method: str, params: dict[str, Any]) -> None:
+        if self._takes_more():
+            self.connection.notify(method, params)
+
+    def send_frame(self, frame: bytes) -> None:
+        """A notification already encoded (and redacted) by one of the UIs' connections:
+        they all share the same outbound pass."""
+        if self._takes_more():
+            self.connection.send_encoded(frame)
+
+    def _takes_more(self) -> bool:
         if self.dropped:
-            return
+            return False
         if self._behind():
             log.warning(
                 "a Raven RPC socket takes nothing more (%d frames, %d bytes waiting); dropped",
@@ -231,8 +243,8 @@ class Peer:
                 self.connection.backlog_bytes,
             )
             self.hang_up()
-            return
-        self.connection.notify(method, params)
+            return False
+        return True
 
     def unwatch(self, session_id: str) -> None:
         followed = self.following.pop(session_id, None)

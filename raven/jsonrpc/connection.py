@@ -112,6 +112,16 @@ class Connection:
         """Queue a notification; frames leave in the order they were queued."""
         self._send({"jsonrpc": "2.0", "method": method, "params": params})
 
+    def encode_notification(self, method: str, params: dict[str, Any]) -> bytes:
+        """The frame `notify` would queue (its outbound pass applied), for sending one
+        notification to many peers that share that pass with `send_encoded`."""
+        return self._encode({"jsonrpc": "2.0", "method": method, "params": params})
+
+    def send_encoded(self, data: bytes) -> None:
+        """Queue a frame `encode_notification` made."""
+        self._outbox_bytes += len(data)
+        self._outbox.put_nowait(data)
+
     async def request(self, method: str, params: dict[str, Any], timeout_s: float) -> Any:
         """Send a request and wait at most `timeout_s` for its result.
 
@@ -136,11 +146,12 @@ class Connection:
             self._pending.pop(request_id, None)
 
     def _send(self, message: dict[str, Any]) -> None:
+        self.send_encoded(self._encode(message))
+
+    def _encode(self, message: dict[str, Any]) -> bytes:
         if self._outbound is not None:
             message = self._outbound(message)
-        data = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
-        self._outbox_bytes += len(data)
-        self._outbox.put_nowait(data)
+        return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
 
     async def _drain_outbox(self) -> None:
         while (data := await self._outbox.get()) is not None:

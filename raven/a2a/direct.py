@@ -54,14 +54,20 @@ class _Live:
     runner: asyncio.Task[None] | None = None
     """The executor's `execute` for the latest message; done while the task waits for input."""
     subscribers: set[asyncio.Queue[Event | None]] = field(default_factory=set)
+    """A send's stream: it ends when the task ends or waits for input."""
+    watchers: set[asyncio.Queue[Event | None]] = field(default_factory=set)
+    """SubscribeToTask's streams: they go on through input-required until the task ends."""
     cancelling: bool = False
     progressed: asyncio.Event = field(default_factory=asyncio.Event)
     """Set by each event the runner sends; cleared when a message starts it."""
 
-    def close_streams(self) -> None:
-        for queue in self.subscribers:
-            queue.put_nowait(None)
-        self.subscribers.clear()
+    def close_streams(self, ended: bool = False) -> None:
+        """End the sends' streams; with `ended` (a terminal state), the watchers' too."""
+        closing = [self.subscribers, *([self.watchers] if ended else [])]
+        for queues in closing:
+            for queue in queues:
+                queue.put_nowait(None)
+            queues.clear()
 
 
 class _Sink(EventQueue):
@@ -77,10 +83,10 @@ class _Sink(EventQueue):
         self._live.progressed.set()
         if isinstance(event, Task):  # the store keeps this very object and updates it
             event = _copy(event)
-        for queue in self._live.subscribers:
+        for queue in (*self._live.subscribers, *self._live.watchers):
             queue.put_nowait(event)
         if task is not None and task.status.state in SETTLED:
-            self._live.close_streams()
+            self._live.close_streams(ended=task.status.state in TERMINAL_TASK_STATES)
 
 
 class DirectTasks:
@@ -105,12 +111,15 @@ class DirectTasks:
         return task_id in self._live
 
     async def aclose(self) -> None:
-        """Wait for the runners (the executor's `aclose` has stopped their turns)."""
+        """Wait for the runners (the executor's `aclose` has stopped their turns), then end
+        every stream still open (a parked task's watchers)."""
         runners = [live.runner for live in self._live.values() if live.runner is not None]
         if runners:
             _, pending = await asyncio.wait(runners, timeout=CANCEL_WAIT_S)
             for runner in pending:
                 runner.cancel()
+        for live in self._live.values():
+            live.close_streams(ended=True)
 
     async def send(self, request: SendMessageRequest, context: ServerCallContext) -> Task:
         """Run the message's turn; the task once it ends or waits for input, or with
@@ -138,16 +147,17 @@ class DirectTasks:
         return _events(live, queue, first)
 
     async def subscribe(self, task_id: str, context: ServerCallContext) -> AsyncIterator[Event]:
-        """The task as it is, then its events until it ends or waits for input."""
+        """The task as it is, then its events until it ends: a task waiting for input keeps
+        the stream open, and its follow-up's events come on it (A2A 1.0, STREAM-SUB-002)."""
         live = self._live[task_id]
         task = await self._store.get(task_id, context)
         if task is None:
             raise TaskNotFoundError()
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
-        if live.runner is not None and not live.runner.done():
-            live.subscribers.add(queue)
+        if task.status.state in TERMINAL_TASK_STATES:
+            queue.put_nowait(None)
         else:
-            queue.put_nowait(None)  # nothing more happens until a follow-up
+            live.watchers.add(queue)
         return _events(live, queue, _copy(task))
 
     async def cancel(self, task_id: str, context: ServerCallContext) -> Task:
@@ -237,6 +247,7 @@ class DirectTasks:
         return task
 
     def _end(self, live: _Live) -> None:
+        live.close_streams(ended=True)
         self._live.pop(live.task_id, None)
 
 
@@ -250,6 +261,7 @@ async def _events(
             yield event
     finally:
         live.subscribers.discard(queue)
+        live.watchers.discard(queue)
 
 
 def _copy(task: Task) -> Task:

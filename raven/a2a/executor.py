@@ -169,16 +169,11 @@ class _JobAsker:
     """Asks the people at hand first (on the gateway, its UIs), then the peer through the
     task: a question the peer must answer parks the task in input-required."""
 
-    def __init__(self, job: _Job, policy: str, local: Asker | None) -> None:
+    def __init__(self, job: _Job, local: Asker | None) -> None:
         self._job = job
-        self._policy = policy
         self._local = local
 
     async def approve(self, request: ApprovalRequest) -> Decision | Unanswered:
-        if self._policy == "auto":
-            return "allow_once"
-        if self._policy == "deny":
-            return "refused"
         if self._local is not None:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(LOCAL_WINDOW_S):
@@ -386,13 +381,10 @@ class RavenExecutor(AgentExecutor):
             stop = await run_turn(
                 job.session,
                 [TextPart(text=prompt)],
-                _JobAsker(
-                    job,
-                    self._settings.approvals,
-                    self._local(job.session.id) if self._local else None,
-                ),
+                _JobAsker(job, self._local(job.session.id) if self._local else None),
                 emit,
                 job.cancel,
+                approvals=self._settings.approvals,  # the engine applies it, after the mode's
             )
             error = ended[-1].error if ended else None
             job.events.put_nowait(_Done(stop, "".join(text), error))

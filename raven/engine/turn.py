@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from raven.config.schema import ApprovalPolicy
 from raven.engine.asker import ApprovalRequest, Asker, Decision, Unanswered
 from raven.engine.events import (
     PARAGRAPH,
@@ -91,8 +92,13 @@ async def run_turn(
     asker: Asker,
     emit: Emit,
     cancel: asyncio.Event | None = None,
+    approvals: ApprovalPolicy = "ask",
 ) -> StopReason:
     """Run one turn of `session` on `prompt`; the last event emitted is always `TurnEnded`.
+
+    Each tool call needing approval is decided by the session's mode (`auto`, `deny`),
+    then by `approvals`, the face's own standing policy (A2A's `approvals` setting), then
+    by what the session remembers, then by the asker.
 
     `session.cancel_turn()`, setting `cancel`, or cancelling the calling task stops
     the model stream and any running command; the turn then ends `cancelled`. Every
@@ -101,7 +107,7 @@ async def run_turn(
     `SessionClosed` or `SessionBusy` (before anything else) when the session is closed
     or a turn already runs in it.
     """
-    return await start_turn(session, prompt, asker, emit, cancel)
+    return await start_turn(session, prompt, asker, emit, cancel, approvals)
 
 
 def start_turn(
@@ -110,13 +116,15 @@ def start_turn(
     asker: Asker,
     emit: Emit,
     cancel: asyncio.Event | None = None,
+    approvals: ApprovalPolicy = "ask",
 ) -> asyncio.Task[StopReason]:
     """`run_turn` as a task, for a face that answers before the turn ends: the session is
     taken for the turn before this returns, so `SessionClosed` and `SessionBusy` are raised
     here, and a second turn can never start beside it."""
     stopped = session.reserve()
-    logged = _logging(session, emit)
-    task = asyncio.create_task(_run_reserved(session, prompt, asker, logged, stopped, cancel))
+    logged, turn_asker = _logging(session, emit), _TurnAsker(asker, approvals)
+    work = _run_reserved(session, prompt, turn_asker, logged, stopped, cancel)
+    task = asyncio.create_task(work)
     task.add_done_callback(lambda _: session.free())  # also when cancelled before it began
     return task
 
@@ -124,7 +132,7 @@ def start_turn(
 async def _run_reserved(
     session: LiveSession,
     prompt: Sequence[Part],
-    asker: Asker,
+    asker: _TurnAsker,
     emit: Emit,
     stopped: asyncio.Event,
     cancel: asyncio.Event | None,
@@ -155,7 +163,7 @@ def _logging(session: LiveSession, emit: Emit) -> Emit:
 async def _run_claimed(
     session: LiveSession,
     prompt: Sequence[Part],
-    asker: Asker,
+    asker: _TurnAsker,
     emit: Emit,
     stopped: asyncio.Event,
     cancel: asyncio.Event | None,
@@ -192,7 +200,7 @@ async def _stop(work: asyncio.Task[tuple[StopReason, str | None]]) -> None:
 
 
 async def _turn(
-    session: LiveSession, prompt: list[Part], asker: Asker, emit: Emit
+    session: LiveSession, prompt: list[Part], asker: _TurnAsker, emit: Emit
 ) -> tuple[StopReason, str | None]:
     try:
         return await _loop(session, prompt, asker, emit), None
@@ -208,7 +216,9 @@ async def _turn(
         return "end_turn", message
 
 
-async def _loop(session: LiveSession, prompt: list[Part], asker: Asker, emit: Emit) -> StopReason:
+async def _loop(
+    session: LiveSession, prompt: list[Part], asker: _TurnAsker, emit: Emit
+) -> StopReason:
     title = None if session.record.title else (_title_from(prompt) or None)
     # The prompt's commit overlaps the first model call; the store keeps write order.
     stored = session.commit_soon(UserMessage(parts=prompt), title)
@@ -222,7 +232,7 @@ async def _loop(session: LiveSession, prompt: list[Part], asker: Asker, emit: Em
         await asyncio.shield(stored)
 
 
-async def _steps(session: LiveSession, asker: Asker, emit: Emit) -> StopReason:
+async def _steps(session: LiveSession, asker: _TurnAsker, emit: Emit) -> StopReason:
     spoke = False
     for _ in range(session.limits.max_turn_steps):
         for text in session.take_steering():
@@ -345,7 +355,7 @@ async def _no_answer(question: Question) -> str | None:
 
 
 async def _run_tools(
-    session: LiveSession, calls: Sequence[ToolCall], asker: Asker, emit: Emit
+    session: LiveSession, calls: Sequence[ToolCall], asker: _TurnAsker, emit: Emit
 ) -> None:
     """Run one step's tool calls; their results are committed in the model's order.
 
@@ -355,11 +365,10 @@ async def _run_tools(
     """
     tools = {t.name: t for t in session.offered_tools()}
     slots = asyncio.Semaphore(MAX_PARALLEL_TOOLS)
-    turn_asker = _OneAtATime(asker)
     async with asyncio.TaskGroup() as group:
         running = []
         for call in calls:
-            ready = await _prepare(session, tools.get(call.name), call, turn_asker, emit)
+            ready = await _prepare(session, tools.get(call.name), call, asker, emit)
             if isinstance(ready, ToolOutput):
                 output: asyncio.Future[ToolOutput] = asyncio.get_running_loop().create_future()
                 output.set_result(ready)
@@ -371,7 +380,7 @@ async def _run_tools(
 
 
 async def _prepare(
-    session: LiveSession, tool: Tool | None, call: ToolCall, asker: Asker, emit: Emit
+    session: LiveSession, tool: Tool | None, call: ToolCall, asker: _TurnAsker, emit: Emit
 ) -> tuple[Tool, ToolCall, Any, ToolContext] | ToolOutput:
     """Validate, announce and approve one call: what to run, or the result it already has."""
     ctx = _context(session, call, asker, emit)
@@ -424,7 +433,7 @@ async def _execute(
             return ToolOutput(f"{tool.name} failed: {type(exc).__name__}: {exc}", is_error=True)
 
 
-def _context(session: LiveSession, call: ToolCall, asker: Asker, emit: Emit) -> ToolContext:
+def _context(session: LiveSession, call: ToolCall, asker: _TurnAsker, emit: Emit) -> ToolContext:
     """What a tool may use: the session's cwd and limits, and the face, through the engine."""
 
     async def approve(permission: Permission) -> Decision:
@@ -452,11 +461,13 @@ def _context(session: LiveSession, call: ToolCall, asker: Asker, emit: Emit) -> 
     )
 
 
-class _OneAtATime:
-    """An asker that lets one approval or question through at a time, in call order."""
+class _TurnAsker:
+    """The face's asker for one turn: one approval or question at a time, in call order,
+    with the face's standing approval policy beside it."""
 
-    def __init__(self, asker: Asker) -> None:
+    def __init__(self, asker: Asker, standing: ApprovalPolicy) -> None:
         self._asker = asker
+        self.standing = standing
         self._lock = asyncio.Lock()
 
     async def approve(self, request: ApprovalRequest) -> Decision | Unanswered:
@@ -492,10 +503,13 @@ def _result(call: ToolCall, output: ToolOutput) -> ToolResultMessage:
 
 
 async def _decide(
-    session: LiveSession, asker: Asker, request: ApprovalRequest
+    session: LiveSession, asker: _TurnAsker, request: ApprovalRequest
 ) -> Decision | Unanswered:
-    """The session's answer: its mode's policy, then what it remembers, then the asker."""
+    """The session's answer: its mode's policy, then the face's, then what it remembers,
+    then the asker."""
     policy = session.mode.approvals if session.mode else "ask"
+    if policy == "ask":
+        policy = asker.standing
     if policy == "auto":
         return _offered_like("allow_once", request.offered)
     if policy == "deny":
@@ -533,7 +547,7 @@ def _offered_like(wanted: Decision, offered: Sequence[Decision]) -> Decision:
     return same_side[0] if same_side else wanted
 
 
-async def _ask(session: LiveSession, asker: Asker, question: Question) -> str | None:
+async def _ask(session: LiveSession, asker: _TurnAsker, question: Question) -> str | None:
     try:
         async with asyncio.timeout(session.limits.question_timeout_s):
             return await asker.ask(question)

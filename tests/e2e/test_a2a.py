@@ -278,6 +278,33 @@ async def test_subscribe_follows_a_running_task_with_the_sdk_client(serve: Any) 
         await http.aclose()
 
 
+async def test_subscribe_to_a_task_waiting_for_input_stays_open_until_it_ends(
+    serve: Any,
+) -> None:
+    server = serve([asks("Which branch?"), {"text": "Deployed on dev."}])
+    parked = server.call("SendMessage", message("deploy"))["result"]["task"]
+    assert parked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    client, http = await sdk_client(server, streaming=True)
+    try:
+        stream = client.subscribe(SubscribeToTaskRequest(id=parked["id"]))
+        first = await anext(stream)  # the task as it is: waiting for input
+        assert first.task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        answer = message("dev", taskId=parked["id"]) | {
+            "configuration": {"returnImmediately": True}
+        }
+        answered = asyncio.create_task(asyncio.to_thread(server.call, "SendMessage", answer))
+        rest = [update async for update in stream]  # the follow-up's events, on this stream
+        await answered
+    finally:
+        await client.close()
+        await http.aclose()
+    states = [u.status_update.status.state for u in rest if u.HasField("status_update")]
+    assert states[0] == TaskState.TASK_STATE_WORKING
+    assert states[-1] == TaskState.TASK_STATE_COMPLETED
+    final = [u for u in rest if u.HasField("status_update")][-1]
+    assert get_message_text(final.status_update.status.message) == "Deployed on dev."
+
+
 async def test_streaming_with_the_sdk_client(serve: Any) -> None:
     server = serve([{"text": "streamed by sdk"}])
     client, http = await sdk_client(server, streaming=True)

@@ -182,6 +182,29 @@ async def test_read_tools_never_ask_and_modes_decide(
     assert runtime.store.get(session.id).mode == "ro"
 
 
+async def test_a_faces_standing_policy_decides_after_the_mode(
+    make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    write = {"toolCalls": [call("write_file", path="w.txt", content="x")]}
+    runtime = make_runtime(
+        [write, {"text": "ok"}, write, {"text": "ok"}, write, {"text": "ok"}],
+        modes=[{"id": "ask", "name": "Ask"}, {"id": "ro", "name": "RO", "approvals": "deny"}],
+    )
+    session = await runtime.new_session(tmp_path)
+    asker = RecordingAsker(decisions=["allow_once"])
+    denied = Events()
+    await run_turn(session, prompt("a"), asker, denied.append, approvals="deny")
+    assert not (tmp_path / "w.txt").exists() and asker.approvals == []  # nobody asked
+    results = [e.content for e in denied.of(ToolCallUpdated) if e.status == "failed"]
+    assert results and results[0].startswith("Not run: refused by policy")
+    await run_turn(session, prompt("b"), asker, Events().append, approvals="auto")
+    assert (tmp_path / "w.txt").exists() and asker.approvals == []
+    (tmp_path / "w.txt").unlink()
+    await runtime.set_mode(session, "ro")  # the mode's own policy comes first
+    await run_turn(session, prompt("c"), asker, Events().append, approvals="auto")
+    assert not (tmp_path / "w.txt").exists()
+
+
 async def test_mode_tool_filter_hides_tools(make_runtime: MakeRuntime, tmp_path: Path) -> None:
     modes = [{"id": "ro", "name": "RO", "tools": {"allow": ["read_*", "list_dir"]}}]
     runtime = make_runtime(

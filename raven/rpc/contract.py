@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from raven import __version__
+from raven.jsonrpc import errors as jsonrpc
 from raven.tools.base import DECISION_LABELS, Decision, ToolKind
 
 RPC_VERSION = "2.0.0"
@@ -267,11 +268,11 @@ NOTIFICATIONS: dict[str, tuple[type[Wire], str]] = {
 class Code(IntEnum):
     """The error codes of Raven RPC, by name (the web UI gets them in `contract.js`)."""
 
-    PARSE_ERROR = -32700
-    INVALID_REQUEST = -32600
-    METHOD_NOT_FOUND = -32601
-    INVALID_PARAMS = -32602
-    INTERNAL_ERROR = -32603
+    PARSE_ERROR = jsonrpc.PARSE_ERROR
+    INVALID_REQUEST = jsonrpc.INVALID_REQUEST
+    METHOD_NOT_FOUND = jsonrpc.METHOD_NOT_FOUND
+    INVALID_PARAMS = jsonrpc.INVALID_PARAMS
+    INTERNAL_ERROR = jsonrpc.INTERNAL_ERROR
     SESSION_NOT_FOUND = -32002
     REQUEST_NOT_FOUND = -32003
     CURSOR_EXPIRED = -32004

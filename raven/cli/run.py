@@ -147,17 +147,28 @@ async def _run(cfg: RavenConfig, paths: Paths, prompt: str, options: RunOptions)
         interactive = stdin_is_terminal()
         asker = TerminalAsker(err, LineReader(), view, interactive, approve_all=options.yes)
         events: list[TurnEvent] = []
+        reader_gone = False
 
         def emit(event: TurnEvent) -> None:
-            view(event)
+            nonlocal reader_gone
             events.append(event)
-            if options.output == "jsonl":
-                print(json.dumps(event_json(event), ensure_ascii=False), flush=True)
+            if reader_gone:
+                return
+            try:
+                view(event)
+                if options.output == "jsonl":
+                    print(json.dumps(event_json(event), ensure_ascii=False), flush=True)
+            except BrokenPipeError:  # `raven run … | head`: the reader has what it wanted
+                reader_gone = True
+                _discard_stdout()
+                live.cancel_turn()
 
         with StopSignals(lambda _: live.cancel_turn(), (signal.SIGINT, *STOP_SIGNALS)) as signals:
             view.waiting()
             stop = await run_turn(live, [TextPart(text=prompt)], asker, emit)
         view.pause()
+        if reader_gone:
+            return BROKEN_PIPE_EXIT
         err.print(f"[dim]session {live.id} · model {live.model.id}[/]")
         if options.output == "json":
             print(json.dumps(summary(events, stop, live.id, live.model.id), ensure_ascii=False))
@@ -186,6 +197,20 @@ async def _session(runtime: Runtime, options: RunOptions, cwd: Path) -> LiveSess
     if options.mode:
         await runtime.set_mode(live, options.mode)
     return live
+
+
+BROKEN_PIPE_EXIT = 141
+"""What a program the shell sees killed by SIGPIPE exits with (128 + 13), here said quietly."""
+
+
+def _discard_stdout() -> None:
+    """Send what is still written to stdout (and Python's flush at exit) nowhere."""
+    import os
+    import sys
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def summary(events: list[Any], stop: str, session_id: str, model_id: str) -> dict[str, Any]:

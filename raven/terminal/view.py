@@ -17,10 +17,12 @@ from raven.engine import (
     AgentThought,
     Notice,
     PlanUpdated,
+    TitleChanged,
     ToolCallStarted,
     ToolCallUpdated,
     TurnEnded,
     TurnEvent,
+    UsageUpdated,
 )
 
 _RESULT_PREVIEW_LINES = 4
@@ -76,6 +78,8 @@ class TerminalView:
             self._err.print(escape(event.text), style="dim italic", end="")
             self._mid_line = not event.text.endswith("\n")
             return
+        if _silent(event):
+            return  # nothing to show: the spinner goes on while Raven waits
         self.pause()
         if isinstance(event, ToolCallStarted):
             self._titles[event.call_id] = event.title
@@ -161,3 +165,12 @@ class TerminalView:
             self._err.print(f"  [dim]{escape(line[:200])}[/]")
         if len(lines) > _RESULT_PREVIEW_LINES:
             self._err.print(f"  [dim]… {len(lines) - _RESULT_PREVIEW_LINES} more lines[/]")
+
+
+def _silent(event: TurnEvent) -> bool:
+    """Events the terminal shows nothing for (a title, a usage count, a bare heartbeat)."""
+    if isinstance(event, TitleChanged | UsageUpdated):
+        return True
+    if isinstance(event, ToolCallUpdated):
+        return event.status == "in_progress" and not event.content
+    return isinstance(event, TurnEnded) and event.stop_reason != "cancelled"

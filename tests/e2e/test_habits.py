@@ -204,3 +204,40 @@ def test_show_and_export_mask_secrets_inside_tool_calls(
         assert "run_command" in shown or "printf" in shown, name
         for secret in ("hunter2xyz", "ghtokvalue1", key):
             assert secret not in shown, (name, secret)
+
+
+def test_a_pipe_closed_early_ends_raven_quietly(env: dict[str, str], tmp_path: Path) -> None:
+    import subprocess
+
+    words = "word " * 40_000  # the echo model says it back: more than a pipe holds
+    proc = subprocess.Popen(
+        [*RAVEN, "run", "--model", "echo"],
+        env=env,
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    proc.stdin.write(words.encode())
+    proc.stdin.close()
+    assert proc.stdout.read(20).startswith(b"word")  # `| head -c 20`, then the pipe closes
+    proc.stdout.close()
+    assert proc.wait(30) == 141  # as a program killed by SIGPIPE, without its noise
+    said = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert "Traceback" not in said and "BrokenPipe" not in said and "Exception" not in said
+
+
+def test_the_spinner_runs_while_the_first_turn_of_a_session_waits(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    (home / "slow.json").write_text(json.dumps([{"text": "late answer", "delayMs": 2500}]))
+    write_config(home, {"models": [{"id": "slow", "provider": "scripted", "script": "slow.json"}]})
+    term = Terminal([*RAVEN, "run", "hello"], {**env, "TERM": "xterm"}, tmp_path)
+    try:
+        term.expect("thinking · 1s")  # still spinning after the title change, a second in
+        term.expect("late answer")
+        assert term.proc.wait(30) == 0
+    finally:
+        term.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import re
 from collections.abc import Sequence
 from datetime import date
 from typing import Any
@@ -563,6 +564,18 @@ def _invalid(exc: Exception) -> str:
 
 
 def _title_from(prompt: list[Part]) -> str:
-    text = " ".join(p.text for p in prompt if isinstance(p, TextPart)).strip()
-    first = text.splitlines()[0] if text else ""
-    return first if len(first) <= TITLE_CHARS else first[: TITLE_CHARS - 1].rstrip() + "…"
+    """The session's title: the first line of the prompt's prose (what is outside its code
+    blocks: `cat log | raven run "what failed?"` is titled by the question), else of the
+    code itself; shortened to `TITLE_CHARS`."""
+    text = "\n".join(p.text for p in prompt if isinstance(p, TextPart))
+    prose = _FENCED.sub("", text)
+    for candidate in (prose, text):
+        for line in candidate.splitlines():
+            first = line.strip()
+            if first and not first.startswith("```"):
+                short = first[: TITLE_CHARS - 1].rstrip() + "…"
+                return first if len(first) <= TITLE_CHARS else short
+    return ""
+
+
+_FENCED = re.compile(r"^```.*?^```[^\n]*$", re.MULTILINE | re.DOTALL)

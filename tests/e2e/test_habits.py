@@ -34,6 +34,8 @@ def test_continue_picks_the_latest_session_of_this_directory(
 def test_piped_text_comes_first_in_a_fenced_block(env: dict[str, str]) -> None:
     result = raven("run", "--model", "echo", "what failed?", env=env, input="ERROR disk full\n")
     assert result.stdout == "```\nERROR disk full\n```\n\nwhat failed?\n"
+    listed = json.loads(raven("sessions", "list", "--json", env=env).stdout)
+    assert [s["title"] for s in listed] == ["what failed?"]  # the question, not the fence
     huge = raven("run", "--model", "echo", "x", env=env, input="y" * (1024 * 1024 + 1))
     assert huge.returncode == 2 and "more than 1048576 bytes" in huge.stderr
 

@@ -14,6 +14,7 @@ from raven.cli.options import (
     ModelOption,
     ModeOption,
     SessionOption,
+    SystemOption,
 )
 
 
@@ -21,6 +22,7 @@ def chat_command(
     model: ModelOption = None,
     mode: ModeOption = None,
     session: SessionOption = None,
+    system: SystemOption = None,
     cwd: CwdOption = None,
     resume_last: ContinueOption = False,
     pick: Annotated[
@@ -45,6 +47,8 @@ def chat_command(
     cfg, paths = load(config, "cli")
     cwd_path = workdir(cwd)
     if attach is not None:
+        if system is not None:
+            raise typer.BadParameter("the gateway's sessions keep their own", param_hint="--system")
         from raven.gateway.auth import TOKEN_FILE
         from raven.gateway.serve import running_url
         from raven.terminal.attach import attach as attach_to
@@ -62,7 +66,7 @@ def chat_command(
     async def main() -> None:
         runtime = build_runtime(cfg, paths, face="chat")
         try:
-            chat = Chat(runtime, cwd_path)
+            chat = Chat(runtime, cwd_path, system)
             start = session
             if resume_last and start is None:
                 page = await runtime.list_sessions(cwd=str(cwd_path), limit=1)

@@ -29,12 +29,20 @@ ModelOption = Annotated[
 ModeOption = Annotated[
     str | None, typer.Option("--mode", help="Mode id.", autocompletion=_complete("mode_ids"))
 ]
+SystemOption = Annotated[
+    str | None,
+    typer.Option(
+        "--system",
+        help="The system prompt for this run, instead of the mode's or model's "
+        "({cwd}, {date} and {platform} are filled in).",
+    ),
+]
 SessionOption = Annotated[
     str | None,
     typer.Option(
         "--session",
         "-s",
-        help="Continue this session (id or unique prefix).",
+        help="Continue this session (id or unique prefix); a system prompt is --system.",
         autocompletion=_complete("session_ids"),
     ),
 ]

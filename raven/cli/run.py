@@ -15,6 +15,7 @@ from raven.cli.options import (
     ModelOption,
     ModeOption,
     SessionOption,
+    SystemOption,
 )
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ def run_command(
     model: ModelOption = None,
     mode: ModeOption = None,
     session: SessionOption = None,
+    system: SystemOption = None,
     cwd: CwdOption = None,
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Approve every tool call without asking.")
@@ -59,7 +61,7 @@ def run_command(
 
     text = _prompt_text(prompt)
     cfg, paths = load(config, "cli")
-    options = RunOptions(model, mode, session, cwd, yes, resume_last, output)
+    options = RunOptions(model, mode, session, cwd, yes, resume_last, output, system)
     return asyncio.run(_run(cfg, paths, text, options))
 
 
@@ -75,6 +77,7 @@ class RunOptions:
     yes: bool
     resume_last: bool
     output: Output
+    system: str | None = None
 
 
 def _prompt_text(prompt: str | None) -> str:
@@ -190,13 +193,30 @@ async def _session(runtime: Runtime, options: RunOptions, cwd: Path) -> LiveSess
             raise ConfigError(f"--continue: no session yet in {cwd}")
         session_id = page.sessions[0].id
     if session_id is None:
-        return await runtime.new_session(cwd, options.model, options.mode)
-    live = await runtime.open_session(await runtime.find_session(session_id), reopen=True)
-    if options.model:
-        await runtime.set_model(live, options.model)
-    if options.mode:
-        await runtime.set_mode(live, options.mode)
+        live = await runtime.new_session(cwd, options.model, options.mode)
+    else:
+        live = await runtime.open_session(await _find(runtime, session_id), reopen=True)
+        if options.model:
+            await runtime.set_model(live, options.model)
+        if options.mode:
+            await runtime.set_mode(live, options.mode)
+    runtime.set_system_prompt(live, options.system)
     return live
+
+
+async def _find(runtime: Runtime, session_id: str) -> str:
+    """The session `-s/--session` names; one it does not name says what `-s` is (`llm`
+    users mean a system prompt by it)."""
+    from raven.config import ConfigError
+    from raven.engine import SessionNotFound
+
+    try:
+        return await runtime.find_session(session_id)
+    except SessionNotFound:
+        raise ConfigError(
+            f"no session {session_id!r}: -s is --session (a session id); "
+            "for a system prompt, use --system"
+        ) from None
 
 
 BROKEN_PIPE_EXIT = 141

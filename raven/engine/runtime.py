@@ -262,6 +262,12 @@ class Runtime:
         session.record = await self.store.call(self.store.update, session.id, mode=mode_id)
         session.publish(ModeChanged(mode_id))
 
+    def set_system_prompt(self, session: LiveSession, text: str | None) -> None:
+        """The system prompt of the session's next turns in this process, instead of the
+        mode's, the model's or Raven's own (`{cwd}`, `{date}`, `{platform}` filled in);
+        None goes back to theirs. Not stored: another process keeps its own."""
+        session.system = text or None
+
     def release(self, session_id: str) -> None:
         """Drop the session from memory (it stays stored and open); a no-op if it is busy."""
         live = self._live.get(session_id)

@@ -46,6 +46,8 @@ class LiveSession:
     """Not stored yet: the first commit stores the session with its first message."""
     instructions: str | None = None
     """The mode's or model's own system prompt; None means Raven's default."""
+    system: str | None = None
+    """A system prompt a face gave for this process (`--system`), instead of any other."""
     version: int = 0
     """Messages of the session written so far, as this process knows them."""
     _steering: list[str] = field(default_factory=list)

@@ -266,7 +266,7 @@ async def _call_model(
     """One model call, streamed as events; `lead` goes before the first text it shows."""
     tools = session.offered_tools()
     request = ModelRequest(
-        system=system_prompt(session.cwd, date.today(), session.instructions),
+        system=system_prompt(session.cwd, date.today(), session.system or session.instructions),
         messages=list(session.history),
         tools=[ToolSpec(t.name, t.description, t.parameters()) for t in tools],
     )

@@ -31,7 +31,7 @@ PICK_LIMIT = 10
 
 
 class Chat:
-    def __init__(self, runtime: Runtime, cwd: Path) -> None:
+    def __init__(self, runtime: Runtime, cwd: Path, system: str | None = None) -> None:
         import sys
 
         from rich.console import Console
@@ -41,6 +41,7 @@ class Chat:
 
         self.runtime = runtime
         self.cwd = cwd
+        self.system = system
         self.out: Console = Console(file=sys.stdout, highlight=False)
         self.err: Console = Console(file=sys.stderr, highlight=False, soft_wrap=True)
         self.reader: LineReader = LineReader()
@@ -137,6 +138,7 @@ class Chat:
 
     async def _new(self) -> None:
         self.session = await self.runtime.new_session(self.cwd, self._model, self._mode)
+        self.runtime.set_system_prompt(self.session, self.system)
         self._banner()
 
     async def _resume(self, session_id: str) -> None:
@@ -144,6 +146,7 @@ class Chat:
 
         found = await self.runtime.find_session(session_id)
         self.session = await self.runtime.open_session(found, reopen=True)
+        self.runtime.set_system_prompt(self.session, self.system)
         print_transcript(self.session.record, self.session.history[-20:], self.err)
         self._banner()
 

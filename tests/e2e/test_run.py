@@ -434,3 +434,20 @@ def test_one_line_per_event_and_errors_once(
     assert failed.stderr.count("the request is invalid") == 1
     (line,) = [x for x in failed.stderr.splitlines() if "the request is invalid" in x]
     assert message.strip()[:200] in line
+
+
+def test_system_sets_the_system_prompt_and_s_says_what_it_is(
+    env: dict[str, str], home: Path, tmp_path: Path, model_server: FakeModelServer
+) -> None:
+    write_config(
+        home,
+        {"models": [{"id": "local", "provider": "openai", "baseUrl": model_server.url + "/v1"}]},
+    )
+    model_server.queue(Reply(events=openai_stream(text="Hi.")))
+    result = raven("run", "--system", "Be brief. Today is {date}.", "hello", env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    system = model_server.requests[0].body["messages"][0]
+    assert system["role"] == "system" and system["content"].startswith("Be brief. Today is 20")
+    mistaken = raven("run", "-s", "be brief", "hello", env=env, cwd=tmp_path)  # llm's -s
+    assert mistaken.returncode == 2
+    assert "-s is --session" in mistaken.stderr and "--system" in mistaken.stderr

@@ -43,8 +43,7 @@ async def serve(
     adds other routes to the app (the A2A face) and says whether it did."""
     token = load_or_mint_token(runtime.paths.config_dir)
     shown = f"[{settings.host}]" if ":" in settings.host else settings.host
-    hosts = {f"{shown}:{settings.port}", f"localhost:{settings.port}", f"127.0.0.1:{settings.port}"}
-    gate = Gatekeeper(token, hosts)
+    gate = Gatekeeper(token, _hosts(shown, settings.port))
     app = make_app(runtime, gate)
     if mount is not None:
         app[A2A_MOUNTED] = mount(app)
@@ -58,7 +57,9 @@ async def serve(
             if exc.errno == errno.EADDRINUSE:
                 raise GatewayInUse(_in_use(state, settings.port)) from None
             raise
-        url = f"http://{shown}:{settings.port}"
+        port = runner.addresses[0][1]  # the real one when --port 0 let the system pick
+        gate.allowed_hosts = _hosts(shown, port)
+        url = f"http://{shown}:{port}"
         write_private_file(state, json.dumps({"pid": os.getpid(), "url": url}))
         announce(url, f"{url}/login?code={gate.new_login_code()}")
         await until_stopped()
@@ -67,6 +68,11 @@ async def serve(
         await runner.cleanup()
         if _state_is_ours(state):
             state.unlink()
+
+
+def _hosts(shown: str, port: int) -> set[str]:
+    """The Host headers a browser on this machine sends to the gateway."""
+    return {f"{shown}:{port}".lower(), f"localhost:{port}", f"127.0.0.1:{port}"}
 
 
 def _in_use(state: Path, port: int) -> str:

@@ -535,3 +535,23 @@ def test_a_ui_that_stops_reading_is_closed_1013_and_costs_the_gateway_little(
             proc.communicate(timeout=DEADLINE_S)
     assert code == 1013
     assert peaks[1] - peaks[0] < 20 * 1024, peaks
+
+
+async def test_port_0_serves_on_the_port_the_system_picked_and_says_which(
+    env: dict[str, str], home: Path
+) -> None:
+    write_config(home, {"defaultModel": "echo"})
+    proc, lines = start(env, 0)
+    try:
+        url = lines["gateway"].split()[0]
+        port = int(url.rsplit(":", 1)[1])
+        assert port != 0 and lines["login"].startswith(f"{url}/login?code=")
+        assert httpx.get(url + "/health").json()["ok"] is True
+        ui = await OtherUi.connect(home, port)  # the Host check knows the real port
+        try:
+            assert (await ui.call("system.hello"))["name"] == "raven"
+        finally:
+            await ui.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=DEADLINE_S)

@@ -22,6 +22,7 @@ from raven.cli import (
     setup_cmd,
 )
 from raven.cli.help import Typer
+from raven.cli.options import ConfigOption
 
 app = Typer(
     name="raven",
@@ -51,8 +52,15 @@ def _root(
             is_eager=True,
         ),
     ] = False,
+    config: ConfigOption = None,
 ) -> None:
     """Raven: a personal agent for the command line that speaks ACP, A2A and MCP."""
+    if config is not None:
+        # `raven --config X run …` as well as `raven run --config X …`: every command (and
+        # every Raven it starts) reads the file RAVEN_CONFIG names unless it is given one.
+        import os
+
+        os.environ["RAVEN_CONFIG"] = config
 
 
 app.command("demo")(demo_cmd.demo_command)

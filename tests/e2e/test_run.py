@@ -249,6 +249,11 @@ def test_config_option_selects_another_file(env: dict[str, str], tmp_path: Path)
     assert result.returncode == 0 and result.stdout.strip() == "via option"
     via_env = raven("run", "via env", env={**env, "RAVEN_CONFIG": str(other)})
     assert via_env.returncode == 0 and via_env.stdout.strip() == "via env"
+    before = raven("--config", str(other), "run", "before the command", env=env)
+    assert before.returncode == 0, before.stderr  # a global option, as in `git -C`
+    assert before.stdout.strip() == "before the command"
+    missing = raven("--config", str(tmp_path / "nope.json"), "run", "x", env=env)
+    assert missing.returncode == 2 and "nope.json: no such config file" in missing.stderr
 
 
 def test_a_corrupt_session_store_is_a_clear_error(env: dict[str, str], home: Path) -> None:

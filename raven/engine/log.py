@@ -144,7 +144,7 @@ class EventLog:
         first = self._entries[0].seq if self._entries else self._seq + 1
         if seq < first - 1:
             raise CursorExpired(self._session_id, after)
-        return [e for e in self._entries if e.seq > seq]
+        return self._entries[seq - first + 1 :]  # numbered without gaps from `first`
 
     def close(self) -> None:
         """No more events: listeners are let go."""

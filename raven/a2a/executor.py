@@ -43,6 +43,7 @@ from raven.engine import (
     TurnEnded,
     TurnEvent,
     Unanswered,
+    preview_lines,
     run_turn,
 )
 from raven.messages import TextPart
@@ -178,7 +179,9 @@ class _JobAsker:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(LOCAL_WINDOW_S):
                     return await self._local.approve(request)
-        answer = await self._ask(f"Allow {request.title}? Answer yes, always, or no.")
+        shown = "\n".join(preview_lines(request.preview)) if request.preview else ""
+        asked = f"Allow {request.title}?" + (f"\n{shown}\n" if shown else " ")
+        answer = await self._ask(asked + "Answer yes, always, or no.")
         if answer is None:
             return "unanswered"
         word = answer.strip().lower().rstrip(".!")

@@ -11,7 +11,14 @@ from typing import Any
 
 from raven.acp import protocol as p
 from raven.acp.protocol import ELICITATION_CREATE, REQUEST_PERMISSION, ClientCapabilities
-from raven.engine import DECISION_LABELS, ApprovalRequest, Decision, Question, Unanswered
+from raven.engine import (
+    DECISION_LABELS,
+    ApprovalRequest,
+    Decision,
+    FileDiff,
+    Question,
+    Unanswered,
+)
 from raven.jsonrpc import Connection, ConnectionClosed, RpcError
 
 log = logging.getLogger(__name__)
@@ -43,6 +50,11 @@ class AcpAsker:
         tool_call = p.tool_call(
             request.call_id, request.title, request.kind, request.raw_input, request.locations
         )
+        if isinstance(request.preview, FileDiff):  # the change or the command, to judge by
+            diff = request.preview
+            tool_call["content"] = [p.diff_content(diff.path, diff.old_text, diff.new_text)]
+        elif request.preview is not None:
+            tool_call["content"] = [p.text_content(request.preview)]
         options = [o for o in PERMISSION_OPTIONS if o["kind"] in request.offered]
         outcome = await self._permission(tool_call, options)
         if outcome is None or outcome == CANCELLED:

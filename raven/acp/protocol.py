@@ -200,6 +200,7 @@ class ToolCallFields(TypedDict, total=False):
     status: str
     rawInput: dict[str, Any]
     locations: list[Location]
+    content: list[dict[str, Any]]
 
 
 def tool_call(
@@ -219,6 +220,16 @@ def tool_call(
     if locations:
         fields["locations"] = [{"path": str(p)} for p in locations]
     return fields
+
+
+def diff_content(path: Path, old_text: str | None, new_text: str) -> dict[str, Any]:
+    """A change to a file as a tool call's content (editors show it as a diff)."""
+    return {"type": "diff", "path": str(path), "oldText": old_text, "newText": new_text}
+
+
+def text_content(text: str) -> dict[str, Any]:
+    """Text as a tool call's content."""
+    return {"type": "content", "content": {"type": "text", "text": text}}
 
 
 # -- what Raven reads back ------------------------------------------------------------------

@@ -9,7 +9,7 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
-from raven.acp.protocol import tool_call
+from raven.acp.protocol import diff_content, text_content, tool_call
 from raven.engine import (
     AgentText,
     AgentThought,
@@ -60,16 +60,10 @@ def event_update(event: TurnEvent, context_window: int | None = None) -> Update 
         }
         content: list[dict[str, Any]] = []
         if event.diff is not None:
-            content.append(
-                {
-                    "type": "diff",
-                    "path": str(event.diff.path),
-                    "oldText": event.diff.old_text,
-                    "newText": event.diff.new_text,
-                }
-            )
+            diff = event.diff
+            content.append(diff_content(diff.path, diff.old_text, diff.new_text))
         if event.content:
-            content.append({"type": "content", "content": text_block(event.content)})
+            content.append(text_content(event.content))
         if content:
             update["content"] = content
         if event.detail is not None:

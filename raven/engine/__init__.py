@@ -43,7 +43,7 @@ from raven.engine.session import LiveSession
 from raven.engine.turn import run_turn, start_turn
 from raven.sessions import SearchHit, SessionPage, SessionRecord
 from raven.sessions.store import MATCH_END, MATCH_START
-from raven.tools import DECISION_LABELS, Question
+from raven.tools import DECISION_LABELS, FileDiff, Preview, Question, preview_lines
 
 __all__ = [
     "DECISION_LABELS",
@@ -58,6 +58,7 @@ __all__ = [
     "CursorExpired",
     "Decision",
     "Emit",
+    "FileDiff",
     "HistoryEvent",
     "LiveSession",
     "LogEvent",
@@ -67,6 +68,7 @@ __all__ = [
     "NoModelConfigured",
     "Notice",
     "PlanUpdated",
+    "Preview",
     "Question",
     "Runtime",
     "SearchHit",
@@ -90,6 +92,7 @@ __all__ = [
     "UnknownModel",
     "UsageUpdated",
     "history_events",
+    "preview_lines",
     "run_turn",
     "session_directory",
     "start_turn",

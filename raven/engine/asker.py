@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from raven.tools import ALL_DECISIONS, Decision, Question, ToolKind
+from raven.tools import ALL_DECISIONS, Decision, Preview, Question, ToolKind
 
 
 @dataclass(frozen=True)
@@ -20,6 +20,9 @@ class ApprovalRequest:
     locations: list[Path] = field(default_factory=list)
     offered: tuple[Decision, ...] = ALL_DECISIONS
     """The choices the face may offer; the answer is one of them."""
+    preview: Preview | None = None
+    """What the call will do (the change to a file, the command and where it runs), to show
+    beside the question."""
 
 
 Unanswered = Literal["refused", "unanswered", "cancelled"]

@@ -62,6 +62,7 @@ from raven.safe_chunks import SafeChunks
 from raven.tools import (
     ALL_DECISIONS,
     Permission,
+    Preview,
     Progress,
     Question,
     Tool,
@@ -404,7 +405,15 @@ async def _prepare(
         return ToolOutput(str(exc), is_error=True)
     emit(ToolCallStarted(call.id, tool.name, title, tool.kind, call.arguments, locations))
     if tool.needs_approval:
-        request = ApprovalRequest(call.id, tool.name, title, tool.kind, call.arguments, locations)
+        request = ApprovalRequest(
+            call.id,
+            tool.name,
+            title,
+            tool.kind,
+            call.arguments,
+            locations,
+            preview=await _preview(tool, args, ctx),
+        )
         verdict = await _decide(session, asker, request)
         if not _allows(verdict):
             return ToolOutput(NOT_RUN_RESULTS.get(verdict, REJECTED_RESULT), is_error=True)
@@ -432,6 +441,18 @@ async def _execute(
         except Exception as exc:
             log.exception("tool %s failed", tool.name)
             return ToolOutput(f"{tool.name} failed: {type(exc).__name__}: {exc}", is_error=True)
+
+
+async def _preview(tool: Tool, args: Any, ctx: ToolContext) -> Preview | None:
+    """What the call will do, for the approval; none when the tool cannot tell (the call
+    itself will say why it fails)."""
+    try:
+        return await tool.preview(args, ctx)
+    except (ToolError, OSError):
+        return None
+    except Exception:
+        log.exception("tool %s failed to preview a call", tool.name)
+        return None
 
 
 def _context(session: LiveSession, call: ToolCall, asker: _TurnAsker, emit: Emit) -> ToolContext:

@@ -25,6 +25,7 @@ from raven.engine import (
     BadDirectory,
     CursorExpired,
     Decision,
+    FileDiff,
     LiveSession,
     Logged,
     Question,
@@ -153,6 +154,7 @@ class HubAsker:
         self._session_id = session_id
 
     async def approve(self, request: ApprovalRequest) -> Decision:
+        preview = request.preview
         note = c.PermissionRequested(
             request_id="",
             session_id=self._session_id,
@@ -161,6 +163,12 @@ class HubAsker:
             kind=request.kind,
             raw_input=request.raw_input,
             offered=list(request.offered),
+            preview_diff=c.DiffPreview(
+                path=str(preview.path), old_text=preview.old_text, new_text=preview.new_text
+            )
+            if isinstance(preview, FileDiff)
+            else None,
+            preview_text=preview if isinstance(preview, str) else None,
         )
         decision: Decision = await self._hub.ask(self._session_id, note, "permission.requested")
         return decision

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from raven.messages import ImagePart
-from raven.tools import ToolContext, ToolError, ToolKind, ToolOutput
+from raven.tools import Preview, ToolContext, ToolError, ToolKind, ToolOutput
 
 if TYPE_CHECKING:
     from raven.mcp.server import McpServer
@@ -50,6 +50,9 @@ class McpTool:
     def locations(self, args: PassThroughArgs, ctx: ToolContext) -> list[Path]:
         return []
 
+    async def preview(self, args: PassThroughArgs, ctx: ToolContext) -> Preview | None:
+        return None  # the server's tool: its arguments are what the person can judge
+
     async def run(self, args: PassThroughArgs, ctx: ToolContext) -> ToolOutput:
         result = await self._server.call_tool(
             self.remote_name, args.model_dump(), ctx.limits.command_timeout_s
@@ -83,6 +86,9 @@ class ReadResource:
 
     def title(self, args: ReadResourceArgs, ctx: ToolContext) -> str:
         return f"Read {args.uri} from {args.server}"
+
+    async def preview(self, args: ReadResourceArgs, ctx: ToolContext) -> Preview | None:
+        return None
 
     def locations(self, args: ReadResourceArgs, ctx: ToolContext) -> list[Path]:
         return []

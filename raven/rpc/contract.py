@@ -206,6 +206,12 @@ class SessionEventNote(Wire):
     )
 
 
+class DiffPreview(Wire):
+    path: str
+    old_text: str | None = Field(default=None, description="None for a file the call creates")
+    new_text: str
+
+
 class PermissionRequested(Wire):
     request_id: str
     session_id: str
@@ -214,6 +220,12 @@ class PermissionRequested(Wire):
     kind: ToolKind
     raw_input: dict[str, Any]
     offered: list[Decision]
+    preview_diff: DiffPreview | None = Field(
+        default=None, description="The change the call makes to a file, to show as a diff"
+    )
+    preview_text: str | None = Field(
+        default=None, description="What the call will do otherwise: the command and where"
+    )
 
 
 class QuestionAsked(Wire):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.markup import escape
 
-from raven.engine import ApprovalRequest, Decision, Question, Unanswered
+from raven.engine import ApprovalRequest, Decision, Preview, Question, Unanswered, preview_lines
 from raven.terminal.reader import LineReader
 from raven.terminal.view import TerminalView
 
@@ -22,6 +22,17 @@ _CHOICES: dict[str, Decision] = {
     "r": "reject_always",
     "never": "reject_always",
 }
+
+
+def _styled(preview: Preview) -> list[str]:
+    """The preview's lines as rich markup: the command bold, a diff red and green."""
+    lines = preview_lines(preview)
+    if isinstance(preview, str):
+        return [f"  [bold]{escape(line)}[/]" for line in lines]
+    styles = {"+": "green", "-": "red", "@": "cyan"}
+    return [f"  [dim]{escape(lines[0])}[/]"] + [
+        f"  [{styles.get(line[:1], 'dim')}]{escape(line)}[/]" for line in lines[1:]
+    ]
 
 
 class TerminalAsker:
@@ -58,6 +69,9 @@ class TerminalAsker:
             "reject_always": "neve[bold]r[/]",
         }
         choices = " / ".join(labels[d] for d in labels if d in request.offered)
+        if request.preview is not None:
+            for shown in _styled(request.preview):
+                self._err.print(shown, highlight=False)
         while True:
             self._err.print(f"[bold yellow]?[/] Allow {escape(request.title)}? {choices} ", end="")
             line = await self._reader.readline()

@@ -16,7 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from raven.engine import ApprovalRequest, Notice, Question, TurnStarted
+from raven.engine import ApprovalRequest, FileDiff, Notice, Preview, Question, TurnStarted
 from raven.events_json import event_from_json
 from raven.messages import TextPart
 from raven.rpc import contract as c
@@ -176,8 +176,18 @@ async def _ask(asker: TerminalAsker, note: c.PermissionRequested | c.QuestionAsk
     """One question of the gateway asked in the terminal; the answer to send back."""
     if isinstance(note, c.PermissionRequested):
         offered = tuple(note.offered)
+        diff = note.preview_diff
+        preview: Preview | None = note.preview_text
+        if diff is not None:
+            preview = FileDiff(Path(diff.path), diff.old_text, diff.new_text)
         request = ApprovalRequest(
-            note.call_id, note.title, note.title, note.kind, note.raw_input, offered=offered
+            note.call_id,
+            note.title,
+            note.title,
+            note.kind,
+            note.raw_input,
+            offered=offered,
+            preview=preview,
         )
         decision = await asker.approve(request)
         # not answered here: no is all the gateway takes

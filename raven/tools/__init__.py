@@ -13,6 +13,7 @@ from raven.tools.base import (
     FileDiff,
     Permission,
     PlanStep,
+    Preview,
     Progress,
     Question,
     Tool,
@@ -22,6 +23,7 @@ from raven.tools.base import (
     ToolOutput,
     ToolSource,
     clip,
+    preview_lines,
 )
 from raven.tools.registry import builtin_tools
 
@@ -33,6 +35,7 @@ __all__ = [
     "FileDiff",
     "Permission",
     "PlanStep",
+    "Preview",
     "Progress",
     "Question",
     "Tool",
@@ -43,4 +46,5 @@ __all__ = [
     "ToolSource",
     "builtin_tools",
     "clip",
+    "preview_lines",
 ]

@@ -39,6 +39,30 @@ class FileDiff:
     new_text: str
 
 
+Preview = FileDiff | str
+"""What a call will do, shown to the person approving it: the change it makes to a file,
+or the command line and where it runs."""
+
+PREVIEW_LINES = 40
+"""At most this many lines of a change are shown where a call is approved."""
+
+
+def preview_lines(preview: Preview) -> list[str]:
+    """A preview as plain lines: the command as given, or a header and a unified diff
+    (`+`, `-`, `@@` lines), cut after `PREVIEW_LINES` with a line saying how many more."""
+    if isinstance(preview, str):
+        return preview.splitlines()
+    import difflib
+
+    old = (preview.old_text or "").splitlines()
+    new = preview.new_text.splitlines()
+    what = "new file" if preview.old_text is None else "change to"
+    lines = list(difflib.unified_diff(old, new, lineterm="", n=2))[2:]
+    if len(lines) > PREVIEW_LINES:
+        lines = [*lines[:PREVIEW_LINES], f"… {len(lines) - PREVIEW_LINES} more lines"]
+    return [f"{what} {preview.path}", *lines]
+
+
 @dataclass(frozen=True)
 class PlanStep:
     content: str
@@ -171,6 +195,11 @@ class Tool(Protocol):
         a call before anyone is asked to approve it."""
         ...
 
+    async def preview(self, args: Any, ctx: ToolContext) -> Preview | None:
+        """What the call will do, for whoever approves it; None when its title says it all.
+        Reads nothing it may not read, changes nothing."""
+        ...
+
     async def run(self, args: Any, ctx: ToolContext) -> ToolOutput: ...
 
 
@@ -195,6 +224,9 @@ class BuiltinTool:
 
     def locations(self, args: Any, ctx: ToolContext) -> list[Path]:
         return []
+
+    async def preview(self, args: Any, ctx: ToolContext) -> Preview | None:
+        return None
 
 
 def clip(text: str, limit: int) -> str:

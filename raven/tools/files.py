@@ -8,7 +8,15 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from raven.tools.base import Args, BuiltinTool, FileDiff, ToolContext, ToolError, ToolOutput
+from raven.tools.base import (
+    Args,
+    BuiltinTool,
+    FileDiff,
+    Preview,
+    ToolContext,
+    ToolError,
+    ToolOutput,
+)
 
 MAX_LIST_ENTRIES = 1000
 MAX_READ_BYTES = 20 * 1024 * 1024
@@ -100,6 +108,11 @@ class WriteFile(BuiltinTool):
     def locations(self, args: WriteFileArgs, ctx: ToolContext) -> list[Path]:
         return [ctx.resolve(args.path)]
 
+    async def preview(self, args: WriteFileArgs, ctx: ToolContext) -> Preview | None:
+        path = ctx.resolve(args.path)
+        old = await asyncio.to_thread(_read_if_exists, path)
+        return FileDiff(path=path, old_text=old, new_text=args.content)
+
     async def run(self, args: WriteFileArgs, ctx: ToolContext) -> ToolOutput:
         path = ctx.resolve(args.path)
         old = await asyncio.to_thread(_read_if_exists, path)
@@ -131,6 +144,13 @@ class EditFile(BuiltinTool):
 
     def locations(self, args: EditFileArgs, ctx: ToolContext) -> list[Path]:
         return [ctx.resolve(args.path)]
+
+    async def preview(self, args: EditFileArgs, ctx: ToolContext) -> Preview | None:
+        path = ctx.resolve(args.path)
+        old = await asyncio.to_thread(read_text, path)
+        if old.count(args.old_text) != 1:
+            return None  # the edit will fail and say why; nothing to show
+        return FileDiff(path=path, old_text=old, new_text=old.replace(args.old_text, args.new_text))
 
     async def run(self, args: EditFileArgs, ctx: ToolContext) -> ToolOutput:
         path = ctx.resolve(args.path)

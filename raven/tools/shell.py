@@ -16,7 +16,7 @@ from typing import ClassVar
 from pydantic import Field
 
 from raven import lifeline
-from raven.tools.base import Args, BuiltinTool, Capped, ToolContext, ToolOutput
+from raven.tools.base import Args, BuiltinTool, Capped, Preview, ToolContext, ToolOutput
 
 STOP_GRACE_S = 1.0
 _READ_CHUNK = 65536
@@ -39,6 +39,9 @@ class RunCommand(BuiltinTool):
 
     def title(self, args: RunCommandArgs, ctx: ToolContext) -> str:
         return f"Run `{args.command}`"
+
+    async def preview(self, args: RunCommandArgs, ctx: ToolContext) -> Preview | None:
+        return f"$ {args.command}\n(in {ctx.cwd})"
 
     async def run(self, args: RunCommandArgs, ctx: ToolContext) -> ToolOutput:
         timeout_s = min(

@@ -389,7 +389,8 @@ async def test_approvals_ask_through_input_required(serve: Any, home: Path) -> N
     )
     first = server.call("SendMessage", message("write"))["result"]["task"]
     assert first["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
-    assert "Allow Write approved.txt?" in first["status"]["message"]["parts"][0]["text"]
+    asked = first["status"]["message"]["parts"][0]["text"]
+    assert "Allow Write approved.txt?" in asked and "+ok" in asked  # and what it will write
     second = server.call("SendMessage", message("yes", taskId=first["id"]))["result"]["task"]
     assert second["status"]["state"] == "TASK_STATE_COMPLETED"
     assert target.read_text() == "ok"

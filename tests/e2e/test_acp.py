@@ -181,6 +181,8 @@ async def test_permission_allow_and_reject(start: Any, tmp_path: Path) -> None:
         "reject_always",
     ]
     assert first.tool_call.title == "Write yes.txt" and first.tool_call.kind == "edit"
+    (asked_diff,) = first.tool_call.content or []  # the change, for the editor to show
+    assert asked_diff.type == "diff" and asked_diff.new_text == "Y" and asked_diff.old_text is None
     calls = agent.editor.of("tool_call")
     assert first.tool_call.tool_call_id == calls[0].tool_call_id
     updates = agent.editor.of("tool_call_update")

@@ -120,6 +120,8 @@ def test_chat_streams_answers_asks_inline_and_survives_ctrl_c(
 
     chat.mark()
     chat.type("write a note\n")
+    chat.expect("new file")  # what the call will do, before the question
+    chat.expect("+from chat")
     chat.expect("Allow Write note.txt?")
     chat.type("y\n")
     chat.expect("The file is written.")
@@ -127,6 +129,7 @@ def test_chat_streams_answers_asks_inline_and_survives_ctrl_c(
 
     chat.mark()
     chat.type("now sleep\n")
+    chat.expect("$ sleep 60")
     chat.expect("Allow Run `sleep 60`?")
     chat.mark()
     chat.type("y\n")

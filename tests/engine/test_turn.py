@@ -11,6 +11,7 @@ from raven.engine import (
     AgentThought,
     ApprovalRequest,
     Decision,
+    FileDiff,
     LiveSession,
     Notice,
     SessionBusy,
@@ -20,6 +21,7 @@ from raven.engine import (
     TurnEnded,
     TurnStarted,
     UsageUpdated,
+    preview_lines,
     run_turn,
 )
 from raven.messages import AssistantMessage, TextPart, ToolResultMessage, UserMessage
@@ -152,6 +154,36 @@ async def test_always_decisions_are_remembered_for_the_session(
     results = [m for m in session.history if isinstance(m, ToolResultMessage)]
     assert [r.is_error for r in results] == [False, False, True, True]
     assert "one" in results[0].content and "[exit code 0]" in results[0].content
+
+
+async def test_an_approval_shows_what_the_call_will_do(
+    make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    (tmp_path / "old.txt").write_text("one\ntwo\n")
+    runtime = make_runtime(
+        [
+            {"toolCalls": [call("write_file", path="new.txt", content="fresh\n")]},
+            {"toolCalls": [call("edit_file", path="old.txt", old_text="two", new_text="2")]},
+            {"toolCalls": [call("run_command", command="echo hi")]},
+            {"toolCalls": [call("edit_file", path="old.txt", old_text="absent", new_text="x")]},
+            {"text": "done"},
+        ]
+    )
+    session = await runtime.new_session(tmp_path)
+    asker = RecordingAsker(decisions=["reject_once"] * 4)
+    await run_turn(session, prompt("go"), asker, Events().append)
+    created, edited, command, failing = (a.preview for a in asker.approvals)
+    assert created == FileDiff(tmp_path / "new.txt", None, "fresh\n")
+    assert edited == FileDiff(tmp_path / "old.txt", "one\ntwo\n", "one\n2\n")
+    assert command == f"$ echo hi\n(in {tmp_path})"
+    assert failing is None  # the edit would fail, and says why when it runs
+    assert preview_lines(edited) == [
+        f"change to {tmp_path / 'old.txt'}",
+        "@@ -1,2 +1,2 @@",
+        " one",
+        "-two",
+        "+2",
+    ]
 
 
 async def test_read_tools_never_ask_and_modes_decide(

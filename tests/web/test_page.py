@@ -81,6 +81,8 @@ def test_approve_a_write_and_see_it_done(page: Page, web: WebGateway) -> None:
     send(page, "write the file")
     dialog = page.get_by_role("dialog")
     expect(dialog).to_contain_text("Write web.txt")
+    expect(dialog.locator(".diff-add")).to_have_text("+ from the web\n")  # the change, not JSON
+    expect(dialog.locator(".approval-input")).to_have_count(0)
     expect(page.locator("#sessions .badge.waiting")).to_have_text("needs you")
     expect(dialog.get_by_role("button", name="Allow once")).to_be_focused()
     page.keyboard.press("Enter")  # keyboard operable: the focused choice is allow once

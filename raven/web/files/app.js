@@ -3,7 +3,7 @@
 
 import { CODES, DECISIONS } from "./contract.js";
 import { Rpc } from "./rpc.js";
-import { Transcript } from "./transcript.js";
+import { renderDiff, Transcript } from "./transcript.js";
 
 const $ = (id) => document.getElementById(id);
 const PAGE_SIZE = 30;
@@ -529,8 +529,14 @@ async function askNext() {
 async function approve(note) {
   const body = el("div", "approval");
   body.append(el("p", "approval-title", note.title));
-  const args = JSON.stringify(note.rawInput, null, 2);
-  body.append(el("pre", "approval-input", args.length > 4000 ? `${args.slice(0, 4000)}…` : args));
+  if (note.previewDiff) {
+    body.append(renderDiff(note.previewDiff)); // the change, as the transcript shows one
+  } else if (note.previewText) {
+    body.append(el("pre", "approval-input", note.previewText));
+  } else {
+    const args = JSON.stringify(note.rawInput, null, 2);
+    body.append(el("pre", "approval-input", args.length > 4000 ? `${args.slice(0, 4000)}…` : args));
+  }
   const offered = note.offered.filter((d) => d in DECISIONS);
   const decision = await openDialog({
     title: "Allow this tool call?",

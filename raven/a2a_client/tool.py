@@ -8,7 +8,7 @@ from typing import ClassVar
 from pydantic import Field
 
 from raven.config import A2AConfig
-from raven.tools import Tool, ToolContext, ToolError, ToolKind, ToolOutput
+from raven.tools import Preview, Tool, ToolContext, ToolError, ToolKind, ToolOutput
 from raven.tools.base import Args, BuiltinTool
 
 INBOX = "a2a-inbox"
@@ -46,6 +46,14 @@ class A2ASendTool(BuiltinTool):
     def locations(self, args: A2ASendArgs, ctx: ToolContext) -> list[Path]:
         """The files to send, refused before approval when one is outside the cwd."""
         return [ctx.inside(f, "nothing was sent") for f in args.files]
+
+    async def preview(self, args: A2ASendArgs, ctx: ToolContext) -> Preview | None:
+        """What leaves the machine: the message, and each file with its size."""
+        lines = [f"to {args.card_url}:", *(f"  {line}" for line in args.message.splitlines())]
+        for name, path in zip(args.files, self.locations(args, ctx), strict=True):
+            size = path.stat().st_size if path.is_file() else 0
+            lines.append(f"sending {name} ({size} bytes)")
+        return "\n".join(lines)
 
     async def run(self, args: A2ASendArgs, ctx: ToolContext) -> ToolOutput:
         from raven.a2a_client.send import PeerError, send_message

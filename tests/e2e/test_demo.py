@@ -9,9 +9,11 @@ import signal
 import stat
 import subprocess
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.conftest import RAVEN
 from tests.processes import live_pids
@@ -37,16 +39,37 @@ def demo_env(tmp_path: Path) -> dict[str, str]:
     }
 
 
-def start(tmp_path: Path, *args: str, **env: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [*RAVEN, "demo", *args],
-        env={**demo_env(tmp_path), **env},
-        cwd=tmp_path / "cwd",
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+Launch = Callable[..., subprocess.Popen[str]]
+
+
+@pytest.fixture
+def launch(tmp_path: Path) -> Iterator[Launch]:
+    """`raven demo ARGS` with the test's own home; one still running at the end (a test that
+    failed halfway) gets Ctrl-C, so it stops what it started, as a user's would."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(*args: str, **env: str) -> subprocess.Popen[str]:
+        proc = subprocess.Popen(
+            [*RAVEN, "demo", *args],
+            env={**demo_env(tmp_path), **env},
+            cwd=tmp_path / "cwd",
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.communicate(timeout=DEADLINE_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
 
 
 def processes_mentioning(text: str) -> list[str]:
@@ -81,8 +104,10 @@ def read_until(proc: subprocess.Popen[str], marker: str) -> str:
     return seen
 
 
-def test_the_demo_shows_every_face_and_leaves_nothing_behind(tmp_path: Path) -> None:
-    proc = start(tmp_path)
+def test_the_demo_shows_every_face_and_leaves_nothing_behind(
+    launch: Launch, tmp_path: Path
+) -> None:
+    proc = launch()
     out, err = proc.communicate(timeout=DEADLINE_S)
     assert proc.returncode == 0, out + err
     for number, name in enumerate(STEPS, start=1):
@@ -98,8 +123,8 @@ def test_the_demo_shows_every_face_and_leaves_nothing_behind(tmp_path: Path) -> 
     assert_nothing_left(tmp_path)
 
 
-def test_keep_leaves_the_home_with_what_the_demo_made(tmp_path: Path) -> None:
-    proc = start(tmp_path, "--keep")
+def test_keep_leaves_the_home_with_what_the_demo_made(launch: Launch, tmp_path: Path) -> None:
+    proc = launch("--keep")
     out, err = proc.communicate(timeout=DEADLINE_S)
     assert proc.returncode == 0, out + err
     (home,) = (tmp_path / "tmp").iterdir()
@@ -110,8 +135,10 @@ def test_keep_leaves_the_home_with_what_the_demo_made(tmp_path: Path) -> None:
     assert processes_mentioning(str(tmp_path)) == []
 
 
-def test_ctrl_c_halfway_stops_everything_and_removes_the_home(tmp_path: Path) -> None:
-    proc = start(tmp_path)
+def test_ctrl_c_halfway_stops_everything_and_removes_the_home(
+    launch: Launch, tmp_path: Path
+) -> None:
+    proc = launch()
     read_until(proc, "3. a2a_send")  # the A2A peer is serving
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=DEADLINE_S)
@@ -120,12 +147,12 @@ def test_ctrl_c_halfway_stops_everything_and_removes_the_home(tmp_path: Path) ->
     assert_nothing_left(tmp_path)
 
 
-def test_web_leaves_the_gateway_serving_the_ui_until_ctrl_c(tmp_path: Path) -> None:
+def test_web_leaves_the_gateway_serving_the_ui_until_ctrl_c(launch: Launch, tmp_path: Path) -> None:
     opened = tmp_path / "opened.txt"
     browser = tmp_path / "browser.sh"
     browser.write_text(f'#!/bin/sh\necho "$1" > {opened}\n')
     browser.chmod(0o755)
-    proc = start(tmp_path, "--web", BROWSER=str(browser))
+    proc = launch("--web", BROWSER=str(browser))
     seen = read_until(proc, "Ctrl-C stops the demo")
     assert "opened the login link in your browser" in seen  # as `raven web` says it
     deadline = time.monotonic() + DEADLINE_S

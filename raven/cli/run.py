@@ -207,13 +207,13 @@ async def _session(runtime: Runtime, options: RunOptions, cwd: Path) -> LiveSess
 async def _find(runtime: Runtime, session_id: str) -> str:
     """The session `-s/--session` names; one it does not name says what `-s` is (`llm`
     users mean a system prompt by it)."""
-    from raven.config import ConfigError
     from raven.engine import SessionNotFound
+    from raven.errors import RavenError
 
     try:
         return await runtime.find_session(session_id)
     except SessionNotFound:
-        raise ConfigError(
+        raise RavenError(
             f"no session {session_id!r}: -s is --session (a session id); "
             "for a system prompt, use --system"
         ) from None

@@ -11,6 +11,7 @@ from raven.cli.options import (
     ConfigOption,
     ContinueOption,
     CwdOption,
+    FileOption,
     ModelOption,
     ModeOption,
     SessionOption,
@@ -23,6 +24,7 @@ def chat_command(
     mode: ModeOption = None,
     session: SessionOption = None,
     system: SystemOption = None,
+    files: FileOption = None,
     cwd: CwdOption = None,
     resume_last: ContinueOption = False,
     pick: Annotated[
@@ -46,7 +48,12 @@ def chat_command(
 
     cfg, paths = load(config, "cli")
     cwd_path = workdir(cwd)
+    from raven.cli.files import file_parts
+
+    attached = file_parts(files or [])
     if attach is not None:
+        if files:
+            raise typer.BadParameter("attach files in the UI you chat through", param_hint="--file")
         if system is not None:
             raise typer.BadParameter("the gateway's sessions keep their own", param_hint="--system")
         from raven.gateway.auth import TOKEN_FILE
@@ -66,7 +73,7 @@ def chat_command(
     async def main() -> None:
         runtime = build_runtime(cfg, paths, face="chat")
         try:
-            chat = Chat(runtime, cwd_path, system)
+            chat = Chat(runtime, cwd_path, system, attached)
             start = session
             if resume_last and start is None:
                 page = await runtime.list_sessions(cwd=str(cwd_path), limit=1)

@@ -50,6 +50,15 @@ ContinueOption = Annotated[
     bool,
     typer.Option("--continue", "-c", help="Continue the most recent session in this directory."),
 ]
+FileOption = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--file",
+        "-f",
+        help="Attach a file to the prompt (repeatable): text inline under its name, "
+        "an image as an image.",
+    ),
+]
 CwdOption = Annotated[
     Path | None, typer.Option("--cwd", help="Working directory (default: the current one).")
 ]

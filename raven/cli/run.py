@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -12,6 +12,7 @@ from raven.cli.options import (
     ConfigOption,
     ContinueOption,
     CwdOption,
+    FileOption,
     ModelOption,
     ModeOption,
     SessionOption,
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 
     from raven.config import Paths, RavenConfig
     from raven.engine import LiveSession, Runtime
+    from raven.messages import Part
 
 EXIT_TURN_FAILED = 1
 EXIT_STOPPED_SHORT = 3
@@ -41,6 +43,7 @@ def run_command(
     mode: ModeOption = None,
     session: SessionOption = None,
     system: SystemOption = None,
+    files: FileOption = None,
     cwd: CwdOption = None,
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Approve every tool call without asking.")
@@ -57,11 +60,13 @@ def run_command(
     """
     import asyncio
 
+    from raven.cli.files import file_parts
     from raven.cli.options import load
 
     text = _prompt_text(prompt)
+    attached = file_parts(files or [])
     cfg, paths = load(config, "cli")
-    options = RunOptions(model, mode, session, cwd, yes, resume_last, output, system)
+    options = RunOptions(model, mode, session, cwd, yes, resume_last, output, system, attached)
     return asyncio.run(_run(cfg, paths, text, options))
 
 
@@ -78,6 +83,8 @@ class RunOptions:
     resume_last: bool
     output: Output
     system: str | None = None
+    attached: list[Part] = field(default_factory=list)
+    """Parts of the prompt from `--file`, before its text."""
 
 
 def _prompt_text(prompt: str | None) -> str:
@@ -168,7 +175,8 @@ async def _run(cfg: RavenConfig, paths: Paths, prompt: str, options: RunOptions)
 
         with StopSignals(lambda _: live.cancel_turn(), (signal.SIGINT, *STOP_SIGNALS)) as signals:
             view.waiting()
-            stop = await run_turn(live, [TextPart(text=prompt)], asker, emit)
+            parts = [*options.attached, TextPart(text=prompt)]
+            stop = await run_turn(live, parts, asker, emit)
         view.pause()
         if reader_gone:
             return BROKEN_PIPE_EXIT

@@ -6,6 +6,7 @@ inline. Ctrl-C cancels the running turn, never the program; Ctrl-D or /quit exit
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,6 +14,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from raven.engine import LiveSession, Runtime
+    from raven.messages import Part
     from raven.terminal.reader import LineReader
     from raven.terminal.view import TerminalView
 
@@ -31,7 +33,13 @@ PICK_LIMIT = 10
 
 
 class Chat:
-    def __init__(self, runtime: Runtime, cwd: Path, system: str | None = None) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        cwd: Path,
+        system: str | None = None,
+        attached: Sequence[Part] = (),
+    ) -> None:
         import sys
 
         from rich.console import Console
@@ -42,6 +50,8 @@ class Chat:
         self.runtime = runtime
         self.cwd = cwd
         self.system = system
+        self.attached = list(attached)
+        """Parts (`--file`) that go with the first prompt."""
         self.out: Console = Console(file=sys.stdout, highlight=False)
         self.err: Console = Console(file=sys.stderr, highlight=False, soft_wrap=True)
         self.reader: LineReader = LineReader()
@@ -60,6 +70,10 @@ class Chat:
         else:
             await self._new()
         self.err.print("[dim]/help for commands, Ctrl-D to leave[/]")
+        if self.attached:
+            self.err.print(
+                f"[dim]{len(self.attached)} attached file(s) go with your first message[/]"
+            )
         loop = asyncio.get_running_loop()
 
         def on_interrupt() -> None:
@@ -94,7 +108,8 @@ class Chat:
         assert self.session is not None
         asker = TerminalAsker(self.err, self.reader, self.view, interactive=True)
         self.view.waiting()
-        await run_turn(self.session, [TextPart(text=text)], asker, self.view)
+        parts, self.attached = [*self.attached, TextPart(text=text)], []
+        await run_turn(self.session, parts, asker, self.view)
         self.view.pause()
 
     async def _command(self, text: str) -> bool:

@@ -207,3 +207,26 @@ def test_a_spinner_shows_while_the_model_thinks_and_a_tool_runs(
         assert term.proc.wait(10) == 0
     finally:
         term.close()
+
+
+def test_chat_sends_attached_files_with_the_first_message_only(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    (tmp_path / "notes.txt").write_text("remember the tulips\n")
+    args = [*RAVEN, "chat", "--model", "echo", "-f", "notes.txt"]
+    term = Terminal(args, {**env, "TERM": "xterm"}, tmp_path)
+    try:
+        term.expect("1 attached file(s) go with your first message")
+        term.expect("› ")
+        term.type("first\n")
+        term.expect("remember the tulips")  # the echo model says back what it was sent
+        term.expect("› ", after="first")
+        term.mark()
+        term.type("second\n")
+        term.expect("second")
+        term.expect("› ", after="second")
+        assert "tulips" not in term.screen
+        term.type("/quit\n")
+        assert term.proc.wait(10) == 0
+    finally:
+        term.close()

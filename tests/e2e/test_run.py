@@ -456,3 +456,32 @@ def test_system_sets_the_system_prompt_and_s_says_what_it_is(
     mistaken = raven("run", "-s", "be brief", "hello", env=env, cwd=tmp_path)  # llm's -s
     assert mistaken.returncode == 1  # as for any session that is not there
     assert "-s is --session" in mistaken.stderr and "--system" in mistaken.stderr
+
+
+def test_files_go_with_the_prompt_text_inline_and_images_as_images(
+    env: dict[str, str], home: Path, tmp_path: Path, model_server: FakeModelServer
+) -> None:
+    import base64
+
+    write_config(
+        home,
+        {"models": [{"id": "local", "provider": "openai", "baseUrl": model_server.url + "/v1"}]},
+    )
+    (tmp_path / "notes.txt").write_text("use ``` fences\n")
+    png = b"\x89PNG\r\n\x1a\n" + b"\0" * 16
+    (tmp_path / "shot.png").write_bytes(png)
+    model_server.queue(Reply(events=openai_stream(text="A note and a picture.")))
+    result = raven(
+        "run", "-f", "notes.txt", "--file", "shot.png", "what are these?", env=env, cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    (user,) = [m for m in model_server.requests[0].body["messages"] if m["role"] == "user"]
+    text, image, asked = user["content"]
+    assert text == {"type": "text", "text": "notes.txt:\n````\nuse ``` fences\n````"}
+    assert image["image_url"]["url"] == "data:image/png;base64," + base64.b64encode(png).decode()
+    assert asked == {"type": "text", "text": "what are these?"}
+    (tmp_path / "blob.bin").write_bytes(b"\xff\xfe\x00binary")
+    for bad, said in (("missing.txt", "no such file"), ("blob.bin", "neither UTF-8 text")):
+        refused = raven("run", "-f", bad, "x", env=env, cwd=tmp_path)
+        assert refused.returncode == 2 and said in refused.stderr
+    assert len(model_server.requests) == 1  # nothing sent for those

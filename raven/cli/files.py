@@ -1,0 +1,55 @@
+"""`--file PATH` for `raven run` and `raven chat`: each file as parts of the prompt.
+
+A text file goes inline under its name in a fenced block; an image (PNG, JPEG, GIF,
+WebP) as an image part, for models that take them. Reads only the files named; anything
+else (a missing file, a binary that is no image, one too large) is a usage error before
+the model is called.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import typer
+
+from raven.messages import ImagePart, Part, TextPart
+
+MAX_TEXT_BYTES = 1024 * 1024
+MAX_IMAGE_BYTES = 5 * 1024 * 1024
+IMAGE_TYPES = {
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".gif": "image/gif",
+    ".webp": "image/webp",
+}
+
+
+def file_parts(paths: Sequence[Path]) -> list[Part]:
+    """The prompt parts for `paths`, in the order given; raises `typer.BadParameter`."""
+    return [_part(path) for path in paths]
+
+
+def _part(path: Path) -> Part:
+    if not path.is_file():
+        raise typer.BadParameter(f"{path}: no such file", param_hint="--file")
+    size = path.stat().st_size
+    mime = IMAGE_TYPES.get(path.suffix.lower())
+    limit = MAX_IMAGE_BYTES if mime else MAX_TEXT_BYTES
+    if size > limit:
+        raise typer.BadParameter(f"{path}: larger than {limit} bytes", param_hint="--file")
+    data = path.read_bytes()
+    if mime:
+        return ImagePart(data=base64.b64encode(data).decode(), mime_type=mime)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise typer.BadParameter(
+            f"{path}: neither UTF-8 text nor an image ({', '.join(sorted(IMAGE_TYPES))})",
+            param_hint="--file",
+        ) from None
+    fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
+    return TextPart(text=f"{path.name}:\n{fence}\n{text.rstrip()}\n{fence}")

@@ -68,9 +68,9 @@ class Hub:
         """request id → (session id, the answer to come, the announcement)."""
         self.turns: set[asyncio.Task[Any]] = set()
         self._ids = itertools.count(1)
-        self._last: dict[str, tuple[Logged, bytes]] = {}
-        """session id → its newest event as a frame, made (and redacted) once for all of
-        its UIs."""
+        self._last: tuple[Logged, bytes] | None = None
+        """The event being handed to its followers, as a frame made (and redacted) once for
+        all of them: a log gives one event to every follower before it takes the next."""
 
     def broadcast(self, method: str, params: c.Wire) -> None:
         """To every UI (a question waiting shows in each UI's session list, whichever
@@ -98,15 +98,14 @@ class Hub:
         return followed is not None and followed[0] is live and not live.closed
 
     def _frame(self, session_id: str, entry: Logged, peer: Peer) -> bytes:
-        last = self._last.get(session_id)
-        if last is not None and last[0] is entry:
-            return last[1]
+        if self._last is not None and self._last[0] is entry:
+            return self._last[1]
         note = c.SessionEventNote(
             session_id=session_id, cursor=entry.cursor, event=event_json(entry.event)
         )
         body = note.model_dump(mode="json", by_alias=True)
         frame = peer.connection.encode_notification("session.event", body)
-        self._last[session_id] = (entry, frame)
+        self._last = (entry, frame)
         return frame
 
     def forget(self, peer: Peer) -> None:

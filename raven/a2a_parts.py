@@ -8,6 +8,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 from a2a.types import Part
 from google.protobuf.json_format import MessageToDict
@@ -21,13 +22,15 @@ bytes, and a name is never a reason to fail a task."""
 _MAX_SUFFIX_CHARS = 16
 
 
-def fenced_data(part: Part) -> str:
-    """A data part as a fenced JSON block, named by its media type or metadata name."""
+def fenced_data(part: Part, sent: Any = None) -> str:
+    """A data part as a fenced JSON block, named by its media type or metadata name; `sent`
+    is its JSON as it arrived, when known (the part's Struct has lost integers and order)."""
     name = ""
     if part.HasField("metadata") and "name" in part.metadata.fields:
         name = part.metadata.fields["name"].string_value
     label = " ".join(x for x in (part.media_type or DATA_TYPE, name) if x)
-    body = json.dumps(MessageToDict(part.data), indent=2, ensure_ascii=False)
+    value = sent if sent is not None else MessageToDict(part.data)
+    body = json.dumps(value, indent=2, ensure_ascii=False)
     return f"[data: {label}]\n```json\n{body}\n```"
 
 

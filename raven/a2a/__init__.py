@@ -1,11 +1,11 @@
 """The A2A server face: Raven as an A2A v1.0 agent over HTTP JSON-RPC.
 
-Owns the agent card, the executor (one inbound task = one Raven turn), bearer
-authentication and the aiohttp binding. Protocol handling goes through
-`a2a-sdk`'s types and request handler, except the tasks Raven starts, which
-`raven.a2a.direct` serves itself (the SDK's handler costs more than the turn).
-`add_a2a_routes` mounts it on any aiohttp application (standalone or the
-gateway). Imports `a2a` and `aiohttp`.
+Owns the agent card, the task service (`raven.a2a.service`: every task, new or
+stored, one writer each), a task's turn on the engine (`raven.a2a.turn`), bearer
+authentication and the aiohttp binding. It uses `a2a-sdk`'s types, task manager,
+updater and (versioned) stores, never its request handler. `add_a2a_routes` mounts
+it on any aiohttp application (standalone or the gateway). Imports `a2a` and
+`aiohttp`.
 """
 
 from raven.a2a.tracing import load_sdk_telemetry

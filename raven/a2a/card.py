@@ -21,6 +21,8 @@ from raven import __version__
 
 SUBAGENTS_EXTENSION_URI = "urn:raven:a2a:subagents:v1"
 BEARER = "bearer"
+OUTPUT_MODES = ["text/plain", "*/*"]
+"""The answer is text; `attach_file` hands the peer files of any type as artifacts."""
 
 
 def agent_card(
@@ -50,7 +52,7 @@ def agent_card(
         },
         security_requirements=[SecurityRequirement(schemes={BEARER: StringList()})],
         default_input_modes=input_modes or ["text/plain"],
-        default_output_modes=["text/plain"],
+        default_output_modes=OUTPUT_MODES,
         skills=[
             AgentSkill(
                 id="general",

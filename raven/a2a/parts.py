@@ -12,6 +12,7 @@ import fnmatch
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from a2a.types import Message
 from a2a.utils.errors import ContentTypeNotSupportedError, InvalidParamsError
@@ -53,7 +54,9 @@ def check_parts(message: Message, settings: A2AServerConfig) -> None:
                 )
             allowed = _matches(media_type or FILE_FALLBACK_TYPE, settings.file_media_types)
         else:
-            allowed = False
+            raise InvalidParamsError(
+                message=f"parts[{index}] has no content: a part needs text, data, raw or url"
+            )
         if not allowed:
             accepted = ", ".join(input_modes(settings))
             raise ContentTypeNotSupportedError(
@@ -62,16 +65,28 @@ def check_parts(message: Message, settings: A2AServerConfig) -> None:
             )
 
 
-def prompt_text(message: Message, inbox: Path) -> str:
-    """The message as one prompt; inline files are written into `inbox` first."""
+def sent_data(params: dict[str, Any]) -> list[Any] | None:
+    """Each part's `data` as the peer sent it in a send's params (JSON keeps integers and
+    key order; the protobuf Struct it is parsed into keeps neither), by part index."""
+    message = params.get("message")
+    parts = message.get("parts") if isinstance(message, dict) else None
+    if not isinstance(parts, list):
+        return None
+    return [p.get("data") if isinstance(p, dict) else None for p in parts]
+
+
+def prompt_text(message: Message, inbox: Path, data: list[Any] | None = None) -> str:
+    """The message as one prompt; inline files are written into `inbox` first. `data` is
+    `sent_data` of the request, used for data parts instead of their parsed form."""
     pieces: list[str] = []
     taken: set[str] = set()
-    for part in message.parts:
+    for index, part in enumerate(message.parts):
         kind = part.WhichOneof("content")
         if kind == "text":
             pieces.append(part.text)
         elif kind == "data":
-            pieces.append(fenced_data(part))
+            sent = data[index] if data is not None and index < len(data) else None
+            pieces.append(fenced_data(part, sent))
         elif kind == "raw":
             path = save_file(inbox, part.filename or "file", part.raw, taken)
             pieces.append(

@@ -1,8 +1,9 @@
 """A2A's JSON-RPC binding on aiohttp: the card route and the RPC route.
 
 Checks, in order: bearer token (before reading the body), body size, JSON,
-A2A-Version, envelope and method, params; then hands the typed request to the
-SDK's handler. A notification (no `id`) gets HTTP 204 and no body. Errors use
+A2A-Version, envelope and method, params (the SDK's REQUIRED fields too); then hands
+the typed request to the task service through one table, method by method. A
+notification (no `id`) gets HTTP 204 and no body. Errors use
 the SDK's types and codes; exception text and the token never reach a caller
 or a log line. The card advertises `publicUrl` or the listener's own address,
 never what a request's Host header claims.
@@ -21,7 +22,6 @@ from typing import Any
 from a2a import types as a2a_types
 from a2a.extensions.common import get_requested_extensions
 from a2a.server import jsonrpc_models
-from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import build_error_response
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
@@ -32,17 +32,16 @@ from a2a.utils.errors import (
     InvalidParamsError,
     InvalidRequestError,
     MethodNotFoundError,
-    TaskNotFoundError,
-    UnsupportedOperationError,
+    PushNotificationNotSupportedError,
 )
-from a2a.utils.proto_utils import to_stream_response
+from a2a.utils.proto_utils import to_stream_response, validate_proto_required_fields
 from a2a.utils.version_validator import validate_version
 from aiohttp import web
 from google.protobuf.json_format import MessageToDict, ParseDict
 
 from raven.a2a.auth import Caller, authenticate
 from raven.a2a.mount import A2AMount
-from raven.a2a.parts import check_parts
+from raven.a2a.parts import check_parts, sent_data
 from raven.config import A2AServerConfig
 from raven.origins import is_loopback
 
@@ -65,7 +64,12 @@ _REQUESTS: dict[str, type[Any]] = {
     "ListTaskPushNotificationConfigs": a2a_types.ListTaskPushNotificationConfigsRequest,
     "DeleteTaskPushNotificationConfig": a2a_types.DeleteTaskPushNotificationConfigRequest,
 }
-_STREAMING = {"SendStreamingMessage", "SubscribeToTask"}
+_PUSH = (
+    "CreateTaskPushNotificationConfig",
+    "GetTaskPushNotificationConfig",
+    "ListTaskPushNotificationConfigs",
+    "DeleteTaskPushNotificationConfig",
+)
 
 
 @validate_version(constants.PROTOCOL_VERSION_1_0)
@@ -88,20 +92,25 @@ def add_a2a_routes(app: web.Application, mount: A2AMount) -> None:
     app.on_startup.append(start)
 
 
+Unary = Callable[[Any, ServerCallContext, Any], Awaitable[Any]]
+Streaming = Callable[[Any, ServerCallContext, Any], Awaitable[AsyncIterator[Any]]]
+
+
 class _Binding:
     def __init__(self, mount: A2AMount) -> None:
         self._mount = mount
-        handler = mount.handler
-        self._unary: dict[str, Callable[[Any, ServerCallContext], Awaitable[Any]]] = {
-            "SendMessage": handler.on_message_send,
-            "GetTask": handler.on_get_task,
-            "ListTasks": handler.on_list_tasks,
-            "CancelTask": handler.on_cancel_task,
-            "GetExtendedAgentCard": handler.on_get_extended_agent_card,
-            "CreateTaskPushNotificationConfig": handler.on_create_task_push_notification_config,
-            "GetTaskPushNotificationConfig": handler.on_get_task_push_notification_config,
-            "ListTaskPushNotificationConfigs": handler.on_list_task_push_notification_configs,
-            "DeleteTaskPushNotificationConfig": handler.on_delete_task_push_notification_config,
+        service = mount.service
+        self._unary: dict[str, Unary] = {
+            "SendMessage": service.send,
+            "GetTask": lambda r, c, _: service.get(r.id, c, r),
+            "ListTasks": lambda r, c, _: service.list_tasks(r, c),
+            "CancelTask": lambda r, c, _: service.cancel(r.id, c),
+            "GetExtendedAgentCard": self._extended_card,
+            **dict.fromkeys(_PUSH, _no_push),
+        }
+        self._streaming: dict[str, Streaming] = {
+            "SendStreamingMessage": service.stream,
+            "SubscribeToTask": lambda r, c, _: service.subscribe(r.id, c),
         }
 
     async def card(self, request: web.Request) -> web.StreamResponse:
@@ -151,17 +160,15 @@ class _Binding:
             if method not in _REQUESTS:
                 raise MethodNotFoundError(message=f"Method not found: {method}")
             typed = _params(method, params)
+            validate_proto_required_fields(typed)
+            data = None
             if isinstance(typed, a2a_types.SendMessageRequest):
                 check_parts(typed.message, self._mount.settings)
-                await self._prepare_follow_up(typed, context)
-                if typed.message.task_id and self._mount.executor.steer(
-                    typed.message.task_id, typed.message
-                ):
-                    return await self._steered(request, request_id, method, typed, context)
-            if method in _STREAMING:
-                events = await self._events(method, typed, context)
+                data = sent_data(params)
+            if method in self._streaming:
+                events = await self._streaming[method](typed, context, data)
                 return await self._stream(request, request_id, events)
-            result = await self._call(method, typed, context)
+            result = await self._unary[method](typed, context, data)
             return _json(
                 {"jsonrpc": "2.0", "id": request_id, "result": _result(method, typed, result)}
             )
@@ -173,67 +180,8 @@ class _Binding:
                 build_error_response(_safe_id(request_id), InternalError(message="Internal error"))
             )
 
-    async def _call(self, method: str, typed: Any, context: ServerCallContext) -> Any:
-        direct = self._mount.direct
-        if method == "SendMessage" and direct.takes(typed):
-            return await direct.send(typed, context)
-        if method == "CancelTask" and direct.has(typed.id):
-            return await direct.cancel(typed.id, context)
-        return await self._unary[method](typed, context)
-
-    async def _events(
-        self, method: str, typed: Any, context: ServerCallContext
-    ) -> AsyncIterator[Any]:
-        """The events a streaming method sends: from the task's own server (`direct` or the
-        SDK's handler)."""
-        direct, handler = self._mount.direct, self._mount.handler
-        if method == "SendStreamingMessage":
-            if direct.takes(typed):
-                return await direct.send_streaming(typed, context)
-            return handler.on_message_send_stream(typed, context)
-        if direct.has(typed.id):
-            return await direct.subscribe(typed.id, context)
-        return handler.on_subscribe_to_task(typed, context)
-
-    async def _prepare_follow_up(
-        self, request: a2a_types.SendMessageRequest, context: ServerCallContext
-    ) -> None:
-        """SDK workarounds for a message continuing a task (reference §4 step 6)."""
-        task_id = request.message.task_id
-        if not task_id:
-            return
-        task = await self._mount.task_store.get(task_id, context)
-        if task is None:
-            raise TaskNotFoundError(message=f"Task {task_id} not found")
-        if task.status.state in TERMINAL_TASK_STATES:
-            state = a2a_types.TaskState.Name(task.status.state)
-            raise UnsupportedOperationError(message=f"Task {task_id} is in terminal state: {state}")
-        if not request.message.context_id:
-            request.message.context_id = task.context_id
-
-    async def _steered(
-        self,
-        request: web.Request,
-        request_id: Any,
-        method: str,
-        typed: a2a_types.SendMessageRequest,
-        context: ServerCallContext,
-    ) -> web.StreamResponse:
-        """Answer a follow-up the running turn took: the task as it is (SendMessage), or its
-        events from here on (SendStreamingMessage)."""
-        task_id = typed.message.task_id
-        if method == "SendStreamingMessage":
-            subscribe = a2a_types.SubscribeToTaskRequest(id=task_id)
-            events = await self._events("SubscribeToTask", subscribe, context)
-            return await self._stream(request, request_id, events)
-        stored = await self._mount.task_store.get(task_id, context)
-        if stored is None:
-            raise TaskNotFoundError(message=f"Task {task_id} not found")
-        task = a2a_types.Task()
-        task.CopyFrom(stored)  # the store's own copy gains the message when the turn takes it
-        task.history.append(typed.message)
-        body = MessageToDict(a2a_types.SendMessageResponse(task=task))
-        return _json({"jsonrpc": "2.0", "id": request_id, "result": body})
+    async def _extended_card(self, _: Any, context: ServerCallContext, __: Any) -> Any:
+        return self._mount.extended_card(context.state["rpc_url"])
 
     async def _stream(
         self, request: web.Request, request_id: Any, events: AsyncIterator[Any]
@@ -265,7 +213,7 @@ class _Binding:
                 envelope = {
                     "jsonrpc": "2.0",
                     "id": request_id,
-                    "result": MessageToDict(to_stream_response(event)),
+                    "result": _numbers(MessageToDict(to_stream_response(event))),
                 }
                 await send(b"data: " + json.dumps(envelope, ensure_ascii=False).encode() + b"\n\n")
                 try:
@@ -289,6 +237,12 @@ class _Binding:
             with contextlib.suppress(ConnectionResetError):
                 await response.write_eof()
         return response
+
+
+async def _no_push(*_: Any) -> Any:
+    raise PushNotificationNotSupportedError(
+        message="Push notifications are not supported by this agent"
+    )
 
 
 async def _send_error(send: Callable[[bytes], Awaitable[None]], error: dict[str, Any]) -> None:
@@ -366,36 +320,28 @@ def _call_context(
 
 
 def _result(method: str, typed: Any, result: Any) -> Any:
-    if result is None:
-        if method in ("GetTask", "CancelTask"):
-            raise TaskNotFoundError()
-        return None
-    if method == "GetTask" and not typed.HasField("history_length"):
-        body = MessageToDict(result)
-        body["history"] = [m for m in body.get("history", []) if not _is_progress(m)]
-        return body
     if method == "SendMessage":
-        wrapped = (
-            a2a_types.SendMessageResponse(message=result)
-            if isinstance(result, a2a_types.Message)
-            else a2a_types.SendMessageResponse(task=result)
-        )
-        return MessageToDict(wrapped)
+        return _numbers(MessageToDict(a2a_types.SendMessageResponse(task=result)))
     if method == "ListTasks":
         body = MessageToDict(result, always_print_fields_with_no_presence=True)
-        if not typed.include_artifacts:
-            for task in body.get("tasks", []):
-                task.pop("artifacts", None)
         # The tasks in this page, as the conformance kit and other SDKs read the field; the
         # SDK's handler echoes the size asked for instead.
         body["pageSize"] = len(body.get("tasks", []))
         body["nextPageToken"] = body.get("nextPageToken") or ""
-        return body
-    return MessageToDict(result)
+        return _numbers(body)
+    return _numbers(MessageToDict(result))
 
 
-def _is_progress(message: dict[str, Any]) -> bool:
-    return bool(message.get("metadata", {}).get("raven", {}).get("progress"))
+def _numbers(value: Any) -> Any:
+    """`value` with whole floats as integers: a data part's JSON is parsed into a protobuf
+    Struct, which keeps every number as a double (a peer's 1 would come back as 1.0)."""
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else value
+    if isinstance(value, dict):
+        return {k: _numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_numbers(v) for v in value]
+    return value
 
 
 def rpc_url(request: web.Request, settings: A2AServerConfig) -> str:

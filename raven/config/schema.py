@@ -150,6 +150,9 @@ class A2AServerConfig(_Model):
     port: int = Field(default=8710, ge=0, le=65535)
     task_store: str = "memory"
     """`memory`, `sqlite` (in the data directory), or an SQLAlchemy async URL."""
+    lease_s: float = Field(default=15.0, ge=1.0)
+    """With a lasting store: how long a task's turn is known to run without its replica
+    renewing the lease (renewed every third of it); a lapsed task ends failed."""
     keep_finished_tasks: int = Field(default=10_000, ge=1)
     """Finished tasks the `memory` store keeps (the oldest are forgotten first)."""
     max_concurrent_tasks: int = Field(default=4, ge=1)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import socket
+import sqlite3
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -91,6 +93,7 @@ def test_card_is_public_and_describes_the_endpoint(serve: Any) -> None:
     assert card["securitySchemes"] == {"bearer": {"httpAuthSecurityScheme": {"scheme": "bearer"}}}
     assert card["securityRequirements"] == [{"schemes": {"bearer": {}}}]
     assert card["defaultInputModes"] == ["text/plain", "application/json", "*/*"]
+    assert card["defaultOutputModes"] == ["text/plain", "*/*"]  # attach_file returns any type
     assert card["skills"][0]["id"] == "general"
     forwarded = httpx.get(
         server.base + "/.well-known/agent-card.json",
@@ -518,10 +521,15 @@ async def test_a_task_left_working_by_a_killed_server_ends_failed_on_restart(
         task = server.call("SendMessage", body)["result"]["task"]
         await pid_from(pidfile)
         working = await reaches(server, task["id"], "TASK_STATE_WORKING")
-        runner = working["metadata"]["raven.runner"]  # peers see digests, never the host's name
-        assert runner["host"] != socket.gethostname() and len(runner["host"]) == 16
+        assert "metadata" not in working  # peers learn nothing of who runs it
         database = home / "data" / "a2a-tasks.db"
         assert stat.S_IMODE(database.stat().st_mode) == 0o600
+        with sqlite3.connect(database) as db:
+            ((holder,),) = db.execute(
+                "SELECT holder FROM raven_task_leases WHERE task_id = ?", (task["id"],)
+            ).fetchall()
+        runner = json.loads(holder)  # digests, never the host's name
+        assert runner["host"] != socket.gethostname() and len(runner["host"]) == 16
     finally:
         server.proc.kill()
         server.stop()
@@ -593,38 +601,77 @@ async def test_a_full_queue_rejects_new_tasks_clearly(serve: Any) -> None:
 
 
 @pytest.mark.skipif(server_binaries() is None, reason="no PostgreSQL server on this machine")
-async def test_two_replicas_share_tasks_through_postgresql(
+async def test_replicas_on_postgresql_reach_the_running_turn_and_never_change_an_end(
     env: dict[str, str], tmp_path: Path
 ) -> None:
     homes = [tmp_path / "replica-a", tmp_path / "replica-b"]
+    pidfile = tmp_path / "command.pid"
+    sleeper = {"name": "run_command", "arguments": {"command": f"echo $$ > {pidfile}; sleep 300"}}
+    scripts = [
+        [
+            asks("Which branch?"),
+            {"text": "Deployed main."},
+            {"text": "never told", "delayMs": 5000},
+            {"text": "after the cancelled one"},
+            {"toolCalls": [sleeper]},
+        ],
+        [{"text": "replica b never runs these turns"}],
+    ]
     with postgres_server() as url:
-        for home, steps in zip(
-            homes,
-            [
-                [asks("Which branch?")],
-                [{"text": "Deployed main."}],
-            ],
-            strict=True,
-        ):
+        for home, steps in zip(homes, scripts, strict=True):
             home.mkdir()
-            configure(home, steps, task_store=url)
+            configure(home, steps, task_store=url, lease_s=2, approvals="auto")
         replicas = [start({**env, "RAVEN_HOME": str(home)}) for home in homes]
+        a, b = replicas
         try:
-            a, b = replicas
+            # A question parked on A and answered through B reaches A's turn, which answers.
             task = a.call("SendMessage", message("deploy"))["result"]["task"]
             assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
             seen = b.call("GetTask", {"id": task["id"]})["result"]
             assert seen["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
-            listed = b.call("ListTasks", {})["result"]["tasks"]
-            assert [t["id"] for t in listed] == [task["id"]]
-            done = b.call("SendMessage", message("main", taskId=task["id"]))["result"]["task"]
-            assert done["status"]["state"] == "TASK_STATE_COMPLETED"
-            assert done["status"]["message"]["parts"][0]["text"] == "Deployed main."
+            assert [t["id"] for t in b.call("ListTasks", {})["result"]["tasks"]] == [task["id"]]
+            client, http = await sdk_client(b, streaming=True)
+            try:
+                watched = client.subscribe(SubscribeToTaskRequest(id=task["id"]))
+                first = await anext(watched)  # B follows a task A runs, from the snapshot on
+                assert first.task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+                reply = b.call("SendMessage", message("main", taskId=task["id"]))["result"]
+                assert reply["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+                assert reply["task"]["status"]["message"]["parts"][0]["text"] == "Deployed main."
+                states = [u.status_update.status.state async for u in watched if u.status_update]
+                assert states[-1] == TaskState.TASK_STATE_COMPLETED
+                assert TaskState.TASK_STATE_WORKING in states
+            finally:
+                await http.aclose()
             final = a.call("GetTask", {"id": task["id"]})["result"]
-            assert final["status"]["state"] == "TASK_STATE_COMPLETED"
-        finally:
+            assert final["status"]["message"]["parts"][0]["text"] == "Deployed main."
+
+            # Cancelled through B while it runs on A: A's turn stops and never overwrites it.
+            slow = a.call("SendMessage", message("slow") | IMMEDIATELY)["result"]["task"]
+            await reaches(a, slow["id"], "TASK_STATE_WORKING")
+            cancelled = b.call("CancelTask", {"id": slow["id"]})["result"]
+            assert cancelled["status"]["state"] == "TASK_STATE_CANCELED"
+            after = message("next", contextId=slow["contextId"])  # runs once that turn is over
+            nxt = a.call("SendMessage", after)["result"]["task"]
+            assert nxt["status"]["message"]["parts"][0]["text"] == "after the cancelled one"
             for replica in replicas:
-                assert replica.stop() == 0
+                kept = replica.call("GetTask", {"id": slow["id"]})["result"]
+                assert kept["status"]["state"] == "TASK_STATE_CANCELED"
+                assert "never told" not in json.dumps(kept)
+
+            # A killed mid-turn: its lease lapses and B ends the task failed.
+            left = a.call("SendMessage", message("work") | IMMEDIATELY)["result"]["task"]
+            await pid_from(pidfile)
+            a.proc.kill()
+            failed = await reaches(b, left["id"], "TASK_STATE_FAILED")
+            text = failed["status"]["message"]["parts"][0]["text"]
+            assert text == "Raven stopped before this task finished; send it again."
+        finally:
+            if pidfile.exists():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pidfile.read_text()), 9)
+            a.stop()
+            assert b.stop() == 0
 
 
 IMMEDIATELY = {"configuration": {"returnImmediately": True}}

@@ -41,10 +41,17 @@ def file_part(name: str, data: bytes, media_type: str = "text/plain") -> dict[st
 
 def test_a_data_part_reaches_the_model_as_fenced_json(serve: Any) -> None:
     server = serve()  # no script: the scripted model echoes what it got
-    data = {"data": {"ticket": 42, "tags": ["a"]}, "mediaType": "application/json"}
+    sent = {"zeta": 42, "alpha": [2, 3.5], "nested": {"b": 1, "a": 2.0}}
+    data = {"data": sent, "mediaType": "application/json"}
     answer = send(server, {"text": "summarise"}, data)["result"]["task"]
     text = answer["status"]["message"]["parts"][0]["text"]
-    assert "summarise" in text and "```json" in text and '"ticket": 42' in text
+    # The JSON as sent: integers stay integers, keys keep their order.
+    assert "summarise" in text and f"```json\n{json.dumps(sent, indent=2)}\n```" in text
+    stored = server.call("GetTask", {"id": answer["id"]})["result"]["history"][0]["parts"][1]
+    assert stored["data"] == {"zeta": 42, "alpha": [2, 3.5], "nested": {"b": 1, "a": 2}}
+    assert type(stored["data"]["zeta"]) is int
+    empty = send(server, {"text": "x"}, {"mediaType": "text/plain"})["error"]
+    assert empty["code"] == -32602 and "parts[1] has no content" in empty["message"]
     too_big = {"data": {"blob": "x" * (65 * 1024)}}
     error = send(server, {"text": "x"}, too_big)["error"]
     assert error["code"] == -32602 and "65536" in error["message"]

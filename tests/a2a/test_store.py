@@ -3,7 +3,7 @@ from __future__ import annotations
 from a2a.server.context import ServerCallContext
 from a2a.types import ListTasksRequest, Task, TaskState, TaskStatus
 
-from raven.a2a.memory_store import BoundedMemoryTaskStore
+from raven.a2a.store import BoundedMemoryTaskStore
 
 
 def task(task_id: str, state: TaskState.ValueType) -> Task:

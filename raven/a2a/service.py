@@ -1,0 +1,778 @@
+"""The A2A task service: the one owner of every A2A task, new or stored.
+
+Each method of the protocol that names a task comes here (`send`, `stream`, `get`,
+`list`, `cancel`, `subscribe`), whichever task it is: one this process runs, one an
+earlier run left waiting for input, one another replica runs. The service writes every
+change of a task through the SDK's `TaskManager`, one writer per task, and hands each
+change, in order and once, to the task's followers (a send waiting for its answer, a
+stream, SubscribeToTask), who start from a snapshot taken under the same lock.
+
+Rules it keeps for every face of the task:
+- A terminal state never changes: a write to a finished task is dropped, and with a
+  shared store a write not based on the latest version is refused by the store (the
+  writer reloads and learns why).
+- A follow-up answers the task's question, steers its running turn, or resumes a task
+  whose turn is gone; sent to a replica that does not run the task, it is written to
+  the store, and the running replica picks it up within `WATCH_S` (so is a cancel).
+- With a shared store, the replica running a task holds its lease (`raven.a2a.leases`);
+  a task whose lease lapsed ends FAILED within `leaseS` + a third of it.
+
+Never speaks a wire format (`raven.a2a.routes` does) and never runs a model itself (the
+engine does, through `raven.a2a.turn`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from a2a.helpers import new_text_part
+from a2a.server.cluster import ConcurrentTaskModificationError, TaskVersion
+from a2a.server.context import ServerCallContext
+from a2a.server.events import Event, EventQueue
+from a2a.server.tasks import TaskManager, TaskStore, TaskUpdater
+from a2a.types import (
+    ListTasksRequest,
+    ListTasksResponse,
+    Message,
+    Role,
+    SendMessageRequest,
+    Task,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
+from a2a.utils.errors import (
+    InternalError,
+    InvalidParamsError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
+from a2a.utils.task import apply_history_length, validate_history_length, validate_page_size
+
+from raven.a2a.admission import Admission, Admitted
+from raven.a2a.auth import Caller
+from raven.a2a.store import SETTLED, TERMINAL, BoundedMemoryTaskStore, Shared
+from raven.a2a.turn import Asked, Chunk, Conversations, Ended, LocalAsker, Progress, TaskTurn
+from raven.config import A2AServerConfig
+from raven.engine import Runtime
+
+log = logging.getLogger(__name__)
+
+PROGRESS_METADATA = {"raven": {"progress": True}}
+"""Marks the working-status messages that report progress (GetTask shows them on request)."""
+FAILED_MESSAGE = "Raven could not complete this task. The operator can find the details in its log."
+STOPPED_MESSAGE = "Raven stopped before this task finished; send it again."
+NO_ANSWER = "(no answer: the question timed out)"
+STOP_TURN_S = 5.0
+"""How long a cancelled task's turn gets to stop before the task is written CANCELED anyway."""
+WATCH_S = 0.25
+"""With a shared store: how often the tasks run here are checked for another replica's
+write (a follow-up, a cancel)."""
+_WRITE_ATTEMPTS = 4
+
+
+@dataclass
+class _Follower:
+    queue: asyncio.Queue[Event | None]
+    through_input: bool
+    """SubscribeToTask's: it goes on through input-required until the task ends; a send's
+    stops once the task settles."""
+
+
+class _Task:
+    """A task whose turn this process runs, from its first message (or the follow-up that
+    resumed it here) until it settles for good."""
+
+    def __init__(self, task_id: str, context_id: str, owner: str, store: Any) -> None:
+        self.id = task_id
+        self.context_id = context_id
+        self.owner = owner
+        self.context = ServerCallContext(user=Caller(owner))  # never the request's headers
+        self.manager = TaskManager(store, self.context, task_id, context_id, None)
+        self.lock = asyncio.Lock()
+        self.followers: list[_Follower] = []
+        self.turn: TaskTurn | None = None
+        self.runner: asyncio.Task[None] | None = None
+        self.cancelled = asyncio.Event()
+        self.seen: set[str] = set()
+        """Ids of the messages this task's writer knows of."""
+        self.artifact_id = uuid.uuid4().hex
+        self.streamed = 0
+        """Characters of the answer already sent as `response` artifact chunks."""
+        self.over = False
+        """Terminal: nothing more is written or told."""
+
+
+class _Sink(EventQueue):
+    """What a `TaskUpdater` enqueues is written to the task."""
+
+    def __init__(self, service: TaskService, task: _Task) -> None:
+        self._service = service
+        self._task = task
+
+    async def enqueue_event(self, event: Event) -> None:
+        await self._service._write(self._task, event)
+
+
+class TaskService:
+    def __init__(
+        self,
+        runtime: Runtime,
+        settings: A2AServerConfig,
+        store: BoundedMemoryTaskStore | Shared,
+        workdir: Path,
+        local: LocalAsker | None = None,
+    ) -> None:
+        self._runtime = runtime
+        self._settings = settings
+        self._shared = store if isinstance(store, Shared) else None
+        self.tasks: TaskStore | Any = store.tasks if isinstance(store, Shared) else store
+        self._conversations = Conversations(runtime, workdir, self.attach, settings.max_file_bytes)
+        self._local = local
+        self._admission = Admission(settings)
+        self._live: dict[str, _Task] = {}
+        self._watcher: asyncio.Task[None] | None = None
+        self._closing = False
+        self._stopping = asyncio.Event()
+
+    # -- lifetime ---------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Before serving: with a shared store, end the tasks whose runner is gone."""
+        if self._shared is not None:
+            await self._shared.initialize()
+            await self._sweep()
+            self._watcher = asyncio.create_task(self._watch(), name="a2a:watch")
+
+    async def aclose(self) -> None:
+        """Stop every turn (a working task ends FAILED, one waiting for input stays, to
+        be resumed), then end every stream."""
+        self._closing = True
+        self._stopping.set()
+        if self._watcher is not None:
+            self._watcher.cancel()
+        for task in self._live.values():
+            task.cancelled.set()
+            if task.turn is not None:
+                task.turn.cancel()
+        runners = [t.runner for t in self._live.values() if t.runner is not None]
+        if runners:
+            _, pending = await asyncio.wait(runners, timeout=STOP_TURN_S)
+            for runner in pending:
+                runner.cancel()
+        for task in list(self._live.values()):
+            self._close(task, ended=True)
+        if self._shared is not None:
+            await self._shared.aclose()
+
+    def attach(self, session_id: str, part: Any) -> bool:
+        """Add a file to the answer of the session's running task; False when it has none."""
+        for task in self._live.values():
+            if task.turn is not None and task.turn.session.id == session_id:
+                task.turn.attachments.append(part)
+                return True
+        return False
+
+    # -- the protocol's methods -------------------------------------------------------
+
+    async def send(
+        self, request: SendMessageRequest, context: ServerCallContext, data: list[Any] | None
+    ) -> Task:
+        """The task once it settles (ends or waits for input), or with `returnImmediately`
+        as soon as the message is taken."""
+        validate_history_length(request.configuration)
+        immediately = request.configuration.return_immediately
+        follower = None if immediately else _Follower(asyncio.Queue(), through_input=False)
+        task, events = await self._take(request, context, data, follower)
+        if events is not None:
+            async for _ in events:
+                pass
+            task = await self._current(task.id, context)
+        return apply_history_length(task, request.configuration)
+
+    async def stream(
+        self, request: SendMessageRequest, context: ServerCallContext, data: list[Any] | None
+    ) -> AsyncIterator[Event]:
+        """The task as the message left it, then its events until it settles."""
+        validate_history_length(request.configuration)
+        task, events = await self._take(
+            request, context, data, _Follower(asyncio.Queue(), through_input=False)
+        )
+        assert events is not None
+        return _first_then(task, events)
+
+    async def subscribe(self, task_id: str, context: ServerCallContext) -> AsyncIterator[Event]:
+        """The task as it is, then its events until it ends: a task waiting for input keeps
+        the stream open, and its follow-up's events come on it (A2A 1.0, STREAM-SUB-002)."""
+        stored, version = await self._stored(task_id, context)
+        if stored.status.state in TERMINAL:
+            raise _terminal(stored)
+        local = self._live.get(task_id)
+        if local is not None:
+            follower = _Follower(asyncio.Queue(), through_input=True)
+            async with local.lock:
+                snapshot = _copy(await self._cached(local))
+                self._follow(local, follower)
+            return _first_then(snapshot, self._drain(local, follower))
+        if self._shared is not None:
+            return _first_then(stored, self._tail(task_id, version, through_input=True))
+        return _first_then(stored, _nothing())
+
+    async def get(self, task_id: str, context: ServerCallContext, history: Any) -> Task:
+        """The task; without `historyLength`, progress lines are left out of its history."""
+        validate_history_length(history)
+        task, _ = await self._stored(task_id, context)
+        if not history.HasField("history_length"):
+            kept = [m for m in task.history if not _is_progress(m)]
+            del task.history[:]
+            task.history.extend(kept)
+        return apply_history_length(task, history)
+
+    async def list_tasks(
+        self, request: ListTasksRequest, context: ServerCallContext
+    ) -> ListTasksResponse:
+        validate_history_length(request)
+        if request.HasField("page_size"):
+            validate_page_size(request.page_size)
+        page = await self.tasks.list(request, context)
+        for task in page.tasks:
+            if not request.include_artifacts:
+                task.ClearField("artifacts")
+            trimmed = apply_history_length(task, request)
+            if trimmed is not task:
+                task.CopyFrom(trimmed)
+        return page
+
+    async def cancel(self, task_id: str, context: ServerCallContext) -> Task:
+        """Stop the task's turn (wherever it runs) and end the task CANCELED."""
+        stored, _ = await self._stored(task_id, context)
+        if stored.status.state in TERMINAL:
+            raise TaskNotCancelableError()
+        local = self._live.get(task_id)
+        if local is not None:
+            local.cancelled.set()
+            if local.turn is not None:
+                local.turn.cancel()
+            await TaskUpdater(_Sink(self, local), local.id, local.context_id).cancel()
+            task = _copy(await self._cached(local))
+            if local.turn is not None and not await local.turn.wait(STOP_TURN_S):
+                log.warning("A2A task %s: its turn did not stop in time", task_id)
+        else:  # the runner elsewhere sees the CANCELED version and stops its turn
+            cancel = TaskStatusUpdateEvent(
+                task_id=task_id,
+                context_id=stored.context_id,
+                status=TaskStatus(state=TaskState.TASK_STATE_CANCELED),
+            )
+            cancel.status.timestamp.GetCurrentTime()
+            task, _ = await self._write_stored(task_id, context, cancel)
+        if task.status.state != TaskState.TASK_STATE_CANCELED:
+            raise TaskNotCancelableError()
+        return task
+
+    # -- taking a message -------------------------------------------------------------
+
+    async def _take(
+        self,
+        request: SendMessageRequest,
+        context: ServerCallContext,
+        data: list[Any] | None,
+        follower: _Follower | None,
+    ) -> tuple[Task, AsyncIterator[Event] | None]:
+        """Start or continue the task for `request.message`: the task as the message left
+        it, and (for `follower`) its events from there until it settles."""
+        message = request.message
+        owner = context.user.user_name
+        if not message.task_id:
+            return await self._start(message, owner, data, follower)
+        stored, _ = await self._stored(message.task_id, context)
+        if stored.status.state in TERMINAL:
+            raise _terminal(stored)
+        if message.context_id and message.context_id != stored.context_id:
+            raise InvalidParamsError(
+                message=f"Task {message.task_id} belongs to context {stored.context_id}"
+            )
+        message.context_id = stored.context_id
+        local = self._live.get(message.task_id)
+        if local is not None:
+            return await self._follow_up(local, message, data, follower)
+        if self._shared is not None and await self._shared.leases.held_elsewhere(stored.id):
+            return await self._relay(message, context, follower)
+        return await self._resume(stored, owner, message, data, follower)
+
+    async def _start(
+        self, message: Message, owner: str, data: list[Any] | None, follower: _Follower | None
+    ) -> tuple[Task, AsyncIterator[Event] | None]:
+        message.context_id = message.context_id or self._conversations.minted.generate()
+        message.task_id = str(uuid.uuid4())
+        task = _Task(message.task_id, message.context_id, owner, self.tasks)
+        self._live[task.id] = task
+        if self._shared is not None:
+            await self._shared.leases.take(task.id)
+        first = Task(
+            id=task.id,
+            context_id=task.context_id,
+            status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED),
+            history=[message],
+        )
+        first.status.timestamp.GetCurrentTime()
+        snapshot = await self._write(task, first, follower)
+        task.runner = asyncio.create_task(
+            self._run(task, message, data, first=True), name=f"a2a:{task.id}"
+        )
+        return snapshot, self._drain(task, follower) if follower else None
+
+    async def _follow_up(
+        self, task: _Task, message: Message, data: list[Any] | None, follower: _Follower | None
+    ) -> tuple[Task, AsyncIterator[Event] | None]:
+        """A message to a task running here: its question's answer, or steering."""
+        turn = task.turn
+        if turn is None:
+            raise UnsupportedOperationError(
+                message=f"Task {task.id} is waiting for its turn; "
+                "send follow-ups once it is working"
+            )
+        prompt = await self._conversations.prompt(message, task.context_id, data)
+        parked = (await self._cached(task)).status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        answers = parked and turn.asking
+        if not answers and not turn.steer(prompt):
+            raise UnsupportedOperationError(
+                message=f"Task {task.id} is finishing; send the message again once it ends"
+            )
+        task.seen.add(message.message_id)
+        snapshot = await self._write(task, _working(task, message), follower)
+        if answers:
+            turn.answer(prompt)
+        return snapshot, self._drain(task, follower) if follower else None
+
+    async def _resume(
+        self,
+        stored: Task,
+        owner: str,
+        message: Message,
+        data: list[Any] | None,
+        follower: _Follower | None,
+    ) -> tuple[Task, AsyncIterator[Event] | None]:
+        """A message to a task whose turn is gone (an earlier run, a replica that stopped):
+        a new turn, here, in the task's conversation."""
+        task = _Task(stored.id, stored.context_id, owner, self.tasks)
+        task.seen.update(m.message_id for m in stored.history)
+        task.seen.add(message.message_id)
+        self._live[task.id] = task
+        try:
+            if self._shared is not None:
+                await self._shared.leases.take(task.id)
+            snapshot = await self._write(task, _working(task, message), follower)
+        except BaseException:
+            self._live.pop(task.id, None)
+            raise
+        task.runner = asyncio.create_task(
+            self._run(task, message, data, first=False), name=f"a2a:{task.id}"
+        )
+        return snapshot, self._drain(task, follower) if follower else None
+
+    async def _relay(
+        self, message: Message, context: ServerCallContext, follower: _Follower | None
+    ) -> tuple[Task, AsyncIterator[Event] | None]:
+        """A message to a task another replica runs: written to the store for it."""
+        assert self._shared is not None
+        event = TaskStatusUpdateEvent(
+            task_id=message.task_id,
+            context_id=message.context_id,
+            status=TaskStatus(state=TaskState.TASK_STATE_WORKING, message=message),
+        )
+        event.status.timestamp.GetCurrentTime()
+        task, version = await self._write_stored(message.task_id, context, event)
+        if task.status.state in TERMINAL:
+            raise _terminal(task)
+        if follower is None:
+            return task, None
+        return task, self._tail(task.id, version, through_input=False)
+
+    # -- a task's turn ----------------------------------------------------------------
+
+    async def _run(
+        self, task: _Task, message: Message, data: list[Any] | None, first: bool
+    ) -> None:
+        updater = TaskUpdater(_Sink(self, task), task.id, task.context_id)
+        admitted: Admitted | None = None
+        session_id: str | None = None
+        try:
+            session = await self._conversations.open(task.owner, task.context_id, first)
+            session_id = session.id
+            refusal = self._admission.refusal(session.id)
+            if refusal is not None:
+                await updater.reject(updater.new_agent_message([new_text_part(refusal)]))
+                return
+            admitted = await self._admission.enter(session.id, task.cancelled)
+            if admitted is None:
+                return  # cancelled while it waited: the cancel wrote CANCELED
+            prompt = await self._conversations.prompt(message, task.context_id, data)
+            turn = TaskTurn(session, self._local(session.id) if self._local else None)
+            turn.start(prompt, self._settings.approvals)
+            task.turn = turn
+            await updater.start_work()
+            await self._publish(task, turn, updater)
+        except Exception:
+            log.exception("A2A task %s: its turn failed", task.id)
+            await self._fail(task, updater, FAILED_MESSAGE)
+        finally:
+            if admitted is not None:
+                admitted.leave()
+            if session_id is not None:
+                self._runtime.release(session_id)
+            await self._settle(task)
+
+    async def _publish(self, task: _Task, turn: TaskTurn, updater: TaskUpdater) -> None:
+        """Write what the turn says to the task, until it ends."""
+        while True:
+            step = await turn.next()
+            if task.cancelled.is_set() and not isinstance(step, Ended):
+                continue  # a stopped turn's last words (its cancelled tool call) are not told
+            if isinstance(step, Chunk):
+                await self._artifact(task, updater, step.text, last=False)
+            elif isinstance(step, Progress):
+                line = updater.new_agent_message(
+                    [new_text_part(step.text)], metadata=PROGRESS_METADATA
+                )
+                await updater.update_status(TaskState.TASK_STATE_WORKING, message=line)
+            elif isinstance(step, Asked):
+                question = updater.new_agent_message([new_text_part(step.text)])
+                await updater.requires_input(question)
+                if not await turn.wait_answer(self._settings.input_timeout_s):
+                    log.info("A2A task %s: the question timed out unanswered", task.id)
+                    if turn.answer(None):
+                        note = updater.new_agent_message([new_text_part(NO_ANSWER)])
+                        await updater.start_work(note)
+            else:
+                await self._end(task, turn, updater, step)
+                return
+
+    async def _end(self, task: _Task, turn: TaskTurn, updater: TaskUpdater, end: Ended) -> None:
+        if task.cancelled.is_set() and not self._closing:
+            return  # the cancel writes CANCELED
+        if end.stop == "cancelled" or self._closing:
+            current = await self._cached(task)
+            if not (self._closing and current.status.state in SETTLED):
+                await self._fail(task, updater, STOPPED_MESSAGE)
+            return
+        if end.error:
+            log.warning("A2A task %s failed: %s", task.id, end.error)
+            await self._fail(task, updater, FAILED_MESSAGE)
+            return
+        reply = end.text or "(no answer)"
+        await self._artifact(task, updater, reply[task.streamed :], last=True)
+        for part in end.attachments:
+            await updater.add_artifact([part], name=part.filename)
+        await updater.complete(updater.new_agent_message([new_text_part(reply)]))
+
+    async def _artifact(self, task: _Task, updater: TaskUpdater, text: str, last: bool) -> None:
+        """Append `text` to the task's one `response` artifact."""
+        await updater.add_artifact(
+            [new_text_part(text)],
+            artifact_id=task.artifact_id,
+            name="response",
+            append=task.streamed > 0,
+            last_chunk=last,
+        )
+        task.streamed += len(text)
+
+    async def _fail(self, task: _Task, updater: TaskUpdater, text: str) -> None:
+        with contextlib.suppress(RuntimeError):  # the updater saw a terminal state
+            await updater.failed(updater.new_agent_message([new_text_part(text)]))
+
+    async def _settle(self, task: _Task) -> None:
+        """The runner is done: the task leaves this process unless it still waits here."""
+        self._live.pop(task.id, None)
+        if self._shared is not None:
+            with contextlib.suppress(Exception):
+                await self._shared.leases.release(task.id)
+        self._close(task, ended=True)
+
+    # -- writing and telling ----------------------------------------------------------
+
+    async def _write(self, task: _Task, event: Event, follower: _Follower | None = None) -> Task:
+        """Apply `event` to the task, store it and tell the followers; the task as it is
+        then (a copy), `follower` following from there. A finished task is not written."""
+        async with task.lock:
+            for _ in range(_WRITE_ATTEMPTS):
+                current = await task.manager.get_task()
+                if current is not None and current.status.state in TERMINAL:
+                    log.info("A2A task %s is over; a late %s is dropped", task.id, _kind(event))
+                    break
+                try:
+                    assert not isinstance(event, Message)
+                    current = await task.manager.save_task_event(event)
+                except ConcurrentTaskModificationError:
+                    await self._reload(task)
+                    continue
+                assert current is not None
+                self._tell(task, event, current.status.state)
+                break
+            else:
+                raise InternalError(message=f"Task {task.id} keeps changing; try again")
+            snapshot = _copy(await self._cached(task))
+            if follower is not None:
+                self._follow(task, follower, snapshot.status.state)
+            return snapshot
+
+    def _follow(self, task: _Task, follower: _Follower, state: int | None = None) -> None:
+        if task.over or state in TERMINAL or (state in SETTLED and not follower.through_input):
+            follower.queue.put_nowait(None)
+        else:
+            task.followers.append(follower)
+
+    def _tell(self, task: _Task, event: Event, state: int) -> None:
+        told = _copy(event) if isinstance(event, Task) else event  # the store's own changes
+        for follower in task.followers:
+            follower.queue.put_nowait(told)
+        if state in TERMINAL:
+            self._close(task, ended=True)
+        elif state in SETTLED:
+            self._close(task, ended=False)
+
+    def _close(self, task: _Task, ended: bool) -> None:
+        """End the sends' streams; with `ended`, every follower's."""
+        task.over = task.over or ended
+        staying = []
+        for follower in task.followers:
+            if ended or not follower.through_input:
+                follower.queue.put_nowait(None)
+            else:
+                staying.append(follower)
+        task.followers = staying
+
+    async def _drain(self, task: _Task, follower: _Follower) -> AsyncIterator[Event]:
+        try:
+            while (event := await follower.queue.get()) is not None:
+                yield event
+        finally:
+            with contextlib.suppress(ValueError):
+                task.followers.remove(follower)
+
+    async def _reload(self, task: _Task) -> None:
+        """Another replica wrote the task (under `task.lock`): learn what it did."""
+        before = await task.manager.get_task()
+        parked = before is not None and before.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        task.manager.invalidate()
+        stored = await task.manager.get_task()
+        if stored is None or stored.status.state in TERMINAL:
+            task.cancelled.set()
+            if task.turn is not None:
+                task.turn.cancel()
+            if stored is not None:
+                self._tell(task, _status_of(stored), stored.status.state)
+            self._close(task, ended=True)
+            return
+        messages = [
+            *stored.history,
+            *([stored.status.message] if stored.status.HasField("message") else []),
+        ]
+        for message in messages:
+            if message.role != Role.ROLE_USER or message.message_id in task.seen:
+                continue
+            task.seen.add(message.message_id)
+            if task.turn is None:
+                continue
+            prompt = await self._conversations.prompt(message, task.context_id, None)
+            if not (parked and task.turn.answer(prompt)):
+                task.turn.steer(prompt)
+            parked = False
+
+    async def _write_stored(
+        self, task_id: str, context: ServerCallContext, event: TaskStatusUpdateEvent
+    ) -> tuple[Task, TaskVersion]:
+        """Apply `event` to a task this process does not run; the task and its version
+        after (as it is, if it ended meanwhile)."""
+        manager = TaskManager(self.tasks, context, task_id, event.context_id, None)
+        for _ in range(_WRITE_ATTEMPTS):
+            current = await manager.get_task()
+            if current is None:
+                raise TaskNotFoundError()
+            if current.status.state in TERMINAL:
+                return current, manager.current_version
+            try:
+                task = await manager.save_task_event(event)
+            except ConcurrentTaskModificationError:
+                manager.invalidate()
+                continue
+            assert task is not None
+            return task, manager.current_version
+        raise InternalError(message=f"Task {task_id} keeps changing; try again")
+
+    # -- reading ----------------------------------------------------------------------
+
+    async def _stored(self, task_id: str, context: ServerCallContext) -> tuple[Task, TaskVersion]:
+        """The stored task (the caller's own) and its version; TaskNotFoundError if none."""
+        if self._shared is not None:
+            stored = await self._shared.tasks.get(task_id, context)
+            if stored is None:
+                raise TaskNotFoundError()
+            return stored.task, stored.version
+        task = await self.tasks.get(task_id, context)
+        if task is None:
+            raise TaskNotFoundError()
+        return _copy(task), TaskVersion.MISSING
+
+    async def _current(self, task_id: str, context: ServerCallContext) -> Task:
+        local = self._live.get(task_id)
+        if local is not None:
+            return _copy(await self._cached(local))
+        task, _ = await self._stored(task_id, context)
+        return task
+
+    async def _cached(self, task: _Task) -> Task:
+        current = await task.manager.get_task()
+        if current is None:
+            raise TaskNotFoundError(message=f"Task {task.id} not found")
+        return current
+
+    async def _tail(
+        self, task_id: str, after: TaskVersion, through_input: bool
+    ) -> AsyncIterator[Event]:
+        """The events another replica writes for the task, after version `after`."""
+        assert self._shared is not None
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        try:
+            async with contextlib.aclosing(
+                self._shared.events.subscribe(task_id, after=after)
+            ) as tail:
+                while True:
+                    step = asyncio.ensure_future(anext(tail))
+                    await asyncio.wait([step, stopping], return_when=asyncio.FIRST_COMPLETED)
+                    if not step.done():  # this server stops
+                        step.cancel()
+                        return
+                    event = step.result().event
+                    yield event
+                    state = _state(event)
+                    if state in TERMINAL or (state in SETTLED and not through_input):
+                        return
+        finally:
+            stopping.cancel()
+
+    # -- a shared store ---------------------------------------------------------------
+
+    async def _watch(self) -> None:
+        """Every `WATCH_S`: look for other replicas' writes to the tasks run here; every
+        third of a lease: renew this process's leases and end the lapsed tasks."""
+        assert self._shared is not None
+        loop = asyncio.get_running_loop()
+        renew_at = loop.time()
+        while True:
+            await asyncio.sleep(WATCH_S)
+            try:
+                for task in list(self._live.values()):
+                    await self._check(task)
+                if loop.time() >= renew_at:
+                    renew_at = loop.time() + self._shared.leases.lease_s / 3
+                    await self._shared.leases.renew(list(self._live))
+                    await self._sweep()
+            except Exception:
+                log.exception("A2A: watching the shared task store failed")
+
+    async def _check(self, task: _Task) -> None:
+        assert self._shared is not None
+        async with task.lock:
+            if task.over or task.manager.current_version.is_missing:
+                return  # not written yet
+            stored = await self._shared.tasks.get(task.id, task.context)
+            if stored is not None and stored.version != task.manager.current_version:
+                await self._reload(task)
+
+    async def _sweep(self) -> None:
+        """End FAILED every submitted or working task no live process holds a lease on."""
+        assert self._shared is not None
+        running = [(i, o) for i, o in await self._shared.running() if i not in self._live]
+        held = await self._shared.leases.held([i for i, _ in running])
+        ended = 0
+        for task_id, owner in running:
+            if task_id in held:
+                continue
+            context = ServerCallContext(user=Caller(owner))
+            stored = await self._shared.tasks.get(task_id, context)
+            if stored is None or stored.task.status.state in TERMINAL:
+                continue
+            failed = TaskStatusUpdateEvent(
+                task_id=task_id,
+                context_id=stored.task.context_id,
+                status=TaskStatus(
+                    state=TaskState.TASK_STATE_FAILED,
+                    message=Message(
+                        message_id=uuid.uuid4().hex,
+                        role=Role.ROLE_AGENT,
+                        task_id=task_id,
+                        context_id=stored.task.context_id,
+                        parts=[new_text_part(STOPPED_MESSAGE)],
+                    ),
+                ),
+            )
+            failed.status.timestamp.GetCurrentTime()
+            await self._write_stored(task_id, context, failed)
+            ended += 1
+        if ended:
+            log.warning("%d A2A task(s) whose Raven stopped ended failed", ended)
+
+
+def _working(task: _Task, message: Message) -> TaskStatusUpdateEvent:
+    """The task works again, on `message` (which goes into its history)."""
+    event = TaskStatusUpdateEvent(
+        task_id=task.id,
+        context_id=task.context_id,
+        status=TaskStatus(state=TaskState.TASK_STATE_WORKING, message=message),
+    )
+    event.status.timestamp.GetCurrentTime()
+    return event
+
+
+def _terminal(task: Task) -> UnsupportedOperationError:
+    state = TaskState.Name(task.status.state)
+    return UnsupportedOperationError(message=f"Task {task.id} is in terminal state: {state}")
+
+
+def _status_of(task: Task) -> TaskStatusUpdateEvent:
+    return TaskStatusUpdateEvent(task_id=task.id, context_id=task.context_id, status=task.status)
+
+
+def _state(event: Event) -> int | None:
+    if isinstance(event, Task | TaskStatusUpdateEvent):
+        return event.status.state
+    return None
+
+
+def _kind(event: Event) -> str:
+    return type(event).__name__
+
+
+def _is_progress(message: Message) -> bool:
+    raven = message.metadata.fields.get("raven") if message.HasField("metadata") else None
+    return bool(raven and raven.struct_value.fields.get("progress", None) is not None)
+
+
+def _copy(task: Task) -> Task:
+    """A snapshot: the writer's own object changes as the task goes on."""
+    snapshot = Task()
+    snapshot.CopyFrom(task)
+    return snapshot
+
+
+async def _first_then(first: Task, rest: AsyncIterator[Event]) -> AsyncIterator[Event]:
+    try:
+        yield first
+        async for event in rest:
+            yield event
+    finally:
+        with contextlib.suppress(Exception):
+            await rest.aclose()  # type: ignore[attr-defined]
+
+
+async def _nothing() -> AsyncIterator[Event]:
+    return
+    yield

@@ -1,0 +1,135 @@
+"""Where A2A tasks live: in memory (the default), or in a database other processes share.
+
+The memory store is the SDK's, keeping the newest `keepFinishedTasks` finished tasks: a
+gateway that runs for months must not grow with every task it ever served (running and
+waiting tasks are always kept). A database (`sqlite`, a file in the data directory, or
+an SQLAlchemy async URL such as PostgreSQL) is the SDK's versioned store: every write
+names the version it is based on and a stale one is refused, so a replica's late write
+can never change a task another one finished. Its events are kept beside it, for
+subscribers on other replicas, and so are the leases (`raven.a2a.leases`). Never runs
+a task.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from a2a.auth.user import User
+from a2a.server.context import ServerCallContext
+from a2a.server.tasks import InMemoryTaskStore, TaskStore
+from a2a.types import ListTasksRequest, ListTasksResponse, Task, TaskState
+
+from raven.config import A2AServerConfig, ConfigError
+from raven.config.paths import Paths
+
+if TYPE_CHECKING:
+    from a2a.server.cluster import DatabaseTaskEventStream, VersionedDatabaseTaskStore
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+    from raven.a2a.leases import Leases
+
+TERMINAL = frozenset(
+    {
+        TaskState.TASK_STATE_COMPLETED,
+        TaskState.TASK_STATE_CANCELED,
+        TaskState.TASK_STATE_FAILED,
+        TaskState.TASK_STATE_REJECTED,
+    }
+)
+SETTLED = TERMINAL | {TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED}
+"""States in which nothing more happens until a follow-up (or ever)."""
+RUNNING = (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
+EVENT_POLL_S = 0.25
+"""How often a replica looks for the events of a task another one runs."""
+
+
+class BoundedMemoryTaskStore(TaskStore):
+    def __init__(self, keep: int) -> None:
+        self._tasks = InMemoryTaskStore()
+        self._keep = keep
+        self._finished: OrderedDict[str, User] = OrderedDict()
+        """Finished tasks, oldest first, with their owner (not the whole call context, which
+        holds the request's headers)."""
+
+    async def save(self, task: Task, context: ServerCallContext) -> None:
+        await self._tasks.save(task, context)
+        if task.status.state not in TERMINAL:
+            return
+        self._finished[task.id] = context.user
+        self._finished.move_to_end(task.id)
+        while len(self._finished) > self._keep:
+            task_id, owner = self._finished.popitem(last=False)
+            await self._tasks.delete(task_id, ServerCallContext(user=owner))
+
+    async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
+        return await self._tasks.get(task_id, context)
+
+    async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
+        return await self._tasks.list(params, context)
+
+    async def delete(self, task_id: str, context: ServerCallContext) -> None:
+        self._finished.pop(task_id, None)
+        await self._tasks.delete(task_id, context)
+
+
+@dataclass
+class Shared:
+    """A database store: versioned tasks, their events and leases, shared by replicas."""
+
+    tasks: VersionedDatabaseTaskStore
+    events: DatabaseTaskEventStream
+    leases: Leases
+    engine: AsyncEngine
+
+    async def initialize(self) -> None:
+        await self.tasks.initialize()
+        await self.events.initialize()
+        await self.leases.initialize()
+
+    async def running(self) -> list[tuple[str, str]]:
+        """(id, owner) of every task stored as submitted or working."""
+        from sqlalchemy import select
+
+        db = self.tasks.as_task_store
+        model = db.task_model  # type: ignore[attr-defined]
+        states = [TaskState.Name(s) for s in RUNNING]
+        async with db.async_session_maker() as session:  # type: ignore[attr-defined]
+            rows = await session.execute(
+                select(model.id, model.owner).where(model.status["state"].as_string().in_(states))
+            )
+            return [(task_id, owner) for task_id, owner in rows.all()]
+
+    async def aclose(self) -> None:
+        await self.engine.dispose()
+
+
+def open_store(settings: A2AServerConfig, paths: Paths) -> BoundedMemoryTaskStore | Shared:
+    """`memory`, `sqlite` (a file in the data directory) or an SQLAlchemy async URL."""
+    kind = settings.task_store
+    if kind == "memory":
+        return BoundedMemoryTaskStore(settings.keep_finished_tasks)
+    try:
+        from a2a.server.cluster import DatabaseTaskEventStream, VersionedDatabaseTaskStore
+        from sqlalchemy.ext.asyncio import create_async_engine
+
+        from raven.a2a.leases import Leases
+    except ImportError as exc:
+        raise ConfigError(f"a2a.server.taskStore {kind!r} needs SQLAlchemy: {exc}") from exc
+    if kind == "sqlite":
+        from raven.private_files import private_file
+
+        url = f"sqlite+aiosqlite:///{private_file(paths.data_dir / 'a2a-tasks.db')}"
+    else:
+        url = kind
+    try:
+        engine = create_async_engine(url)
+    except Exception as exc:
+        raise ConfigError(f"a2a.server.taskStore: cannot use {kind!r}: {exc}") from exc
+    return Shared(
+        VersionedDatabaseTaskStore(engine, create_table=True),
+        DatabaseTaskEventStream(engine, create_table=True, poll_interval_s=EVENT_POLL_S),
+        Leases(engine, settings.lease_s),
+        engine,
+    )

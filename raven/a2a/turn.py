@@ -1,0 +1,325 @@
+"""A task's turn: one A2A task's work as one Raven turn on the engine.
+
+`TaskTurn` runs the turn and turns what happens in it into what a peer is told, in
+order: answer text in chunks at most every `STREAM_INTERVAL_S`, lines of progress (a
+tool call's title and state, the plan; never arguments or output), a question (the task
+waits for input) and the end. It also owns the conversation's session (one per caller
+and context id), the peer's message as a prompt and the files the turn attaches. It
+never writes a task: the task service does, from what `next()` returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from a2a.types import Message, Part
+
+from raven.a2a.attach import AttachSource
+from raven.a2a.parts import prompt_text
+from raven.a2a_parts import safe_name
+from raven.config.schema import ApprovalPolicy
+from raven.engine import (
+    AgentText,
+    ApprovalRequest,
+    Asker,
+    Decision,
+    LiveSession,
+    PlanUpdated,
+    Question,
+    Runtime,
+    ToolCallStarted,
+    ToolCallUpdated,
+    TurnEnded,
+    TurnEvent,
+    Unanswered,
+    preview_lines,
+    start_turn,
+)
+from raven.messages import TextPart
+from raven.redact import redact
+
+log = logging.getLogger(__name__)
+
+INBOX = "inbox"
+"""Under the working directory: one folder per conversation for the files peers send."""
+STREAM_INTERVAL_S = 0.25
+"""Answer text reaches peers as artifact chunks at most this often."""
+LOCAL_WINDOW_S = 60.0
+"""How long people right here get to answer before the task asks the peer."""
+_YES = {"y", "yes", "allow", "ok", "approve", "approved"}
+_ALWAYS = {"a", "always", "allow always"}
+
+LocalAsker = Callable[[str], Asker | None]
+"""For a session id, an asker that reaches people right here (the gateway's UIs), if any."""
+
+
+@dataclass
+class Asked:
+    """The turn asks the peer: the task waits for input until `TaskTurn.answer`."""
+
+    text: str
+
+
+@dataclass
+class Chunk:
+    """Answer text generated since the last chunk."""
+
+    text: str
+
+
+@dataclass
+class Progress:
+    """A line of progress: a tool call started or ended, the plan changed."""
+
+    text: str
+
+
+@dataclass
+class Ended:
+    """The turn is over: its whole answer, the files it attached, why it stopped."""
+
+    stop: str
+    text: str
+    error: str | None
+    attachments: list[Part]
+
+
+Step = Asked | Chunk | Progress | Ended
+
+
+class MintedContexts:
+    """Context ids this server minted for messages that came without one.
+
+    A minted context cannot have a session yet, so its first turn skips the lookup.
+    """
+
+    MAX_REMEMBERED = 4096
+
+    def __init__(self) -> None:
+        self._fresh: dict[str, None] = {}
+
+    def generate(self) -> str:
+        if len(self._fresh) >= self.MAX_REMEMBERED:
+            self._fresh.pop(next(iter(self._fresh)))
+        context_id = str(uuid.uuid4())
+        self._fresh[context_id] = None
+        return context_id
+
+    def take(self, context_id: str) -> bool:
+        """True once for a context id this generator minted."""
+        return self._fresh.pop(context_id, False) is None
+
+
+class Conversations:
+    """The session of each (caller, context id), in the A2A working directory."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        workdir: Path,
+        attach: Callable[[str, Part], bool],
+        max_file_bytes: int,
+    ) -> None:
+        self.runtime = runtime
+        self.workdir = workdir
+        self.minted = MintedContexts()
+        self._attach_tool = AttachSource(attach, max_file_bytes)
+
+    @staticmethod
+    def session_id(owner: str, context_id: str) -> str:
+        digest = hashlib.sha256(f"{owner}\0{context_id}".encode()).hexdigest()[:32]
+        return f"a2a_{digest}"
+
+    async def open(self, owner: str, context_id: str, first: bool) -> LiveSession:
+        """The conversation's live session; `first` for a task that starts a context."""
+        if not self.workdir.is_dir():
+            self.workdir.mkdir(parents=True, exist_ok=True)
+        session_id = self.session_id(owner, context_id)
+        if first and self.minted.take(context_id):
+            live = await self.runtime.new_session(
+                self.workdir, session_id=session_id, deferred=True
+            )
+        else:
+            live = await self.runtime.open_session(session_id, create_in=self.workdir, reopen=True)
+        live.attach_tools(self._attach_tool)
+        return live
+
+    def inbox(self, context_id: str) -> Path:
+        return self.workdir / INBOX / safe_name(context_id, set())
+
+    async def prompt(self, message: Message, context_id: str, data: list[Any] | None) -> str:
+        """The peer's message as a prompt; its inline files land in the context's inbox."""
+        inbox = self.inbox(context_id)
+        if any(p.WhichOneof("content") == "raw" for p in message.parts):
+            return await asyncio.to_thread(prompt_text, message, inbox, data)
+        return prompt_text(message, inbox, data)
+
+
+class TaskTurn:
+    """One task's turn, from its start to `Ended`."""
+
+    def __init__(self, session: LiveSession, local: Asker | None) -> None:
+        self.session = session
+        self._local = local
+        self._steps: asyncio.Queue[Step] = asyncio.Queue()
+        self._cancel = asyncio.Event()
+        self._question: asyncio.Future[str | None] | None = None
+        self._buffer: list[str] = []
+        self._flush: asyncio.TimerHandle | None = None
+        self._text: list[str] = []
+        self._titles: dict[str, str] = {}
+        self._ended: TurnEnded | None = None
+        self.attachments: list[Part] = []
+        self._work: asyncio.Task[None] | None = None
+
+    def start(self, prompt: str, approvals: ApprovalPolicy) -> None:
+        """Start the turn; raises the engine's `SessionBusy` or `SessionClosed`."""
+        work = start_turn(
+            self.session,
+            [TextPart(text=prompt)],
+            _TaskAsker(self, self._local),
+            self._emit,
+            self._cancel,
+            approvals=approvals,  # the engine applies it, after the mode's
+        )
+        self._work = asyncio.create_task(self._finish(work))
+
+    @property
+    def asking(self) -> bool:
+        return self._question is not None and not self._question.done()
+
+    async def next(self) -> Step:
+        return await self._steps.get()
+
+    async def wait_answer(self, timeout_s: float) -> bool:
+        """Wait for the question asked to be answered (or the turn stopped); False when
+        `timeout_s` passed first."""
+        question = self._question
+        if question is None or question.done():
+            return True
+        done, _ = await asyncio.wait([question], timeout=timeout_s)
+        return bool(done)
+
+    def answer(self, text: str | None) -> bool:
+        """Answer the turn's question (None: nobody answered); False when it asks none."""
+        if not self.asking:
+            return False
+        assert self._question is not None
+        self._question.set_result(text)
+        return True
+
+    def steer(self, text: str) -> bool:
+        """Hand the running turn a follow-up for its next step; False when it cannot."""
+        return self._work is not None and not self._work.done() and self.session.steer(text)
+
+    def cancel(self) -> None:
+        """Stop the turn (a question it asks included); `Ended` follows."""
+        self._cancel.set()
+
+    async def wait(self, timeout_s: float) -> bool:
+        """Wait for the turn to stop; False when it did not within `timeout_s`."""
+        if self._work is None:
+            return True
+        _, pending = await asyncio.wait([self._work], timeout=timeout_s)
+        return not pending
+
+    def _emit(self, event: TurnEvent) -> None:
+        if isinstance(event, AgentText):  # pieces the engine cut whole: each masked alone
+            piece = redact(event.text)
+            self._text.append(piece)
+            self._buffer.append(piece)
+            if self._flush is None:
+                self._flush = asyncio.get_running_loop().call_later(STREAM_INTERVAL_S, self._chunk)
+        elif isinstance(event, TurnEnded):
+            self._stop_chunks()
+            self._ended = event
+        elif (line := _progress_line(event, self._titles)) is not None:
+            self._steps.put_nowait(Progress(redact(line)))
+
+    def _chunk(self) -> None:
+        self._flush = None
+        if self._buffer:
+            self._steps.put_nowait(Chunk("".join(self._buffer)))
+            self._buffer.clear()
+
+    def _stop_chunks(self) -> None:
+        """Drop what is buffered: `Ended` carries the whole answer."""
+        if self._flush is not None:
+            self._flush.cancel()
+            self._flush = None
+
+    async def _finish(self, work: asyncio.Task[Any]) -> None:
+        try:
+            stop = await work
+            error = self._ended.error if self._ended else None
+            ended = Ended(stop, "".join(self._text), error, self.attachments)
+        except Exception:
+            log.exception("A2A turn in session %s failed", self.session.id)
+            ended = Ended("end_turn", "", "internal error", self.attachments)
+        finally:
+            self._stop_chunks()
+        self._steps.put_nowait(ended)
+
+    async def _ask(self, text: str) -> str | None:
+        self._question = asyncio.get_running_loop().create_future()
+        self._steps.put_nowait(Asked(redact(text)))
+        try:
+            return await self._question
+        finally:
+            self._question = None
+
+
+class _TaskAsker:
+    """Asks the people at hand first (on the gateway, its UIs), then the peer."""
+
+    def __init__(self, turn: TaskTurn, local: Asker | None) -> None:
+        self._turn = turn
+        self._local = local
+
+    async def approve(self, request: ApprovalRequest) -> Decision | Unanswered:
+        if self._local is not None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(LOCAL_WINDOW_S):
+                    return await self._local.approve(request)
+        shown = "\n".join(preview_lines(request.preview)) if request.preview else ""
+        asked = f"Allow {request.title}?" + (f"\n{shown}\n" if shown else " ")
+        answer = await self._turn._ask(asked + "Answer yes, always, or no.")
+        if answer is None:
+            return "unanswered"
+        word = answer.strip().lower().rstrip(".!")
+        if word in _ALWAYS:
+            return "allow_always"
+        return "allow_once" if word in _YES else "reject_once"
+
+    async def ask(self, question: Question) -> str | None:
+        if self._local is not None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(LOCAL_WINDOW_S):
+                    return await self._local.ask(question)
+        text = question.text
+        if question.choices:
+            text += "\nChoices: " + "; ".join(question.choices)
+        return await self._turn._ask(text)
+
+
+def _progress_line(event: TurnEvent, titles: dict[str, str]) -> str | None:
+    """What a peer is told of a turn event while the task works: titles and states only,
+    never a tool's arguments or output."""
+    if isinstance(event, ToolCallStarted):
+        titles[event.call_id] = event.title
+        return f"→ {event.title}"
+    if isinstance(event, ToolCallUpdated) and event.status != "in_progress":
+        mark = "✓" if event.status == "completed" else "✗"
+        return f"{mark} {titles.get(event.call_id, event.call_id)}"
+    if isinstance(event, PlanUpdated):
+        marks = {"completed": "[x]", "in_progress": "[~]", "pending": "[ ]"}
+        return "Plan:\n" + "\n".join(f"{marks[s.status]} {s.content}" for s in event.steps)
+    return None

@@ -17,6 +17,7 @@ import hashlib
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from email.utils import formatdate
 from typing import Any
 
 from a2a import types as a2a_types
@@ -99,6 +100,8 @@ Streaming = Callable[[Any, ServerCallContext, Any], Awaitable[AsyncIterator[Any]
 class _Binding:
     def __init__(self, mount: A2AMount) -> None:
         self._mount = mount
+        self._card_since = formatdate(usegmt=True)
+        """The card changes only with the config, which is read when the server starts."""
         service = mount.service
         self._unary: dict[str, Unary] = {
             "SendMessage": service.send,
@@ -118,7 +121,12 @@ class _Binding:
         text = json.dumps(body, ensure_ascii=False)
         etag = 'W/"' + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest() + '"'
         # It names the URL as the caller spelled the host (`rpc_url`): cached per Host.
-        headers = {"ETag": etag, "Cache-Control": f"max-age={CARD_MAX_AGE_S}", "Vary": "Host"}
+        headers = {
+            "ETag": etag,
+            "Cache-Control": f"max-age={CARD_MAX_AGE_S}",
+            "Vary": "Host",
+            "Last-Modified": self._card_since,
+        }
         if request.headers.get("If-None-Match") == etag:
             return web.Response(status=304, headers=headers)
         return web.Response(text=text, content_type="application/json", headers=headers)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +73,7 @@ async def test_the_card_honours_etags(client: TestClient) -> None:
     etag = first.headers["ETag"]
     again = await client.get("/.well-known/agent-card.json", headers={"If-None-Match": etag})
     assert first.status == 200 and again.status == 304
+    assert parsedate_to_datetime(first.headers["Last-Modified"]) <= datetime.now(UTC)
 
 
 async def test_mounting_refuses_inside_a_sub_agent(tmp_path: Path) -> None:

@@ -75,9 +75,10 @@ def sent_data(params: dict[str, Any]) -> list[Any] | None:
     return [p.get("data") if isinstance(p, dict) else None for p in parts]
 
 
-def prompt_text(message: Message, inbox: Path, data: list[Any] | None = None) -> str:
-    """The message as one prompt; inline files are written into `inbox` first. `data` is
-    `sent_data` of the request, used for data parts instead of their parsed form."""
+def prompt_text(message: Message, inbox: Path | None, data: list[Any] | None = None) -> str:
+    """The message as one prompt; inline files are written into `inbox` first (None only
+    for a message without any). `data` is `sent_data` of the request, used for data parts
+    instead of their parsed form."""
     pieces: list[str] = []
     taken: set[str] = set()
     for index, part in enumerate(message.parts):
@@ -88,6 +89,7 @@ def prompt_text(message: Message, inbox: Path, data: list[Any] | None = None) ->
             sent = data[index] if data is not None and index < len(data) else None
             pieces.append(fenced_data(part, sent))
         elif kind == "raw":
+            assert inbox is not None, "a message with files needs an inbox"
             path = save_file(inbox, part.filename or "file", part.raw, taken)
             pieces.append(
                 f"[file from the peer: {path} ({part.media_type or FILE_FALLBACK_TYPE}, "

@@ -119,7 +119,7 @@ class _Sink(EventQueue):
         self._task = task
 
     async def enqueue_event(self, event: Event) -> None:
-        await self._service._write(self._task, event)
+        await self._service._write(self._task, event, snapshot=False)
 
 
 class TaskService:
@@ -498,9 +498,12 @@ class TaskService:
 
     # -- writing and telling ----------------------------------------------------------
 
-    async def _write(self, task: _Task, event: Event, follower: _Follower | None = None) -> Task:
+    async def _write(
+        self, task: _Task, event: Event, follower: _Follower | None = None, snapshot: bool = True
+    ) -> Task:
         """Apply `event` to the task, store it and tell the followers; the task as it is
-        then (a copy), `follower` following from there. A finished task is not written."""
+        then (a copy, with `snapshot`), `follower` following from there. A finished task
+        is not written."""
         async with task.lock:
             for _ in range(_WRITE_ATTEMPTS):
                 current = await task.manager.get_task()
@@ -518,10 +521,10 @@ class TaskService:
                 break
             else:
                 raise InternalError(message=f"Task {task.id} keeps changing; try again")
-            snapshot = _copy(await self._cached(task))
+            current = await self._cached(task)
             if follower is not None:
-                self._follow(task, follower, snapshot.status.state)
-            return snapshot
+                self._follow(task, follower, current.status.state)
+            return _copy(current) if snapshot else current
 
     def _follow(self, task: _Task, follower: _Follower, state: int | None = None) -> None:
         if task.over or state in TERMINAL or (state in SETTLED and not follower.through_input):

@@ -131,6 +131,7 @@ class Conversations:
         self.runtime = runtime
         self.workdir = workdir
         self.minted = MintedContexts()
+        self._made = False
         self._attach_tool = AttachSource(attach, max_file_bytes)
 
     @staticmethod
@@ -140,8 +141,9 @@ class Conversations:
 
     async def open(self, owner: str, context_id: str, first: bool) -> LiveSession:
         """The conversation's live session; `first` for a task that starts a context."""
-        if not self.workdir.is_dir():
+        if not self._made:
             self.workdir.mkdir(parents=True, exist_ok=True)
+            self._made = True
         session_id = self.session_id(owner, context_id)
         if first and self.minted.take(context_id):
             live = await self.runtime.new_session(
@@ -157,10 +159,10 @@ class Conversations:
 
     async def prompt(self, message: Message, context_id: str, data: list[Any] | None) -> str:
         """The peer's message as a prompt; its inline files land in the context's inbox."""
-        inbox = self.inbox(context_id)
         if any(p.WhichOneof("content") == "raw" for p in message.parts):
+            inbox = self.inbox(context_id)
             return await asyncio.to_thread(prompt_text, message, inbox, data)
-        return prompt_text(message, inbox, data)
+        return prompt_text(message, None, data)
 
 
 class TaskTurn:

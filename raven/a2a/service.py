@@ -154,24 +154,32 @@ class TaskService:
 
     async def aclose(self) -> None:
         """Stop every turn (a working task ends FAILED, one waiting for input stays, to
-        be resumed), then end every stream."""
+        be resumed) and the watcher, then end every stream; each within a deadline."""
         self._closing = True
         self._stopping.set()
-        if self._watcher is not None:
-            self._watcher.cancel()
         for task in self._live.values():
             task.cancelled.set()
             if task.turn is not None:
                 task.turn.cancel()
-        runners = [t.runner for t in self._live.values() if t.runner is not None]
-        if runners:
-            _, pending = await asyncio.wait(runners, timeout=STOP_TURN_S)
-            for runner in pending:
-                runner.cancel()
+        work = [t.runner for t in self._live.values() if t.runner is not None]
+        if self._watcher is not None:
+            work.append(self._watcher)  # it stops at `_stopping`, between two looks
+        if work:
+            _, pending = await asyncio.wait(work, timeout=STOP_TURN_S)
+            for stuck in pending:
+                stuck.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=STOP_TURN_S)
         for task in list(self._live.values()):
             self._close(task, ended=True)
         if self._shared is not None:
-            await self._shared.aclose()
+            # Its database connections run in threads of their own: the process cannot
+            # exit before they are closed.
+            try:
+                async with asyncio.timeout(STOP_TURN_S):
+                    await self._shared.aclose()
+            except TimeoutError:
+                log.warning("A2A: the task store did not close in time")
 
     def attach(self, session_id: str, part: Any) -> bool:
         """Add a file to the answer of the session's running task; False when it has none."""
@@ -652,6 +660,7 @@ class TaskService:
                     await asyncio.wait([step, stopping], return_when=asyncio.FIRST_COMPLETED)
                     if not step.done():  # this server stops
                         step.cancel()
+                        await asyncio.wait([step])  # before the generator is closed
                         return
                     event = step.result().event
                     yield event
@@ -670,7 +679,11 @@ class TaskService:
         loop = asyncio.get_running_loop()
         renew_at = loop.time()
         while True:
-            await asyncio.sleep(WATCH_S)
+            try:
+                await asyncio.wait_for(self._stopping.wait(), WATCH_S)
+                return
+            except TimeoutError:
+                pass
             try:
                 for task in list(self._live.values()):
                     await self._check(task)

@@ -151,3 +151,51 @@ async def test_a_notification_gets_no_response(client: TestClient) -> None:
     answered = await client.post("/a2a", json=note, headers=AUTH)
     assert answered.status == 204 and await answered.read() == b""
     assert (await client.post("/a2a", json=note)).status == 401
+
+
+@pytest.mark.parametrize(
+    ("kind", "params"),
+    [
+        (
+            "SendMessageRequest",
+            {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]}},
+        ),
+        ("SendMessageRequest", {"message": {"role": "ROLE_USER", "parts": [{"text": "hi"}]}}),
+        ("SendMessageRequest", {"message": {"messageId": "m", "role": "ROLE_USER"}}),
+        ("SendMessageRequest", {"message": {"messageId": "m", "parts": [{"text": "hi"}]}}),
+        ("SendMessageRequest", {}),
+        (
+            "SendMessageRequest",
+            {
+                "message": {
+                    "messageId": "m",
+                    "role": "ROLE_USER",
+                    "parts": [{"data": {"a": [1, {"b": None}]}}, {"url": "https://x/y"}],
+                    "metadata": {"k": {"z": 1}},
+                },
+                "configuration": {"historyLength": 2},
+            },
+        ),
+        ("GetTaskRequest", {"id": "t"}),
+        ("GetTaskRequest", {}),
+        ("CancelTaskRequest", {}),
+        ("ListTasksRequest", {}),
+        ("TaskPushNotificationConfig", {"taskId": "t"}),
+        ("TaskPushNotificationConfig", {"taskId": "t", "url": "https://x/hook"}),
+    ],
+)
+def test_the_required_fields_check_agrees_with_the_sdks(kind: str, params: dict[str, Any]) -> None:
+    from a2a import types
+    from a2a.utils.errors import InvalidParamsError
+    from a2a.utils.proto_utils import validate_proto_required_fields
+    from google.protobuf.json_format import ParseDict
+
+    from raven.a2a.routes import _complete
+
+    request = ParseDict(params, getattr(types, kind)())
+    try:
+        validate_proto_required_fields(request)
+        sdk_says = True
+    except InvalidParamsError:
+        sdk_says = False
+    assert _complete(request) is sdk_says

@@ -90,6 +90,11 @@ class Admission:
 
 async def _take(lock: asyncio.Lock, cancelled: asyncio.Event) -> bool:
     """Acquire `lock` in its turn unless `cancelled` is set first; True when it is held."""
+    if cancelled.is_set():
+        return False
+    if not lock.locked():  # free, so nobody waits for it: taken without a wait
+        await lock.acquire()
+        return True
     wanted = asyncio.ensure_future(lock.acquire())
     stop = asyncio.ensure_future(cancelled.wait())
     held = False

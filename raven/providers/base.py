@@ -136,5 +136,19 @@ def estimate_tokens(request: ModelRequest, answer: str = "") -> int:
     report none: the system prompt, the history, the tool specs and the answer."""
     chars = len(request.system) + len(answer)
     chars += sum(len(m.model_dump_json()) for m in request.messages)
-    chars += sum(len(t.name) + len(t.description) + len(str(t.parameters)) for t in request.tools)
+    chars += sum(_spec_chars(t) for t in request.tools)
     return (chars + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+
+
+_SPEC_CHARS: dict[tuple[str, str], int] = {}
+
+
+def _spec_chars(tool: ToolSpec) -> int:
+    """A tool spec's size, measured once per tool (its schema is the same every call)."""
+    key = (tool.name, tool.description)
+    size = _SPEC_CHARS.get(key)
+    if size is None:
+        if len(_SPEC_CHARS) >= 4096:  # many MCP servers come and go: start over
+            _SPEC_CHARS.clear()
+        size = _SPEC_CHARS[key] = len(tool.name) + len(tool.description) + len(str(tool.parameters))
+    return size

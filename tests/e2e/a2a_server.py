@@ -29,9 +29,15 @@ class A2AServer:
     def stop(self) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-        code = self.proc.wait(15)
-        assert self.proc.stdout is not None
-        self.proc.stdout.close()
+        try:
+            code = self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()  # not left behind to trouble the tests that follow
+            self.proc.wait(15)
+            raise
+        finally:
+            assert self.proc.stdout is not None
+            self.proc.stdout.close()
         return code
 
     def post(

@@ -85,6 +85,8 @@ class _Follower:
     through_input: bool
     """SubscribeToTask's: it goes on through input-required until the task ends; a send's
     stops once the task settles."""
+    events: bool = True
+    """False for a blocking send, which waits for the end of the stream only."""
 
 
 class _Task:
@@ -198,7 +200,7 @@ class TaskService:
         as soon as the message is taken."""
         validate_history_length(request.configuration)
         immediately = request.configuration.return_immediately
-        follower = None if immediately else _Follower(asyncio.Queue(), through_input=False)
+        follower = None if immediately else _Follower(asyncio.Queue(), False, events=False)
         task, events = await self._take(request, context, data, follower)
         if events is not None:
             async for _ in events:
@@ -543,7 +545,8 @@ class TaskService:
     def _tell(self, task: _Task, event: Event, state: int) -> None:
         told = _copy(event) if isinstance(event, Task) else event  # the store's own changes
         for follower in task.followers:
-            follower.queue.put_nowait(told)
+            if follower.events:
+                follower.queue.put_nowait(told)
         if state in TERMINAL:
             self._close(task, ended=True)
         elif state in SETTLED:

@@ -180,7 +180,7 @@ class TaskTurn:
         self._titles: dict[str, str] = {}
         self._ended: TurnEnded | None = None
         self.attachments: list[Part] = []
-        self._work: asyncio.Task[None] | None = None
+        self._work: asyncio.Task[Any] | None = None
 
     def start(self, prompt: str, approvals: ApprovalPolicy) -> None:
         """Start the turn; raises the engine's `SessionBusy` or `SessionClosed`."""
@@ -192,7 +192,8 @@ class TaskTurn:
             self._cancel,
             approvals=approvals,  # the engine applies it, after the mode's
         )
-        self._work = asyncio.create_task(self._finish(work))
+        work.add_done_callback(self._finish)
+        self._work = work
 
     @property
     def asking(self) -> bool:
@@ -258,17 +259,20 @@ class TaskTurn:
             self._flush.cancel()
             self._flush = None
 
-    async def _finish(self, work: asyncio.Task[Any]) -> None:
-        try:
-            stop = await work
+    def _finish(self, work: asyncio.Task[Any]) -> None:
+        """The turn's task is done: `Ended` follows what it said."""
+        self._stop_chunks()
+        error: str | None = "internal error"
+        stop: str = "end_turn"
+        if work.cancelled():
+            stop = "cancelled"
+            error = None
+        elif (exc := work.exception()) is not None:
+            log.error("A2A turn in session %s failed", self.session.id, exc_info=exc)
+        else:
+            stop = work.result()
             error = self._ended.error if self._ended else None
-            ended = Ended(stop, "".join(self._text), error, self.attachments)
-        except Exception:
-            log.exception("A2A turn in session %s failed", self.session.id)
-            ended = Ended("end_turn", "", "internal error", self.attachments)
-        finally:
-            self._stop_chunks()
-        self._steps.put_nowait(ended)
+        self._steps.put_nowait(Ended(stop, "".join(self._text), error, self.attachments))
 
     async def _ask(self, text: str) -> str | None:
         self._question = asyncio.get_running_loop().create_future()

@@ -1,13 +1,17 @@
-"""`raven models`: the models Raven can use, which is the default and why."""
+"""`raven models`: the models Raven can use, which is the default and why; `add`,
+`default` and `remove` change them in the config file (0600) without editing JSON.
+Never writes an API key: a model names the environment variable that holds one."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from raven.cli.help import Typer
 from raven.cli.options import ConfigOption
 
 if TYPE_CHECKING:
@@ -16,12 +20,18 @@ if TYPE_CHECKING:
 VENDOR_KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 VENDOR_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
 
+app = Typer(help="List the models; add, remove or make one the default.")
 
+
+@app.callback(invoke_without_command=True)
 def models_command(
+    ctx: typer.Context,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     config: ConfigOption = None,
 ) -> None:
     """List the models: provider, base URL, key variable and whether it is set, the default."""
+    if ctx.invoked_subcommand is not None:
+        return
     import json
 
     from raven.cli.options import load
@@ -50,6 +60,98 @@ def models_command(
         else "[dim]no default: configure a model, set OPENAI_API_KEY or ANTHROPIC_API_KEY, "
         "or use --model echo[/]"
     )
+
+
+@app.command("add")
+def add_command(
+    name: Annotated[str, typer.Argument(help="The id to use it by (`raven run -m NAME`).")],
+    model: Annotated[str, typer.Option("--model", help="The server's model id.")],
+    provider: Annotated[
+        str, typer.Option("--provider", help="openai (any OpenAI-compatible server) or anthropic.")
+    ] = "openai",
+    base_url: Annotated[
+        str | None,
+        typer.Option("--base-url", help="The server's base URL, e.g. http://127.0.0.1:11434/v1."),
+    ] = None,
+    key_env: Annotated[
+        str | None,
+        typer.Option("--key-env", help="The environment variable holding its API key."),
+    ] = None,
+    make_default: Annotated[
+        bool, typer.Option("--default", help="Make it the default model.")
+    ] = False,
+    config: ConfigOption = None,
+) -> None:
+    """Add a model to the config (the default too when there is none yet, or with
+    --default)."""
+    from raven.config import ConfigError, ModelSpec
+
+    if provider not in VENDOR_KEYS:
+        raise ConfigError(f"--provider {provider!r}: use openai or anthropic")
+    cfg, path = _config(config)
+    if any(m.id == name for m in cfg.models):
+        raise ConfigError(f"there is a model {name!r} already; `raven models remove {name}` first")
+    spec = ModelSpec.model_validate(
+        {"id": name, "provider": provider, "model": model, "baseUrl": base_url}
+        | ({"apiKeyEnv": key_env} if key_env else {})
+    )
+    default = cfg.default_model if cfg.default_model and not make_default else name
+    _save(cfg.model_copy(update={"models": [*cfg.models, spec], "default_model": default}), path)
+    shown = " (the default)" if default == name else ""
+    typer.echo(f"added {name}{shown} to {path}")
+
+
+@app.command("default")
+def default_command(
+    name: Annotated[str, typer.Argument(help="A model id from `raven models`.")],
+    config: ConfigOption = None,
+) -> None:
+    """Make a model the default."""
+    cfg, path = _config(config)
+    _known(cfg, name)
+    _save(cfg.model_copy(update={"default_model": name}), path)
+    typer.echo(f"{name} is the default model ({path})")
+
+
+@app.command("remove")
+def remove_command(
+    name: Annotated[str, typer.Argument(help="A model id from `raven models`.")],
+    config: ConfigOption = None,
+) -> None:
+    """Remove a model from the config (if it was the default, the config then has none)."""
+    from raven.config import ConfigError
+
+    cfg, path = _config(config)
+    if all(m.id != name for m in cfg.models):
+        _known(cfg, name)
+        raise ConfigError(f"{name!r} is built in, not in the config: there is nothing to remove")
+    default = None if cfg.default_model == name else cfg.default_model
+    kept = [m for m in cfg.models if m.id != name]
+    _save(cfg.model_copy(update={"models": kept, "default_model": default}), path)
+    note = "; there is no default model now" if cfg.default_model == name else ""
+    typer.echo(f"removed {name} from {path}{note}")
+
+
+def _config(config: str | None) -> tuple[RavenConfig, Path]:
+    """The config file's settings (none yet: an empty config) and its path."""
+    from raven.cli.options import load
+
+    cfg, paths = load(config, "cli", creates=True)
+    return cfg, paths.config_file
+
+
+def _known(cfg: RavenConfig, name: str) -> None:
+    from raven.config import ConfigError
+
+    if cfg.find_model(name) is None:
+        known = ", ".join(m.id for m in cfg.selectable_models())
+        raise ConfigError(f"no model {name!r}; the models are: {known}")
+
+
+def _save(cfg: RavenConfig, path: Path) -> None:
+    from raven.config import RavenConfig, save_config
+
+    save_config(RavenConfig.model_validate(cfg.model_dump()), path)  # validated again
 
 
 def model_rows(cfg: RavenConfig, env: Mapping[str, str]) -> list[dict[str, Any]]:

@@ -52,6 +52,9 @@ def run_command(
     output: Annotated[
         Output, typer.Option("--output", "-o", help="text, or json / jsonl for scripts.")
     ] = "text",
+    usage: Annotated[
+        bool, typer.Option("--usage", "-u", help="Show the tokens the turn used, after it.")
+    ] = False,
     config: ConfigOption = None,
 ) -> int:
     """Run one turn and stream the answer to stdout.
@@ -66,7 +69,9 @@ def run_command(
     text = _prompt_text(prompt)
     attached = file_parts(files or [])
     cfg, paths = load(config, "cli")
-    options = RunOptions(model, mode, session, cwd, yes, resume_last, output, system, attached)
+    options = RunOptions(
+        model, mode, session, cwd, yes, resume_last, output, system, attached, usage
+    )
     return asyncio.run(_run(cfg, paths, text, options))
 
 
@@ -85,6 +90,7 @@ class RunOptions:
     system: str | None = None
     attached: list[Part] = field(default_factory=list)
     """Parts of the prompt from `--file`, before its text."""
+    usage: bool = False
 
 
 def _prompt_text(prompt: str | None) -> str:
@@ -181,6 +187,8 @@ async def _run(cfg: RavenConfig, paths: Paths, prompt: str, options: RunOptions)
         if reader_gone:
             return BROKEN_PIPE_EXIT
         err.print(f"[dim]session {live.id} · model {live.model.id}[/]")
+        if options.usage:
+            err.print(usage_line(events))
         if options.output == "json":
             print(json.dumps(summary(events, stop, live.id, live.model.id), ensure_ascii=False))
         ended = [e for e in events if isinstance(e, TurnEnded)]
@@ -239,6 +247,26 @@ def _discard_stdout() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)
+
+
+def usage_line(events: list[Any]) -> str:
+    """The tokens a turn used, added up over its model calls, as the server counted them
+    (`llm -u`); an estimate, said to be one, when the server reported none."""
+    from raven.engine import UsageUpdated
+
+    calls = [e for e in events if isinstance(e, UsageUpdated)]
+    if not calls:
+        return "Token usage: none reported (the turn called no model)"
+    counted = [e for e in calls if e.input_tokens is not None and e.output_tokens is not None]
+    said = f" over {len(calls)} model calls" if len(calls) > 1 else ""
+    if len(counted) < len(calls):
+        return (
+            f"Token usage: about {calls[-1].used_tokens:,} tokens in the context{said} "
+            "(estimated: the server reported no usage)"
+        )
+    read = sum(e.input_tokens or 0 for e in counted)
+    wrote = sum(e.output_tokens or 0 for e in counted)
+    return f"Token usage: {read:,} input, {wrote:,} output{said}"
 
 
 def summary(events: list[Any], stop: str, session_id: str, model_id: str) -> dict[str, Any]:

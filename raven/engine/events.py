@@ -68,6 +68,10 @@ class UsageUpdated:
     context_window: int | None
     estimated: bool = False
     """The server reported no usage; `used_tokens` is estimated from characters."""
+    input_tokens: int | None = None
+    """What the latest model call read, as the server counted it (None when estimated)."""
+    output_tokens: int | None = None
+    """What the latest model call wrote, as the server counted it (None when estimated)."""
 
 
 @dataclass(frozen=True)

@@ -301,7 +301,8 @@ async def _call_model(
             elif isinstance(event, Usage):
                 reported_usage = True
                 used = event.input_tokens + event.output_tokens
-                emit(UsageUpdated(used, session.provider.context_window))
+                window = session.provider.context_window
+                emit(UsageUpdated(used, window, False, event.input_tokens, event.output_tokens))
             elif isinstance(event, Finish):
                 finish = event.reason
     except BaseException:

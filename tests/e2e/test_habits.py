@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import stat
 from pathlib import Path
 
 import jsonschema
 
 from tests.conftest import RAVEN, raven, write_config
 from tests.e2e.test_chat import Terminal
+from tests.fakes.model_server import FakeModelServer, Reply, openai_stream
 
 SCHEMA = json.loads((Path(__file__).parents[2] / "docs" / "events.schema.json").read_text())
 
@@ -243,3 +245,66 @@ def test_the_spinner_runs_while_the_first_turn_of_a_session_waits(
         assert term.proc.wait(30) == 0
     finally:
         term.close()
+
+
+def test_a_local_model_is_added_used_and_removed_without_editing_json(
+    env: dict[str, str], home: Path, model_server: FakeModelServer
+) -> None:
+    base = model_server.url + "/v1"
+    added = raven("models", "add", "local", "--base-url", base, "--model", "qwen3:8b", env=env)
+    assert added.returncode == 0 and "added local (the default)" in added.stdout
+    config = home / "config.json"
+    assert stat.S_IMODE(config.stat().st_mode) == 0o600
+    assert json.loads(config.read_text()) == {
+        "models": [{"id": "local", "provider": "openai", "model": "qwen3:8b", "baseUrl": base}],
+        "defaultModel": "local",
+    }
+    model_server.queue(Reply(events=openai_stream("hello from qwen")))
+    answered = raven("run", "hi", env=env)  # the new default, no --model
+    assert answered.returncode == 0 and "hello from qwen" in answered.stdout
+    assert model_server.requests[-1].body["model"] == "qwen3:8b"
+
+    again = raven("models", "add", "local", "--model", "x", env=env)
+    assert again.returncode == 2 and "raven models remove local" in again.stderr
+    cloud = ["--provider", "anthropic", "--model", "claude-sonnet-4-5", "--key-env", "MY_KEY"]
+    assert raven("models", "add", "claude", *cloud, env=env).returncode == 0
+    assert json.loads(config.read_text())["defaultModel"] == "local"  # kept
+    assert raven("models", "default", "claude", env=env).returncode == 0
+    rows = {r["id"]: r for r in json.loads(raven("models", "--json", env=env).stdout)}
+    assert rows["claude"]["default"] and rows["claude"]["keyEnv"] == "MY_KEY"
+    unknown = raven("models", "default", "gpt-9", env=env)
+    assert unknown.returncode == 2 and "no model 'gpt-9'" in unknown.stderr
+    assert "local, claude, echo" in unknown.stderr
+    removed = raven("models", "remove", "claude", env=env)
+    assert removed.returncode == 0 and "there is no default model now" in removed.stdout
+    body = json.loads(config.read_text())
+    assert [m["id"] for m in body["models"]] == ["local"] and "defaultModel" not in body
+    bad = raven("models", "add", "x", "--provider", "ollama", "--model", "m", env=env)
+    assert bad.returncode == 2 and "use openai or anthropic" in bad.stderr
+
+
+def test_usage_adds_up_the_model_calls_as_the_server_counted_them(
+    env: dict[str, str], home: Path, tmp_path: Path, model_server: FakeModelServer
+) -> None:
+    (tmp_path / "a.txt").write_text("alpha\n")
+    write_config(
+        home,
+        {"models": [{"id": "m", "provider": "openai", "baseUrl": model_server.url + "/v1"}]},
+    )
+    model_server.queue(
+        Reply(
+            events=openai_stream(
+                tool_calls=[("c1", "read_file", '{"path": "a.txt"}')], usage=(120, 7)
+            )
+        ),
+        Reply(events=openai_stream("It says alpha.", usage=(150, 4))),
+    )
+    ran = raven("run", "-u", "read a.txt", env=env, cwd=tmp_path)
+    assert ran.returncode == 0 and "It says alpha." in ran.stdout
+    assert "Token usage: 270 input, 11 output over 2 model calls" in ran.stderr
+    assert "Token usage" not in ran.stdout  # the answer alone on stdout
+    model_server.queue(Reply(events=openai_stream("no counts", usage=None)))
+    estimated = raven("run", "--usage", "hi", env=env, cwd=tmp_path)
+    assert "(estimated: the server reported no usage)" in estimated.stderr
+    quiet = raven("run", "--model", "echo", "hi", env=env, cwd=tmp_path)
+    assert "Token usage" not in quiet.stderr  # only on request

@@ -32,6 +32,10 @@ def enable_command(config: ConfigOption = None) -> None:
         paths.config_file,
     )
     typer.echo(f"A2A enabled in {paths.config_file}")
+    if not cfg.models:
+        from raven.config.store import NO_MODEL_HINT
+
+        typer.echo(f"raven: peers cannot be answered yet: {NO_MODEL_HINT}", err=True)
     if minted:
         typer.echo(f"bearer token (shown once; give it to the peers you trust): {minted}")
     _tell_gateway(paths.data_dir)

@@ -62,12 +62,17 @@ def init_command(config: ConfigOption = None) -> None:
     Keys already set are never changed.
     """
     from raven.config import load_config, resolve_paths, save_config, starter_config
-    from raven.config.store import add_missing_keys
+    from raven.config.store import NO_MODEL_HINT, add_missing_keys
 
     paths = resolve_paths(config)
     if not paths.config_file.exists():
-        save_config(starter_config(), paths.config_file)
+        written = starter_config()
+        save_config(written, paths.config_file)
         typer.echo(f"wrote {paths.config_file}")
+        if written.default_model:
+            typer.echo(f"default model: {written.default_model} (its API key is set)")
+        else:
+            typer.echo(f"raven: {NO_MODEL_HINT}", err=True)
         return
     merged, added = add_missing_keys(load_config(paths.config_file), starter_config())
     if not added:

@@ -10,6 +10,7 @@ import logging
 import os
 import stat
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -158,27 +159,44 @@ def holds_secret(config: RavenConfig) -> bool:
     return masked(data) != data
 
 
-def starter_config() -> RavenConfig:
-    """What `raven config init` writes: the offline echo model and two modes."""
+STARTER_MODELS = (
+    (
+        "OPENAI_API_KEY",
+        {
+            "id": "gpt",
+            "name": "OpenAI GPT-4.1 mini",
+            "provider": "openai",
+            "model": "gpt-4.1-mini",
+            "apiKeyEnv": "OPENAI_API_KEY",
+        },
+    ),
+    (
+        "ANTHROPIC_API_KEY",
+        {
+            "id": "claude",
+            "name": "Claude Sonnet 4.5",
+            "provider": "anthropic",
+            "model": "claude-sonnet-4-5",
+            "apiKeyEnv": "ANTHROPIC_API_KEY",
+        },
+    ),
+)
+NO_MODEL_HINT = (
+    "no model yet: `raven setup` finds one (a server on this machine, OpenAI, Anthropic), "
+    "or `raven models add NAME --base-url URL --model ID`"
+)
+
+
+def starter_config(env: Mapping[str, str] | None = None) -> RavenConfig:
+    """What `raven config init` writes: three modes, and a model for each vendor whose key
+    `env` holds, the first the default. Never the offline echo model as a default: a
+    config with no real model says so when used instead of answering with an echo."""
+    env = os.environ if env is None else env
+    models = [spec for variable, spec in STARTER_MODELS if env.get(variable)]
     return RavenConfig.model_validate(
         {
-            "models": [
-                {
-                    "id": "gpt",
-                    "name": "OpenAI GPT-4.1 mini",
-                    "provider": "openai",
-                    "model": "gpt-4.1-mini",
-                    "apiKeyEnv": "OPENAI_API_KEY",
-                },
-                {
-                    "id": "claude",
-                    "name": "Claude Sonnet 4.5",
-                    "provider": "anthropic",
-                    "model": "claude-sonnet-4-5",
-                    "apiKeyEnv": "ANTHROPIC_API_KEY",
-                },
-            ],
-            "defaultModel": "echo",
+            "models": models,
+            **({"defaultModel": models[0]["id"]} if models else {}),
             "modes": [
                 {"id": "ask", "name": "Ask", "description": "Ask before edits and commands"},
                 {

@@ -66,11 +66,15 @@ def test_default_model_must_exist(tmp_path: Path) -> None:
 
 def test_save_is_atomic_private_and_round_trips(tmp_path: Path) -> None:
     path = tmp_path / "sub" / "config.json"
-    save_config(starter_config(), path)
+    starter = starter_config({"ANTHROPIC_API_KEY": "k"})
+    save_config(starter, path)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert load_config(path) == starter_config()
+    assert load_config(path) == starter
     assert [p.name for p in path.parent.iterdir()] == ["config.json"]
-    assert '"defaultModel": "echo"' in path.read_text()
+    assert '"defaultModel": "claude"' in path.read_text()
+    assert (
+        "echo" not in path.read_text() and '"k"' not in path.read_text()
+    )  # names the key, never holds it
 
 
 def test_masked_hides_secrets_only() -> None:

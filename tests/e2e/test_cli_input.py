@@ -76,7 +76,14 @@ def test_config_init_creates_a_named_file(env: dict[str, str], tmp_path: Path) -
     target = tmp_path / "new.json"
     result = raven("config", "init", "--config", str(target), env=env)
     assert result.returncode == 0, result.stderr
-    assert json.loads(target.read_text())["defaultModel"] == "echo"
+    written = json.loads(target.read_text())  # no key set: no model, and never echo
+    assert "defaultModel" not in written and not written.get("models")
+    assert "raven setup" in result.stderr and "raven models add" in result.stderr
+    keyed = tmp_path / "keyed.json"
+    result = raven("config", "init", "--config", str(keyed), env={**env, "OPENAI_API_KEY": "k"})
+    written = json.loads(keyed.read_text())
+    assert written["defaultModel"] == "gpt" and [m["id"] for m in written["models"]] == ["gpt"]
+    assert "default model: gpt" in result.stdout
 
 
 def test_config_init_adds_starter_keys_and_keeps_those_set(env: dict[str, str], home: Path) -> None:
@@ -86,20 +93,22 @@ def test_config_init_adds_starter_keys_and_keeps_those_set(env: dict[str, str], 
     data = json.loads((home / "config.json").read_text())
     assert data["a2a"]["server"]["token"] == "t" * 24
     assert data["limits"] == {"maxTurnSteps": 7}
-    assert data["defaultModel"] == "echo" and {m["id"] for m in data["modes"]} >= {"ask"}
+    assert "defaultModel" not in data and {m["id"] for m in data["modes"]} >= {"ask"}
     again = raven("config", "init", env=env)
     assert again.returncode == 0 and "nothing changed" in again.stdout
 
 
-def test_a2a_enable_before_config_init_writes_a_complete_config(
+def test_a2a_enable_before_config_init_never_makes_peers_talk_to_an_echo(
     env: dict[str, str], home: Path
 ) -> None:
     result = raven("a2a", "enable", env=env)
     assert result.returncode == 0, result.stderr
+    assert "peers cannot be answered yet" in result.stderr and "raven setup" in result.stderr
     data = json.loads((home / "config.json").read_text())
     assert data["a2a"]["server"]["enabled"] is True and data["a2a"]["server"]["token"]
-    assert data["defaultModel"] == "echo"
-    assert raven("run", "hi", env=env).stdout == "hi\n"
+    assert {m["id"] for m in data["modes"]} >= {"ask"} and "defaultModel" not in data
+    served = raven("a2a", "serve", "--port", "0", env=env)  # refuses, rather than echo
+    assert served.returncode == 2 and "no model is configured" in served.stderr
 
 
 def test_the_prompt_comes_from_stdin_when_piped_or_dash(env: dict[str, str]) -> None:

@@ -226,7 +226,7 @@ async def until_exists(path: Path, timeout_s: float = 20) -> None:
 
 
 def test_config_init_show_and_path(env: dict[str, str], home: Path) -> None:
-    assert raven("config", "init", env=env).returncode == 0
+    assert raven("config", "init", env={**env, "ANTHROPIC_API_KEY": "k"}).returncode == 0
     path = home / "config.json"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     again = raven("config", "init", env=env)

@@ -4,20 +4,27 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from pathlib import Path
 
 from aiohttp import web
 
 from raven.a2a.mount import A2AMount
 from raven.a2a.routes import add_a2a_routes
+from raven.running import forget, record
 from raven.signals import until_stopped
 
 log = logging.getLogger(__name__)
 
 
 async def serve(
-    mount: A2AMount, host: str, port: int, announce: Callable[[str, str], None]
+    mount: A2AMount,
+    host: str,
+    port: int,
+    announce: Callable[[str, str], None],
+    state: Path | None = None,
 ) -> None:
-    """Serve until SIGINT or SIGTERM; `announce(card_url, rpc_url)` once listening."""
+    """Serve until SIGINT or SIGTERM; `announce(card_url, rpc_url)` once listening; the
+    `state` file says so meanwhile."""
     app = web.Application()
     add_a2a_routes(app, mount)
     runner = web.AppRunner(app, access_log=None)
@@ -28,9 +35,14 @@ async def serve(
         bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         shown = f"[{host}]" if ":" in host else host
         base = f"http://{shown}:{bound}"
-        announce(f"{base}/.well-known/agent-card.json", f"{base}{mount.settings.path}")
+        rpc = f"{base}{mount.settings.path}"
+        if state is not None:
+            record(state, url=rpc)
+        announce(f"{base}/.well-known/agent-card.json", rpc)
         await until_stopped()
         log.info("stopping the A2A server")
     finally:
+        if state is not None:
+            forget(state)
         await mount.aclose()
         await runner.cleanup()

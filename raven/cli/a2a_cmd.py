@@ -74,14 +74,24 @@ def status_command(
 ) -> None:
     """Show whether A2A is enabled and how it is served (never the token, unless asked)."""
     from raven.cli.options import load
+    from raven.running import A2A_SERVE, GATEWAY, running
 
-    cfg, _ = load(config, "cli")
+    cfg, paths = load(config, "cli")
     s = cfg.a2a.server
     token = (s.token or "(not set)") if show_token else ("set" if s.token else "not set")
     typer.echo(f"enabled:    {'yes' if s.enabled else 'no'}")
     typer.echo(f"token:      {token}")
     typer.echo(f"path:       {s.path}")
-    typer.echo(f"listen:     {s.host}:{s.port} (raven a2a serve)")
+    served = []
+    if (alone := running(paths.data_dir / A2A_SERVE)) is not None:
+        served.append(f"{alone['url']} (raven a2a serve, pid {alone['pid']})")
+    gateway = running(paths.data_dir / GATEWAY)
+    if gateway is not None and gateway.get("a2a"):
+        served.append(f"{gateway['a2a']} (the gateway, pid {gateway['pid']})")
+    if not served:
+        served.append(f"no (`raven a2a serve` would listen on {s.host}:{s.port})")
+    for number, line in enumerate(served):
+        typer.echo(f"{'running:' if number == 0 else '':12}{line}")
     typer.echo(f"task store: {s.task_store}")
     typer.echo(f"approvals:  {s.approvals}")
 
@@ -161,7 +171,10 @@ def serve_command(
                 print(f"card: {card_url}", flush=True)
                 print(f"rpc:  {rpc_url}", flush=True)
 
-            await serve(mount, bind_host, s.port if port is None else port, announce)
+            from raven.running import A2A_SERVE
+
+            state = paths.data_dir / A2A_SERVE
+            await serve(mount, bind_host, s.port if port is None else port, announce, state)
         finally:
             await runtime.aclose()
 

@@ -8,25 +8,21 @@ calls `serve`.
 from __future__ import annotations
 
 import errno
-import json
 import logging
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 from aiohttp import web
 
 from raven.config import ConfigError, GatewayConfig
-from raven.config.store import write_private_file
 from raven.engine import Runtime
 from raven.errors import RavenError
 from raven.gateway.app import A2A_MOUNTED, make_app
 from raven.gateway.auth import Gatekeeper, load_or_mint_token
+from raven.running import GATEWAY, forget, record, recorded, running
 from raven.signals import until_stopped
 
 log = logging.getLogger(__name__)
-
-STATE_FILE = "gateway.json"
 
 
 class GatewayInUse(RavenError):
@@ -49,7 +45,7 @@ async def serve(
         app[A2A_MOUNTED] = mount(app)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    state = runtime.paths.data_dir / STATE_FILE
+    state = runtime.paths.data_dir / GATEWAY
     try:
         try:
             await web.TCPSite(runner, settings.host, settings.port).start()
@@ -60,14 +56,14 @@ async def serve(
         port = runner.addresses[0][1]  # the real one when --port 0 let the system pick
         gate.allowed_hosts = _hosts(shown, port)
         url = f"http://{shown}:{port}"
-        write_private_file(state, json.dumps({"pid": os.getpid(), "url": url}))
+        a2a = f"{url}{runtime.config.a2a.server.path}" if app.get(A2A_MOUNTED) else None
+        record(state, url=url, a2a=a2a)
         announce(url, f"{url}/login?code={gate.new_login_code()}")
         await until_stopped()
         log.info("stopping the gateway")
     finally:
         await runner.cleanup()
-        if _state_is_ours(state):
-            state.unlink()
+        forget(state)
 
 
 def _hosts(shown: str, port: int) -> set[str]:
@@ -76,31 +72,19 @@ def _hosts(shown: str, port: int) -> set[str]:
 
 
 def _in_use(state: Path, port: int) -> str:
-    try:
-        running = json.loads(state.read_text())
+    running = recorded(state)
+    if running and "pid" in running and "url" in running:
         return (
             f"a gateway is already running on port {port}: pid {running['pid']}, "
             f"{running['url']}; stop it or choose another --port"
         )
-    except (OSError, ValueError, KeyError):
-        return f"port {port} is in use by another program; choose another --port"
+    return f"port {port} is in use by another program; choose another --port"
 
 
 def running_url(data_dir: Path) -> str | None:
     """The URL of the gateway the state file names, if its process is alive."""
-    try:
-        running = json.loads((data_dir / STATE_FILE).read_text())
-        os.kill(int(running["pid"]), 0)
-        return str(running["url"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def _state_is_ours(state: Path) -> bool:
-    try:
-        return bool(json.loads(state.read_text()).get("pid") == os.getpid())
-    except (OSError, ValueError):
-        return False
+    state = running(data_dir / GATEWAY)
+    return str(state["url"]) if state and "url" in state else None
 
 
 def check_settings(settings: GatewayConfig) -> None:

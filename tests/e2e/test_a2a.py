@@ -908,3 +908,17 @@ async def test_an_answer_sent_with_return_immediately_resumes_the_task(serve: An
     final = await reaches(server, task["id"], "TASK_STATE_COMPLETED")
     assert final["status"]["message"]["parts"][0]["text"] == "Went on."
     assert server.call("CancelTask", {"id": task["id"]})["error"]["code"] == -32002
+
+
+def test_a2a_status_shows_what_is_running(env: dict[str, str], home: Path) -> None:
+    configure(home)
+    idle = raven("a2a", "status", env=env).stdout
+    assert "running:    no (`raven a2a serve` would listen on 127.0.0.1:8710)" in idle
+    server = start(env)
+    try:
+        status = raven("a2a", "status", env=env).stdout
+        assert f"running:    {server.rpc} (raven a2a serve, pid {server.proc.pid})" in status
+    finally:
+        assert server.stop() == 0
+    assert "running:    no" in raven("a2a", "status", env=env).stdout
+    assert not (home / "data" / "a2a-serve.json").exists()

@@ -73,6 +73,10 @@ def test_the_gateway_serves_rpc_and_mounts_a2a_when_enabled(
         assert f"pid {proc.pid}" in err and "already running" in err
         state = json.loads((home / "data" / "gateway.json").read_text())
         assert state["pid"] == proc.pid
+        status = subprocess.run(
+            [*RAVEN, "a2a", "status"], env=env, capture_output=True, text=True, timeout=DEADLINE_S
+        ).stdout
+        assert f"running:    {base}/a2a (the gateway, pid {proc.pid})" in status
         assert stat.S_IMODE((home / "data" / "gateway.json").stat().st_mode) == 0o600
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=DEADLINE_S)

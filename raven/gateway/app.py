@@ -95,6 +95,8 @@ async def _login(request: web.Request) -> web.StreamResponse:
     if not gate.trusted_host(request.headers.get("Host")):
         raise web.HTTPForbidden(text="unexpected Host")
     cookie = gate.spend_login_code(request.query.get("code", ""))
+    if cookie is None and gate.authorized(None, request.cookies.get(COOKIE)):
+        raise web.HTTPFound("/")  # a used link opened again in the browser it logged in
     if cookie is None:
         raise web.HTTPForbidden(
             text="this login link is not valid, was used already or has expired (a link lasts "

@@ -286,8 +286,13 @@ async def test_who_is_let_in(gateway: Any) -> None:
             g.base + "/rpc", headers={"Origin": f"http://127.0.0.1:{port}"}
         )
         await ws.close()
-        spent = await browser.get(f"{g.base}/login?code={code}", allow_redirects=False)
-        assert spent.status == 403
+        # The used link again, in the browser it logged in (its cookie sent): the page.
+        again = await browser.get(f"{g.base}/login?code={code}", allow_redirects=False)
+        assert again.status == 302 and again.headers["Location"] == "/"
+        assert "Set-Cookie" not in again.headers
+    async with aiohttp.ClientSession() as stranger:  # no cookie: the spent link is refused
+        spent = await stranger.get(f"{g.base}/login?code={code}", allow_redirects=False)
+        assert spent.status == 403 and "used already" in await spent.text()
 
 
 def test_the_web_uis_error_codes_and_labels_are_generated_from_the_contract() -> None:

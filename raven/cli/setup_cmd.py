@@ -24,6 +24,14 @@ LOCAL_SERVERS = (
 )
 PROBE_TIMEOUT_S = 0.5
 TEST_PROMPT = "Reply with the single word: ready"
+TOOL_PROMPT = "Call the tool `ping` now."
+NO_TOOLS_WARNING = (
+    "raven: warning: the model did not call a tool when asked to, so it cannot read files, "
+    "edit or run commands (it still answers). Some servers ignore tools unless told to use "
+    "them: llama-cpp-python needs `--chat_format chatml-function-calling` (or a model with "
+    "a tool-calling template); Ollama and llama.cpp need a model whose template supports "
+    "tools (llama.cpp: `--jinja`). Pick such a model and run `raven setup` again."
+)
 
 
 @dataclass(frozen=True)
@@ -96,6 +104,21 @@ def setup_command(config: ConfigOption = None) -> int:
     return _test_turn(updated, paths)
 
 
+async def _calls_a_tool(provider: Any) -> bool:
+    """Whether the model calls a tool when told to: some servers (llama-cpp-python with its
+    default chat format, for one) take the tools and never call them."""
+    from raven.messages import user_text
+    from raven.providers import ModelRequest, ToolCallReady, ToolSpec
+
+    ping = ToolSpec("ping", "Answers pong. Call it whenever you are asked to.", {"type": "object"})
+    request = ModelRequest(
+        system="You are being tested. Use the tools you are given.",
+        messages=[user_text(TOOL_PROMPT)],
+        tools=[ping],
+    )
+    return any([isinstance(e, ToolCallReady) async for e in provider.stream(request)])
+
+
 def _test_turn(config: Any, paths: Any) -> int:
     """One short model call with the new default; 0 when it answered."""
     from raven.messages import user_text
@@ -117,5 +140,12 @@ def _test_turn(config: Any, paths: Any) -> int:
         typer.echo("The config is written; fix the above and run `raven setup` again.", err=True)
         return 1
     typer.echo(f"The model answered: {answer.strip()[:200]}")
+    typer.echo("Testing that it calls tools…", err=True)
+    try:
+        calls_tools = asyncio.run(_calls_a_tool(provider))
+    except ProviderError:
+        calls_tools = False
+    if not calls_tools:
+        typer.echo(NO_TOOLS_WARNING, err=True)
     typer.echo("Raven is ready: `raven chat`, or add Raven to your editor (docs/acp.md).")
     return 0

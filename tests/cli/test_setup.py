@@ -23,7 +23,9 @@ def test_setup_writes_a_private_config_with_the_model_and_tests_one_turn(
     env: dict[str, str], home: Path, model_server: FakeModelServer
 ) -> None:
     model_server.queue(
-        Reply(events=openai_stream(text="ready")), Reply(events=openai_stream(text="hello"))
+        Reply(events=openai_stream(text="ready")),
+        Reply(events=openai_stream(tool_calls=[("c1", "ping", "{}")])),
+        Reply(events=openai_stream(text="hello")),
     )
     base = model_server.url + "/v1"
     # 1 is "an OpenAI-compatible server"; servers found on this machine come after 3.
@@ -31,6 +33,8 @@ def test_setup_writes_a_private_config_with_the_model_and_tests_one_turn(
     done = raven("setup", env={**env, "SETUP_TEST_KEY": "k-123"}, input=answers)
     assert done.returncode == 0, done.stderr
     assert "The model answered: ready" in done.stdout
+    assert "did not call a tool" not in done.stderr
+    assert [t["function"]["name"] for t in model_server.requests[1].body["tools"]] == ["ping"]
     config_file = home / "config.json"
     assert stat.S_IMODE(config_file.stat().st_mode) == 0o600
     config = json.loads(config_file.read_text())
@@ -58,3 +62,17 @@ def test_setup_says_so_when_the_model_does_not_answer(
     assert done.returncode == 1
     assert "did not answer" in done.stderr and "run `raven setup` again" in done.stderr
     assert (home / "config.json").exists()
+
+
+def test_setup_says_once_how_to_fix_a_server_that_never_calls_tools(
+    env: dict[str, str], home: Path, model_server: FakeModelServer
+) -> None:
+    model_server.queue(
+        Reply(events=openai_stream(text="ready")),
+        Reply(events=openai_stream(text="pong, I think")),  # llama-cpp-python's default
+    )
+    done = raven("setup", env=env, input=f"1\n{model_server.url}/v1\nm\n\n")
+    assert done.returncode == 0, done.stderr  # it still answers: a warning, not a failure
+    assert done.stderr.count("did not call a tool when asked to") == 1
+    assert "--chat_format chatml-function-calling" in done.stderr
+    assert "Raven is ready" in done.stdout

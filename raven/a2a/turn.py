@@ -32,13 +32,13 @@ from raven.engine import (
     Asker,
     Decision,
     LiveSession,
+    LogEvent,
     PlanUpdated,
     Question,
     Runtime,
     ToolCallStarted,
     ToolCallUpdated,
     TurnEnded,
-    TurnEvent,
     Unanswered,
     preview_lines,
     start_turn,
@@ -181,17 +181,27 @@ class TaskTurn:
         self._ended: TurnEnded | None = None
         self.attachments: list[Part] = []
         self._work: asyncio.Task[Any] | None = None
+        self._stop_following: Callable[[], None] = _told_by_the_log
 
     def start(self, prompt: str, approvals: ApprovalPolicy) -> None:
-        """Start the turn; raises the engine's `SessionBusy` or `SessionClosed`."""
-        work = start_turn(
-            self.session,
-            [TextPart(text=prompt)],
-            _TaskAsker(self, self._local),
-            self._emit,
-            self._cancel,
-            approvals=approvals,  # the engine applies it, after the mode's
-        )
+        """Start the turn; raises the engine's `SessionBusy` or `SessionClosed`.
+
+        What the turn says is read from the session's ordered log, as every face reads it
+        (the engine appends each event once, in order)."""
+        stop_following = self.session.follow(lambda logged: self._emit(logged.event))
+        try:
+            work = start_turn(
+                self.session,
+                [TextPart(text=prompt)],
+                _TaskAsker(self, self._local),
+                _told_by_the_log,
+                self._cancel,
+                approvals=approvals,  # the engine applies it, after the mode's
+            )
+        except BaseException:
+            stop_following()
+            raise
+        self._stop_following = stop_following
         work.add_done_callback(self._finish)
         self._work = work
 
@@ -234,7 +244,7 @@ class TaskTurn:
         _, pending = await asyncio.wait([self._work], timeout=timeout_s)
         return not pending
 
-    def _emit(self, event: TurnEvent) -> None:
+    def _emit(self, event: LogEvent) -> None:
         if isinstance(event, AgentText):  # pieces the engine cut whole: each masked alone
             piece = redact(event.text)
             self._text.append(piece)
@@ -261,6 +271,7 @@ class TaskTurn:
 
     def _finish(self, work: asyncio.Task[Any]) -> None:
         """The turn's task is done: `Ended` follows what it said."""
+        self._stop_following()
         self._stop_chunks()
         error: str | None = "internal error"
         stop: str = "end_turn"
@@ -316,7 +327,11 @@ class _TaskAsker:
         return await self._turn._ask(text)
 
 
-def _progress_line(event: TurnEvent, titles: dict[str, str]) -> str | None:
+def _told_by_the_log(*_: Any) -> None:
+    """Nothing: the turn's events are read from the session's log."""
+
+
+def _progress_line(event: LogEvent, titles: dict[str, str]) -> str | None:
     """What a peer is told of a turn event while the task works: titles and states only,
     never a tool's arguments or output."""
     if isinstance(event, ToolCallStarted):

@@ -314,6 +314,8 @@ class TaskService:
         if local is not None:
             return await self._follow_up(local, message, data, follower)
         if self._shared is not None and await self._shared.leases.held_elsewhere(stored.id):
+            if stored.status.state == TaskState.TASK_STATE_SUBMITTED:
+                raise _queued(stored.id)  # as its own replica would say
             return await self._relay(message, context, follower)
         return await self._resume(stored, owner, message, data, follower)
 
@@ -345,10 +347,7 @@ class TaskService:
         """A message to a task running here: its question's answer, or steering."""
         turn = task.turn
         if turn is None:
-            raise UnsupportedOperationError(
-                message=f"Task {task.id} is waiting for its turn; "
-                "send follow-ups once it is working"
-            )
+            raise _queued(task.id)
         prompt = await self._conversations.prompt(message, task.context_id, data)
         parked = (await self._cached(task)).status.state == TaskState.TASK_STATE_INPUT_REQUIRED
         answers = parked and turn.asking
@@ -749,6 +748,12 @@ def _working(task: _Task, message: Message) -> TaskStatusUpdateEvent:
     )
     event.status.timestamp.GetCurrentTime()
     return event
+
+
+def _queued(task_id: str) -> UnsupportedOperationError:
+    return UnsupportedOperationError(
+        message=f"Task {task_id} is waiting for its turn; send follow-ups once it is working"
+    )
 
 
 def _terminal(task: Task) -> UnsupportedOperationError:

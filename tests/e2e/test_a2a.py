@@ -613,6 +613,8 @@ async def test_replicas_on_postgresql_reach_the_running_turn_and_never_change_an
             {"text": "Deployed main."},
             {"text": "never told", "delayMs": 5000},
             {"text": "after the cancelled one"},
+            {"toolCalls": [{"name": "list_dir", "arguments": {}}], "delayMs": 1500},
+            {"text": "tidied, the tests too"},
             {"toolCalls": [sleeper]},
         ],
         [{"text": "replica b never runs these turns"}],
@@ -658,6 +660,26 @@ async def test_replicas_on_postgresql_reach_the_running_turn_and_never_change_an
                 kept = replica.call("GetTask", {"id": slow["id"]})["result"]
                 assert kept["status"]["state"] == "TASK_STATE_CANCELED"
                 assert "never told" not in json.dumps(kept)
+
+            # A follow-up through B to the task working on A steers A's turn.
+            tidy = a.call("SendMessage", message("tidy up") | IMMEDIATELY)["result"]["task"]
+            await reaches(a, tidy["id"], "TASK_STATE_WORKING")
+            steer = message("check the tests too", taskId=tidy["id"])
+            steered = b.call("SendMessage", steer | IMMEDIATELY)["result"]["task"]
+            assert steered["status"]["state"] == "TASK_STATE_WORKING"
+            tidied = await reaches(b, tidy["id"], "TASK_STATE_COMPLETED")
+            assert tidied["status"]["message"]["parts"][0]["text"] == "tidied, the tests too"
+            store = SessionStore(homes[0] / "data" / "raven.db")
+            try:
+                said = [
+                    m.text
+                    for r in store.page().sessions
+                    for m in store.messages(r.id)
+                    if m.role == "user"
+                ]
+            finally:
+                store.close()
+            assert "check the tests too" in said  # the model saw it, in A's session
 
             # A killed mid-turn: its lease lapses and B ends the task failed.
             left = a.call("SendMessage", message("work") | IMMEDIATELY)["result"]["task"]

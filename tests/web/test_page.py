@@ -61,7 +61,8 @@ def test_log_in_create_a_session_and_see_the_answer_stream(page: Page, web: WebG
     expect(answer).to_contain_text("Here is")
     expect(page.locator(".turn-end")).to_have_count(0)  # still streaming
     expect(page.get_by_role("button", name="Cancel", exact=True)).to_be_visible()
-    expect(page.locator(".turn-end")).to_contain_text("end turn")
+    expect(page.locator(".turn-end")).to_contain_text("Done")
+    expect(page.locator(".turn-end")).not_to_contain_text("end")  # no engine words on screen
     expect(answer.locator("strong")).to_have_text("the plan")
     expect(answer.locator("figure.code .tok-kw").first).to_have_text("def")
     expect(answer.locator("figure.code .tok-com")).to_have_text("# say hi")
@@ -89,6 +90,7 @@ def test_approve_a_write_and_see_it_done(page: Page, web: WebGateway) -> None:
     expect(dialog).to_be_hidden()
     tool = page.locator(".tool").last
     expect(tool).to_have_attribute("data-status", "completed")
+    expect(tool.locator(".tool-kind")).to_have_text("edit")
     expect(tool.locator(".diff-add")).to_have_text("+ from the web\n")
     expect(page.locator(".answer").last).to_have_text("Written.")
     assert (cwd / "web.txt").read_text() == "from the web\n"
@@ -121,6 +123,8 @@ def test_answer_a_question(page: Page, web: WebGateway) -> None:
     dialog.get_by_role("button", name="dev").click()
     expect(dialog).to_be_hidden()
     expect(page.locator(".tool").last).to_have_attribute("data-status", "completed")
+    expect(page.locator(".tool-kind").last).to_be_hidden()  # "other" says nothing: not shown
+    expect(page.locator(".tool").last).not_to_contain_text("other")
     page.locator(".tool-output summary").last.click()
     expect(page.locator(".tool-output pre").last).to_contain_text("dev")
     expect(page.locator(".answer").last).to_have_text("Going with it.")
@@ -167,6 +171,7 @@ def test_escape_cancels_a_long_turn(page: Page, web: WebGateway) -> None:
     expect(page.get_by_role("button", name="Cancel", exact=True)).to_be_visible()
     page.keyboard.press("Escape")
     expect(page.locator(".turn-end")).to_have_attribute("data-stop-reason", "cancelled")
+    expect(page.locator(".turn-end")).to_contain_text("Stopped")
     expect(page.get_by_role("button", name="Cancel", exact=True)).to_be_hidden()
     expect(page.get_by_role("button", name="Send", exact=True)).to_be_visible()
 
@@ -177,7 +182,7 @@ def test_steer_a_running_turn(page: Page, web: WebGateway) -> None:
     send(page, "start working")
     expect(page.get_by_role("button", name="Steer", exact=True)).to_be_visible()
     send(page, "also mention lemons")
-    expect(page.locator(".turn-end")).to_contain_text("end turn")
+    expect(page.locator(".turn-end")).to_contain_text("Done")
     # the model's next step saw the steering message (the scripted model echoes it)
     expect(page.locator(".turn").last).to_contain_text("also mention lemons")
     expect(page.locator(".turn").last).to_contain_text("Working on it.")
@@ -393,7 +398,7 @@ def test_the_page_reconnects_after_the_gateway_restarts(page: Page, tmp_path: Pa
         expect(page.locator(".answer").last).to_contain_text("Here is")
         send(page, "after the restart")
         expect(page.locator(".turn")).to_have_count(2)
-        expect(page.locator(".turn").last.locator(".turn-end")).to_contain_text("end turn")
+        expect(page.locator(".turn").last.locator(".turn-end")).to_contain_text("Done")
     finally:
         gateway.stop()
 
@@ -410,8 +415,16 @@ def test_raven_web_on_a_running_gateway_prints_a_fresh_link(page: Page, web: Web
     assert f"{web.base} (the running gateway)" in done.stdout
     link = next(w for w in done.stdout.split() if "/login?code=" in w)
     login(page, link)
-    page.goto(link)  # spent
-    expect(page.locator("body")).to_contain_text("not valid, was used already or has expired")
+    page.goto(link)  # spent, but this browser is signed in: the page
+    expect(page.get_by_role("button", name="New session")).to_be_visible()
+    assert page.url == web.base + "/"
+    stranger = page.context.browser.new_context()  # another browser: no cookie
+    try:
+        other = stranger.new_page()
+        other.goto(link)
+        expect(other.locator("body")).to_contain_text("not valid, was used already or has expired")
+    finally:
+        stranger.close()
 
 
 def test_markdown_renders_in_linear_time_whatever_the_answer_holds(

@@ -16,6 +16,26 @@ const KIND_ICONS = {
   other: "🔧",
 };
 const STATUS_TEXT = { in_progress: "running", completed: "done", failed: "failed" };
+// What a tool call does, in words; "other" says nothing a person could use.
+const KIND_TEXT = {
+  read: "read",
+  edit: "edit",
+  delete: "delete",
+  move: "move",
+  search: "search",
+  execute: "command",
+  think: "thinking",
+  fetch: "web",
+  other: "",
+};
+// How a turn ended, in words (the engine's stop reason stays in data-stop-reason).
+const STOP_TEXT = {
+  end_turn: "Done",
+  cancelled: "Stopped",
+  max_tokens: "Stopped: the answer reached the model's length limit",
+  max_turn_requests: "Stopped: the turn took the most steps allowed",
+  refusal: "The model declined",
+};
 const MAX_DIFF_CELLS = 400000;
 
 function el(tag, className, text) {
@@ -116,7 +136,8 @@ export class Transcript {
     const icon = el("span", "tool-icon", KIND_ICONS[event.kind] || KIND_ICONS.other);
     icon.setAttribute("aria-hidden", "true");
     const status = el("span", "tool-status", STATUS_TEXT.in_progress);
-    head.append(icon, el("span", "tool-title", event.title), el("span", "tool-kind", event.kind), status);
+    const kind = el("span", "tool-kind", KIND_TEXT[event.kind] ?? "");
+    head.append(icon, el("span", "tool-title", event.title), kind, status);
     const body = el("div", "tool-body");
     card.append(head, body);
     card.setAttribute("aria-label", `${event.title}: ${STATUS_TEXT.in_progress}`);
@@ -181,7 +202,7 @@ export class Transcript {
   onTurnEnded(event) {
     const footer = el("div", "turn-end");
     footer.dataset.stopReason = event.stopReason;
-    const parts = [event.stopReason.replace("_", " ")];
+    const parts = [STOP_TEXT[event.stopReason] || "Stopped"];
     if (this.usage) {
       const used = this.usage.usedTokens.toLocaleString();
       const window = this.usage.contextWindow ? ` of ${this.usage.contextWindow.toLocaleString()}` : "";

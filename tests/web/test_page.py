@@ -22,6 +22,8 @@ if (missing := chromium_missing()) is not None and not os.environ.get("RAVEN_TES
     pytest.skip(missing, allow_module_level=True)  # .ci/run requires it and installs it
 
 DOCS_SCREENSHOT = Path(__file__).parents[2] / "docs" / "web.png"
+DOCS_NARROW_SCREENSHOT = DOCS_SCREENSHOT.with_name("web-narrow.png")
+"""Kept in docs/ (both widths) when RAVEN_DOCS_SCREENSHOT is set."""
 
 
 def login(page: Page, link: str) -> None:
@@ -33,8 +35,14 @@ def new_session(page: Page, cwd: Path, model: str) -> None:
     page.get_by_label("Directory for a new session").fill(str(cwd))
     page.get_by_role("button", name="New session").click()
     expect(page.locator("#session-cwd")).to_have_text(str(cwd))
+    settings = page.get_by_role("button", name="Session settings")
+    narrow = settings.is_visible()  # a narrow window keeps them behind this button
+    if narrow:
+        settings.click()
     page.get_by_label("Model", exact=True).select_option(model)
     expect(page.get_by_label("Model", exact=True)).to_have_value(model)
+    if narrow:
+        settings.click()
 
 
 def send(page: Page, text: str) -> None:
@@ -91,6 +99,12 @@ def test_approve_a_write_and_see_it_done(page: Page, web: WebGateway) -> None:
     tool = page.locator(".tool").last
     expect(tool).to_have_attribute("data-status", "completed")
     expect(tool.locator(".tool-kind")).to_have_text("edit")
+    # Icons are drawn, not emoji: the same with or without an emoji font.
+    expect(tool.locator(".tool-icon svg path").first).to_be_attached()
+    emoji = page.evaluate(
+        r"() => (document.body.innerText.match(/[\u{1F300}-\u{1FAFF}\u{2600}-\u{27BF}]/gu) || [])"
+    )
+    assert emoji == [], emoji
     expect(tool.locator(".diff-add")).to_have_text("+ from the web\n")
     expect(page.locator(".answer").last).to_have_text("Written.")
     assert (cwd / "web.txt").read_text() == "from the web\n"
@@ -368,6 +382,30 @@ def test_a_narrow_dark_window_is_usable_and_every_control_is_labelled(
     send(page, "a narrow question")
     expect(page.locator(".turn-end")).to_be_visible()
     assert page.evaluate("document.documentElement.scrollWidth") <= 400
+    # The bar and the session's head take a tenth of the height; settings are a tap away.
+    header = page.evaluate(
+        """() => ['.bar', '.session-head']
+            .map((s) => document.querySelector(s).getBoundingClientRect().height)
+            .reduce((a, b) => a + b, 0)"""
+    )
+    assert header <= 0.1 * 800 + 4, header
+    expect(page.get_by_label("Model", exact=True)).to_be_hidden()
+    page.get_by_role("button", name="Session settings").click()
+    expect(page.get_by_label("Mode", exact=True)).to_be_visible()
+    expect(page.get_by_role("button", name="Delete")).to_be_visible()
+    expect(page.locator("#session-cwd")).to_be_visible()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 400
+    clipped = page.evaluate(
+        """() => [...document.querySelectorAll('button, select, label, .prompt, .answer')]
+            .filter((e) => e.offsetParent !== null && !e.matches('.visually-hidden'))
+            .filter((e) => e.scrollWidth > e.clientWidth + 1)
+            .map((e) => e.outerHTML.slice(0, 80))"""
+    )
+    assert clipped == []
+    page.get_by_role("button", name="Session settings").click()
+    expect(page.get_by_label("Mode", exact=True)).to_be_hidden()
+    if os.environ.get("RAVEN_DOCS_SCREENSHOT"):
+        page.screenshot(path=str(DOCS_NARROW_SCREENSHOT))
     page.get_by_role("button", name="Show or hide sessions").click()
     expect(page.get_by_role("navigation", name="Sessions")).to_be_visible()
     unlabelled = page.evaluate(

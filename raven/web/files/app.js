@@ -2,6 +2,7 @@
 // questions. Speaks only Raven RPC (see /rpc-schema/openrpc.json in the repository).
 
 import { CODES, DECISIONS } from "./contract.js";
+import { drawIcons } from "./icons.js";
 import { Rpc } from "./rpc.js";
 import { renderDiff, Transcript } from "./transcript.js";
 
@@ -611,6 +612,10 @@ function wire() {
   $("filter").addEventListener("input", debounce(() => refreshList().catch(report), 200));
   $("more").addEventListener("click", () => refreshList(true).catch(report));
   $("toggle-sessions").addEventListener("click", () => toggleSidebar());
+  $("toggle-controls").addEventListener("click", () => {
+    const open = $("session").querySelector(".session-head").classList.toggle("open");
+    $("toggle-controls").setAttribute("aria-expanded", String(open));
+  });
   $("new-cwd").addEventListener("input", () => {
     $("new-cwd").removeAttribute("aria-invalid");
     $("new-error").hidden = true;
@@ -621,5 +626,6 @@ function wire() {
   if (window.matchMedia("(max-width: 700px)").matches && location.hash) toggleSidebar(false);
 }
 
+drawIcons();
 wire();
 connect();

@@ -2,19 +2,9 @@
 // tool calls with their status, output and diffs, plans, and how each turn ended. Fed the
 // session events of Raven RPC (live) or of `session.get` (the session so far), the same way.
 
+import { icon } from "./icons.js";
 import { renderMarkdown } from "./markdown.js";
 
-const KIND_ICONS = {
-  read: "📖",
-  edit: "✏️",
-  delete: "🗑️",
-  move: "📦",
-  search: "🔎",
-  execute: "▶️",
-  think: "💭",
-  fetch: "🌐",
-  other: "🔧",
-};
 const STATUS_TEXT = { in_progress: "running", completed: "done", failed: "failed" };
 // What a tool call does, in words; "other" says nothing a person could use.
 const KIND_TEXT = {
@@ -133,11 +123,11 @@ export class Transcript {
     card.dataset.callId = event.callId;
     card.dataset.status = "in_progress";
     const head = el("div", "tool-head");
-    const icon = el("span", "tool-icon", KIND_ICONS[event.kind] || KIND_ICONS.other);
-    icon.setAttribute("aria-hidden", "true");
+    const glyph = el("span", "tool-icon");
+    glyph.append(icon(event.kind));
     const status = el("span", "tool-status", STATUS_TEXT.in_progress);
     const kind = el("span", "tool-kind", KIND_TEXT[event.kind] ?? "");
-    head.append(icon, el("span", "tool-title", event.title), kind, status);
+    head.append(glyph, el("span", "tool-title", event.title), kind, status);
     const body = el("div", "tool-body");
     card.append(head, body);
     card.setAttribute("aria-label", `${event.title}: ${STATUS_TEXT.in_progress}`);

@@ -346,7 +346,7 @@ def test_rename_filter_close_and_delete(page: Page, web: WebGateway) -> None:
     expect(page.locator("#title")).to_have_text("Lemon project")
     page.get_by_role("button", name="Delete", exact=True).click()
     page.get_by_role("dialog").get_by_role("button", name="Delete", exact=True).click()
-    expect(page.locator("#session")).to_be_hidden()
+    expect(page.locator("#title")).to_have_text("New session")  # a ready composer again
     expect(page.locator("#sessions li").filter(has_text="Lemon project")).to_have_count(0)
 
 
@@ -508,3 +508,25 @@ def test_markdown_renders_in_linear_time_whatever_the_answer_holds(
         'target="_blank">i</a> <a href="https://example.com/j" rel="noopener noreferrer" '
         'target="_blank">https://example.com/j</a>. snake_case 2<em>3</em>4 **open</p>'
     )
+
+
+def test_the_page_opens_on_a_ready_composer_in_the_gateways_directory(
+    page: Page, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    make_home(home)
+    gateway = WebGateway(home, free_port())
+    gateway.start()
+    try:
+        login(page, gateway.first_link)
+        expect(page.locator("#title")).to_have_text("New session")
+        expect(page.locator("#session-cwd")).to_have_text(str(home))  # where it was started
+        expect(page.get_by_label("Message")).to_be_focused()  # no path to type first
+        send(page, "straight in")
+        expect(page.locator(".prompt-text")).to_have_text("straight in")
+        expect(page.locator(".turn-end")).to_contain_text("Done")
+        expect(page.locator("#session-cwd")).to_have_text(str(home))
+        expect(page.locator("#sessions li")).to_have_count(1)
+        expect(page.get_by_label("Model", exact=True)).to_be_visible()  # a session's own
+    finally:
+        gateway.stop()

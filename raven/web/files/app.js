@@ -58,6 +58,7 @@ async function online() {
   }
   const wanted = state.current?.info.sessionId || decodeURIComponent(location.hash.slice(1));
   if (wanted) await openSession(wanted);
+  if (!state.current) showDraft();
 }
 
 // Back online with a session shown: its events from where this page left off (the
@@ -277,13 +278,14 @@ async function openSession(sessionId) {
     if (error.code === CODES.SESSION_NOT_FOUND) {
       state.current = null;
       history.replaceState(null, "", location.pathname);
-      showEmpty();
+      showDraft();
       return;
     }
     throw error;
   }
   state.current = { info: detail.session, busy: detail.session.busy, cursor: null };
   history.replaceState(null, "", `#${encodeURIComponent(sessionId)}`);
+  delete $("session").dataset.draft;
   $("empty").hidden = true;
   $("session").hidden = false;
   setTitle(detail.session.title);
@@ -306,10 +308,20 @@ async function openSession(sessionId) {
   $("prompt").focus();
 }
 
-function showEmpty() {
-  $("session").hidden = true;
-  $("empty").hidden = false;
+// No session open: a ready composer whose first message starts one in the directory the
+// sidebar's field names (where `raven web` was started, unless changed there).
+function showDraft() {
+  state.current = null;
+  $("empty").hidden = true;
+  $("session").hidden = false;
+  $("session").dataset.draft = "true";
   transcript.clear();
+  $("title").textContent = "New session";
+  $("session-cwd").textContent = $("new-cwd").value;
+  $("session-state").textContent = "";
+  $("send").textContent = "Send";
+  $("cancel").hidden = true;
+  $("prompt").focus();
 }
 
 function fillPicker(select, items, chosen) {
@@ -348,7 +360,9 @@ async function send(event) {
   event.preventDefault();
   const box = $("prompt");
   const text = box.value.trim();
-  if (!text || !state.current) return;
+  if (!text) return;
+  if (!state.current && $("session").dataset.draft) await startFromDraft();
+  if (!state.current) return;
   const sessionId = state.current.info.sessionId;
   clearReport();
   if (state.current.busy) {
@@ -359,6 +373,12 @@ async function send(event) {
     setBusy(true);
   }
   box.value = "";
+}
+
+async function startFromDraft() {
+  const info = await call("session.create", { cwd: $("new-cwd").value.trim() });
+  await refreshList();
+  await openSession(info.sessionId);
 }
 
 async function cancelTurn() {
@@ -437,7 +457,7 @@ async function deleteSession() {
   await call("session.delete", { sessionId: info.sessionId });
   state.current = null;
   history.replaceState(null, "", location.pathname);
-  showEmpty();
+  showDraft();
   await refreshList();
 }
 
@@ -619,6 +639,7 @@ function wire() {
   $("new-cwd").addEventListener("input", () => {
     $("new-cwd").removeAttribute("aria-invalid");
     $("new-error").hidden = true;
+    if ($("session").dataset.draft) $("session-cwd").textContent = $("new-cwd").value;
   });
   setInterval(() => {
     if (state.rpc?.online && !document.hidden) refreshList().catch(() => {});

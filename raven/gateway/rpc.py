@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from raven.config import ConfigError
+from raven.config import ECHO_MODEL_ID, ConfigError
 from raven.engine import (
     ApprovalRequest,
     BadDirectory,
@@ -391,7 +391,7 @@ class Peer:
         except ConfigError:
             default = None
         models = [c.ModelInfo(id=m.id, name=m.display_name, provider=m.provider) for m in specs]
-        return c.ModelsResult(models=models, default=default)
+        return c.ModelsResult(models=models, default=default, offline=ECHO_MODEL_ID)
 
     async def _modes_list(self, p: c.Empty) -> c.ModesResult:
         config = self._hub.runtime.config

@@ -162,6 +162,10 @@ class ModelInfo(Wire):
 class ModelsResult(Wire):
     models: list[ModelInfo]
     default: str | None
+    offline: str = Field(
+        description="The model that works with nothing configured: it answers with what it "
+        "was sent (for trying Raven before a model is set up)"
+    )
 
 
 class ModeInfo(Wire):

@@ -34,9 +34,11 @@ def login(page: Page, link: str) -> None:
 def new_session(page: Page, cwd: Path, model: str) -> None:
     page.get_by_label("Directory for a new session").fill(str(cwd))
     page.get_by_role("button", name="New session").click()
+    expect(page.locator("#session")).not_to_have_attribute("data-draft", re.compile(".*"))
     expect(page.locator("#session-cwd")).to_have_text(str(cwd))
     settings = page.get_by_role("button", name="Session settings")
-    narrow = settings.is_visible()  # a narrow window keeps them behind this button
+    size = page.viewport_size
+    narrow = size is not None and size["width"] <= 700  # settings behind this button
     if narrow:
         settings.click()
     page.get_by_label("Model", exact=True).select_option(model)
@@ -528,5 +530,27 @@ def test_the_page_opens_on_a_ready_composer_in_the_gateways_directory(
         expect(page.locator("#session-cwd")).to_have_text(str(home))
         expect(page.locator("#sessions li")).to_have_count(1)
         expect(page.get_by_label("Model", exact=True)).to_be_visible()  # a session's own
+    finally:
+        gateway.stop()
+
+
+def test_with_no_model_the_page_says_how_to_add_one_and_offers_the_offline_one(
+    page: Page, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.json").write_text("{}")
+    gateway = WebGateway(home, free_port())
+    gateway.start()
+    try:
+        login(page, gateway.first_link)
+        help_ = page.locator("#no-model")
+        expect(help_).to_contain_text("raven setup")
+        expect(help_).to_contain_text("raven models add")
+        page.get_by_role("button", name="Try Raven with the offline model").click()
+        expect(help_).to_be_hidden()
+        send(page, "hello offline")
+        expect(page.locator(".answer").last).to_have_text("hello offline")  # it echoes
+        expect(page.get_by_label("Model", exact=True)).to_have_value("echo")
     finally:
         gateway.stop()

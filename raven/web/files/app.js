@@ -51,6 +51,8 @@ async function online() {
   state.models = models.models;
   state.modes = modes.modes;
   state.defaults = { model: models.default, mode: modes.default };
+  state.offline = models.offline;
+  $("no-model").hidden = Boolean(models.default);
   await Promise.all([refreshList(), showRoster()]);
   if (state.current?.cursor) {
     await resumeSession();
@@ -321,7 +323,8 @@ function showDraft() {
   $("session-state").textContent = "";
   $("send").textContent = "Send";
   $("cancel").hidden = true;
-  $("prompt").focus();
+  // Ready to type, unless the person already is somewhere else (the page loads async).
+  if (document.activeElement === document.body) $("prompt").focus();
 }
 
 function fillPicker(select, items, chosen) {
@@ -376,7 +379,8 @@ async function send(event) {
 }
 
 async function startFromDraft() {
-  const info = await call("session.create", { cwd: $("new-cwd").value.trim() });
+  const cwd = $("new-cwd").value.trim();
+  const info = await call("session.create", { cwd, model: state.defaults.model });
   await refreshList();
   await openSession(info.sessionId);
 }
@@ -401,7 +405,7 @@ async function createSession(event) {
     return;
   }
   try {
-    const info = await call("session.create", { cwd });
+    const info = await call("session.create", { cwd, model: state.defaults.model });
     field.removeAttribute("aria-invalid");
     error.hidden = true;
     await refreshList();
@@ -632,6 +636,11 @@ function wire() {
   $("filter").addEventListener("input", debounce(() => refreshList().catch(report), 200));
   $("more").addEventListener("click", () => refreshList(true).catch(report));
   $("toggle-sessions").addEventListener("click", () => toggleSidebar());
+  $("use-offline").addEventListener("click", () => {
+    state.defaults.model = state.offline; // new sessions use it; it answers with what it got
+    $("no-model").hidden = true;
+    $("prompt").focus();
+  });
   $("toggle-controls").addEventListener("click", () => {
     const open = $("session").querySelector(".session-head").classList.toggle("open");
     $("toggle-controls").setAttribute("aria-expanded", String(open));

@@ -554,3 +554,29 @@ def test_with_no_model_the_page_says_how_to_add_one_and_offers_the_offline_one(
         expect(page.get_by_label("Model", exact=True)).to_have_value("echo")
     finally:
         gateway.stop()
+
+
+def test_sessions_that_need_you_come_first(page: Page, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    make_home(home)
+    gateway = WebGateway(home, free_port())
+    gateway.start()
+    try:
+        login(page, gateway.first_link)
+        new_session(page, work_dir(gateway, "asks"), "ask")  # older
+        new_session(page, work_dir(gateway, "newer"), "stream")  # newer, idle
+        items = page.locator("#sessions li")
+        expect(items).to_have_count(2)
+        expect(items.first).to_contain_text("work/newer")
+        items.filter(has_text="work/asks").click()
+        send(page, "ask me something")
+        expect(page.get_by_role("dialog")).to_contain_text("Which branch?")
+        # The older session, waiting for an answer, now heads the list.
+        expect(items.first).to_have_attribute("data-state", "waiting")
+        expect(items.first).to_contain_text("work/asks")
+        expect(items.nth(1)).to_have_attribute("data-state", "idle")
+        page.get_by_role("dialog").get_by_role("button", name="dev").click()
+        expect(page.locator(".turn-end")).to_be_visible()
+        expect(items.first).to_have_attribute("data-state", "idle")
+    finally:
+        gateway.stop()

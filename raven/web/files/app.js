@@ -202,6 +202,7 @@ async function refreshList(more = false) {
     state.sessions.set(info.sessionId, info);
     list.append(renderItem(info));
   }
+  sortList();
   state.cursor = page.nextCursor;
   $("more").hidden = !page.nextCursor;
   if (!state.sessions.size) {
@@ -209,6 +210,24 @@ async function refreshList(more = false) {
     none.dataset.placeholder = "1";
     $("sessions").append(none);
   }
+}
+
+// The list is grouped by state: sessions that need you first, then running ones, then the
+// rest, and closed ones last; newest first within each.
+const STATE_RANK = { waiting: 0, running: 1, idle: 2, closed: 3 };
+
+function itemState(info) {
+  if (info.waiting > 0) return "waiting";
+  if (info.busy) return "running";
+  return info.closed ? "closed" : "idle";
+}
+
+function sortList() {
+  const list = $("sessions");
+  const items = [...list.children];
+  const rank = (li) => STATE_RANK[li.dataset.state] ?? Object.keys(STATE_RANK).length;
+  const sorted = [...items].sort((a, b) => rank(a) - rank(b)); // stable: recency kept
+  if (sorted.some((li, i) => li !== items[i])) list.append(...sorted);
 }
 
 function renderItem(info) {
@@ -233,6 +252,9 @@ function renderItem(info) {
   button.append(badges);
   button.addEventListener("click", () => openSession(info.sessionId).catch(report));
   li.replaceChildren(button);
+  const moved = li.dataset.state !== itemState(info);
+  li.dataset.state = itemState(info);
+  if (moved && li.isConnected) sortList();
   return li;
 }
 

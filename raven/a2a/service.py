@@ -517,7 +517,9 @@ class TaskService:
             for _ in range(_WRITE_ATTEMPTS):
                 current = await task.manager.get_task()
                 if current is not None and current.status.state in TERMINAL:
-                    log.info("A2A task %s is over; a late %s is dropped", task.id, _kind(event))
+                    log.info(
+                        "A2A task %s is over; a late %s is dropped", task.id, type(event).__name__
+                    )
                     break
                 try:
                     assert not isinstance(event, Message)
@@ -769,10 +771,6 @@ def _state(event: Event) -> int | None:
     if isinstance(event, Task | TaskStatusUpdateEvent):
         return event.status.state
     return None
-
-
-def _kind(event: Event) -> str:
-    return type(event).__name__
 
 
 def _is_progress(message: Message) -> bool:

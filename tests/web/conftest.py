@@ -12,6 +12,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -181,6 +182,18 @@ class WebGateway:
         )
         reply.raise_for_status()
         return self.base + reply.json()["path"]
+
+
+@contextmanager
+def own_gateway(home: Path) -> Iterator[WebGateway]:
+    """A gateway of its own on `home` (already configured), for a test the shared one
+    would disturb; stopped at the end."""
+    gateway = WebGateway(home, free_port())
+    gateway.start()
+    try:
+        yield gateway
+    finally:
+        gateway.stop()
 
 
 def make_home(home: Path) -> None:

@@ -15,7 +15,14 @@ from playwright.sync_api import Page, expect
 
 from tests.conftest import RAVEN
 from tests.mcp.conftest import free_port
-from tests.web.conftest import DEADLINE_S, WebGateway, chromium_missing, make_home, work_dir
+from tests.web.conftest import (
+    DEADLINE_S,
+    WebGateway,
+    chromium_missing,
+    make_home,
+    own_gateway,
+    work_dir,
+)
 
 pytestmark = pytest.mark.browser
 if (missing := chromium_missing()) is not None and not os.environ.get("RAVEN_TEST_STRICT"):
@@ -517,9 +524,7 @@ def test_the_page_opens_on_a_ready_composer_in_the_gateways_directory(
 ) -> None:
     home = tmp_path / "home"
     make_home(home)
-    gateway = WebGateway(home, free_port())
-    gateway.start()
-    try:
+    with own_gateway(home) as gateway:
         login(page, gateway.first_link)
         expect(page.locator("#title")).to_have_text("New session")
         expect(page.locator("#session-cwd")).to_have_text(str(home))  # where it was started
@@ -530,8 +535,6 @@ def test_the_page_opens_on_a_ready_composer_in_the_gateways_directory(
         expect(page.locator("#session-cwd")).to_have_text(str(home))
         expect(page.locator("#sessions li")).to_have_count(1)
         expect(page.get_by_label("Model", exact=True)).to_be_visible()  # a session's own
-    finally:
-        gateway.stop()
 
 
 def test_with_no_model_the_page_says_how_to_add_one_and_offers_the_offline_one(
@@ -540,9 +543,7 @@ def test_with_no_model_the_page_says_how_to_add_one_and_offers_the_offline_one(
     home = tmp_path / "home"
     home.mkdir()
     (home / "config.json").write_text("{}")
-    gateway = WebGateway(home, free_port())
-    gateway.start()
-    try:
+    with own_gateway(home) as gateway:
         login(page, gateway.first_link)
         help_ = page.locator("#no-model")
         expect(help_).to_contain_text("raven setup")
@@ -552,16 +553,12 @@ def test_with_no_model_the_page_says_how_to_add_one_and_offers_the_offline_one(
         send(page, "hello offline")
         expect(page.locator(".answer").last).to_have_text("hello offline")  # it echoes
         expect(page.get_by_label("Model", exact=True)).to_have_value("echo")
-    finally:
-        gateway.stop()
 
 
 def test_sessions_that_need_you_come_first(page: Page, tmp_path: Path) -> None:
     home = tmp_path / "home"
     make_home(home)
-    gateway = WebGateway(home, free_port())
-    gateway.start()
-    try:
+    with own_gateway(home) as gateway:
         login(page, gateway.first_link)
         new_session(page, work_dir(gateway, "asks"), "ask")  # older
         new_session(page, work_dir(gateway, "newer"), "stream")  # newer, idle
@@ -578,5 +575,3 @@ def test_sessions_that_need_you_come_first(page: Page, tmp_path: Path) -> None:
         page.get_by_role("dialog").get_by_role("button", name="dev").click()
         expect(page.locator(".turn-end")).to_be_visible()
         expect(items.first).to_have_attribute("data-state", "idle")
-    finally:
-        gateway.stop()

@@ -237,4 +237,5 @@ def _record_json(r: SessionRecord) -> dict[str, object]:
         "createdAt": r.created_at,
         "updatedAt": r.updated_at,
         "closed": r.closed,
+        "failure": r.failure,
     }

@@ -164,11 +164,14 @@ class LiveSession:
         self.version = version
         self.log.rebase(len(self.history))
 
-    async def unclaim(self) -> None:
-        """End this process's claim (done even when the turn was cancelled)."""
-        if self._claimed:
-            self._claimed = False
-            await asyncio.shield(self.store.call(self.store.release_turn, self.id, os.getpid()))
+    async def unclaim(self, failure: str | None = None) -> None:
+        """End this process's claim (done even when the turn was cancelled), and keep what
+        the turn failed with, if it did (or that it did not), as the session's `failure`."""
+        claimed, self._claimed = self._claimed, False
+        if claimed or (failure is not None and not self.deferred):
+            self.record = dataclasses.replace(self.record, failure=failure)
+            release = self.store.call(self.store.release_turn, self.id, os.getpid(), failure)
+            await asyncio.shield(release)
 
     def cancel_turn(self) -> bool:
         """Ask the running turn to stop (it ends `cancelled`); False when none runs."""

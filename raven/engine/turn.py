@@ -141,10 +141,11 @@ async def _run_reserved(
 ) -> StopReason:
     try:
         await session.claim()
+        end = TurnEnded("cancelled")
         try:
             end = await _run_claimed(session, prompt, asker, emit, stopped, cancel)
         finally:
-            await session.unclaim()
+            await session.unclaim(end.error)
     finally:
         session.free()
     # Announced once the session is free again, so whoever hears it may start the next turn.

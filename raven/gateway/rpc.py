@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -67,6 +68,8 @@ class Hub:
         self.pending: dict[str, tuple[str, asyncio.Future[Any], dict[str, Any]]] = {}
         """request id → (session id, the answer to come, the announcement)."""
         self.turns: set[asyncio.Task[Any]] = set()
+        home = os.path.expanduser("~")  # left as it is when there is no home to know
+        self.home = home if home != "~" else None
         self._ids = itertools.count(1)
         self._last: tuple[Logged, bytes] | None = None
         """The event being handed to its followers, as a frame made (and redacted) once for
@@ -295,7 +298,7 @@ class Peer:
     # -- methods (named after the contract: session.create → _session_create) ----------------
 
     async def _system_hello(self, p: c.Empty) -> c.Hello:
-        return c.Hello(cwd=str(Path.cwd()))
+        return c.Hello(cwd=str(Path.cwd()), home=self._hub.home)
 
     async def _session_create(self, p: c.SessionCreate) -> c.SessionInfo:
         live = await self._hub.runtime.new_session(Path(p.cwd), p.model, p.mode)
@@ -441,6 +444,7 @@ class Peer:
             closed=record.closed,
             busy=live is not None and live.is_busy,
             waiting=len(self._hub.waiting(record.id)),
+            failure=record.failure,
         )
 
 

@@ -46,6 +46,8 @@ class SessionInfo(Wire):
     """A turn runs in it (in this gateway)."""
     waiting: int = 0
     """Permission requests and questions its turn waits for (in this gateway)."""
+    failure: str | None = None
+    """The error its last turn ended with; null when that turn ended well."""
 
 
 class Hello(Wire):
@@ -53,6 +55,9 @@ class Hello(Wire):
     version: str = __version__
     rpc_version: str = RPC_VERSION
     cwd: str = Field(description="The gateway's working directory: a default for new sessions")
+    home: str | None = Field(
+        default=None, description="The gateway user's home directory, which pages may show as ~"
+    )
 
 
 class SessionCreate(Wire):

@@ -139,6 +139,11 @@ def _m005_index_words_off_the_write_path(db: sqlite3.Connection) -> None:
     )
 
 
+def _m006_sessions_keep_their_last_failure(db: sqlite3.Connection) -> None:
+    """`failure` is the error the session's last turn ended with (NULL when it did not)."""
+    db.execute("ALTER TABLE sessions ADD COLUMN failure TEXT")
+
+
 def index_pending(db: sqlite3.Connection) -> None:
     """Add the messages written since the last call to the word index (inside a write)."""
     db.execute(
@@ -162,6 +167,7 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("turn_claims_and_versions", _m003_turn_claims_and_versions),
     ("full_text_search", _m004_full_text_search),
     ("index_words_off_the_write_path", _m005_index_words_off_the_write_path),
+    ("sessions_keep_their_last_failure", _m006_sessions_keep_their_last_failure),
 ]
 
 

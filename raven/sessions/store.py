@@ -92,6 +92,8 @@ class SessionRecord:
     created_at: str
     updated_at: str
     closed: bool
+    failure: str | None = None
+    """The error the last turn ended with; None when it ended well (or none ran)."""
 
 
 @dataclass(frozen=True)
@@ -399,12 +401,14 @@ class SessionStore:
             raise SessionNotFound(session_id)
         return int(row[0])
 
-    def release_turn(self, session_id: str, pid: int) -> None:
-        """End the claim `claim_turn` made for `pid` (a no-op if it holds none)."""
+    def release_turn(self, session_id: str, pid: int, failure: str | None = None) -> None:
+        """End the turn of process `pid`: its claim, if `claim_turn` made one, and the
+        session's last `failure`. A no-op while another process holds the session."""
         with self._write() as db:
             db.execute(
-                "UPDATE sessions SET turn_pid = NULL WHERE id = ? AND turn_pid = ?",
-                (session_id, pid),
+                "UPDATE sessions SET turn_pid = NULL, failure = ? "
+                "WHERE id = ? AND (turn_pid = ? OR turn_pid IS NULL)",
+                (failure, session_id, pid),
             )
 
     def update(
@@ -525,11 +529,14 @@ def _insert_session(db: sqlite3.Connection, record: SessionRecord) -> None:
     )
 
 
-_SELECT = "SELECT id, cwd, title, mode, model, face, created_at, updated_at, closed FROM sessions"
+_SELECT = (
+    "SELECT id, cwd, title, mode, model, face, created_at, updated_at, closed, failure"
+    " FROM sessions"
+)
 
 
 def _record(row: tuple[Any, ...]) -> SessionRecord:
-    sid, cwd, title, mode, model, face, created, updated, closed = row
+    sid, cwd, title, mode, model, face, created, updated, closed, failure = row
     return SessionRecord(
         id=str(sid),
         cwd=str(cwd),
@@ -540,6 +547,7 @@ def _record(row: tuple[Any, ...]) -> SessionRecord:
         created_at=str(created),
         updated_at=str(updated),
         closed=bool(closed),
+        failure=failure,
     )
 
 

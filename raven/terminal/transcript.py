@@ -67,6 +67,9 @@ def print_transcript(
         elif isinstance(msg, ToolResultMessage):
             mark = "[red]✗[/]" if msg.is_error else "[green]✓[/]"
             out.print(f"{mark} [dim]{escape(msg.name)}:[/] {escape(msg.content)}")
+    if record.failure:
+        out.print()
+        out.print(f"[red]the last turn failed:[/] {escape(redact(record.failure))}")
 
 
 def markdown_transcript(record: SessionRecord, messages: Sequence[Message]) -> str:

@@ -100,6 +100,11 @@ def test_provider_401_is_a_clear_failure(
     result = raven("run", "hi", env=env)
     assert result.returncode == 1
     assert "API key was refused" in result.stderr and "sk-leak" not in result.stderr
+    # The session remembers how its last turn ended.
+    (listed,) = json.loads(raven("sessions", "list", "--json", env=env).stdout)
+    assert "API key was refused" in listed["failure"] and "sk-leak" not in listed["failure"]
+    shown = raven("sessions", "show", listed["id"], env=env).stdout
+    assert "the last turn failed: " in shown and "(HTTP 401)" in shown
 
 
 def test_edits_are_denied_without_a_terminal_unless_yes(

@@ -373,6 +373,12 @@ async def test_provider_failure_ends_the_turn_with_an_explanation(
     assert stop == "end_turn"
     assert "cannot connect" in events.of(Notice)[0].text
     assert events[-1].error is not None  # type: ignore[union-attr]
+    # The session keeps what its last turn failed with, until a turn ends well.
+    assert session.record.failure == events[-1].error  # type: ignore[union-attr]
+    assert (await runtime.get_session(session.id)).failure == session.record.failure
+    await runtime.set_model(session, "echo")
+    assert await run_turn(session, prompt("y"), RecordingAsker(), Events().append) == "end_turn"
+    assert (await runtime.get_session(session.id)).failure is None
 
 
 async def test_steering_joins_before_the_next_model_call(

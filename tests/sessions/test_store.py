@@ -100,7 +100,23 @@ def test_migrations_apply_once(tmp_path: Path) -> None:
         "turn_claims_and_versions",
         "full_text_search",
         "index_words_off_the_write_path",
+        "sessions_keep_their_last_failure",
     ]
+
+
+def test_a_turns_failure_is_kept_until_the_next_turn_ends_and_never_over_anothers_claim(
+    store: SessionStore,
+) -> None:
+    record = store.create("/w", "test")
+    store.claim_turn(record.id, 1)
+    store.release_turn(record.id, 1, "the model server is down")
+    assert store.get(record.id).failure == "the model server is down"
+    assert store.page().sessions[0].failure == "the model server is down"
+    store.claim_turn(record.id, os.getpid())
+    store.release_turn(record.id, 1, None)  # not the holder: changes nothing
+    assert store.get(record.id).failure == "the model server is down"
+    store.release_turn(record.id, os.getpid(), None)
+    assert store.get(record.id).failure is None
 
 
 _WRITER = textwrap.dedent("""
@@ -236,7 +252,7 @@ def test_search_finds_words_in_tool_results_and_in_sessions_older_than_the_index
     db.execute("DROP TRIGGER messages_fts_delete")
     db.execute("DROP TABLE messages_unindexed")
     db.execute("DROP TABLE messages_fts")
-    db.execute("DELETE FROM schema_migrations WHERE version >= 4")
+    db.execute("DELETE FROM schema_migrations WHERE version IN (4, 5)")
     db.commit()
     db.close()
     store = SessionStore(path)

@@ -111,8 +111,10 @@ SCRIPTS: dict[str, list[dict[str, Any]]] = {
 class WebGateway:
     """`raven web --no-open` in its own RAVEN_HOME, stopped at the end."""
 
-    def __init__(self, home: Path, port: int) -> None:
+    def __init__(self, home: Path, port: int, user_home: Path | None = None) -> None:
         self.home = home
+        self.user_home = user_home
+        """HOME for the gateway, when not the tester's own."""
         self.port = port
         self.base = f"http://127.0.0.1:{port}"
         self.proc: subprocess.Popen[str] | None = None
@@ -121,7 +123,8 @@ class WebGateway:
     @property
     def env(self) -> dict[str, str]:
         clean = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-        return {**clean, "RAVEN_HOME": str(self.home), "NO_COLOR": "1"}
+        env = {**clean, "RAVEN_HOME": str(self.home), "NO_COLOR": "1"}
+        return env if self.user_home is None else {**env, "HOME": str(self.user_home)}
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
@@ -185,10 +188,10 @@ class WebGateway:
 
 
 @contextmanager
-def own_gateway(home: Path) -> Iterator[WebGateway]:
+def own_gateway(home: Path, user_home: Path | None = None) -> Iterator[WebGateway]:
     """A gateway of its own on `home` (already configured), for a test the shared one
     would disturb; stopped at the end."""
-    gateway = WebGateway(home, free_port())
+    gateway = WebGateway(home, free_port(), user_home)
     gateway.start()
     try:
         yield gateway
@@ -202,6 +205,8 @@ def make_home(home: Path) -> None:
     for name, steps in SCRIPTS.items():
         (home / f"{name}.json").write_text(json.dumps(steps))
         models.append({"id": name, "provider": "scripted", "script": str(home / f"{name}.json")})
+    # A model server that is down: nothing listens on the discard port, so a turn fails.
+    models.append({"id": "down", "provider": "openai", "baseUrl": "http://127.0.0.1:9/v1"})
     config = {
         "models": models,
         "defaultModel": "stream",

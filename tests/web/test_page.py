@@ -4,6 +4,7 @@ that tries to inject HTML, and a narrow dark window. Assertions are on the DOM."
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -18,6 +19,7 @@ from tests.mcp.conftest import free_port
 from tests.web.conftest import (
     DEADLINE_S,
     WebGateway,
+    call,
     chromium_missing,
     make_home,
     own_gateway,
@@ -66,7 +68,9 @@ def test_log_in_create_a_session_and_see_the_answer_stream(page: Page, web: WebG
     field = page.get_by_label("Directory for a new session")
     field.fill("relative/dir")
     page.get_by_role("button", name="New session").click()
-    expect(page.locator("#new-error")).to_have_text("Give an absolute path, starting with /.")
+    expect(page.locator("#new-error")).to_have_text(
+        "Give an absolute path, starting with / (or ~/)."
+    )
     expect(field).to_have_attribute("aria-invalid", "true")
     field.fill("/no/such/dir")
     page.get_by_role("button", name="New session").click()
@@ -118,8 +122,57 @@ def test_approve_a_write_and_see_it_done(page: Page, web: WebGateway) -> None:
     expect(page.locator(".answer").last).to_have_text("Written.")
     assert (cwd / "web.txt").read_text() == "from the web\n"
     expect(page.locator("#sessions .badge.waiting")).to_have_count(0)
-    if os.environ.get("RAVEN_DOCS_SCREENSHOT"):
-        page.screenshot(path=str(DOCS_SCREENSHOT))
+
+
+FORECAST = 'def forecast(city):\n    return fetch(city)["temp"]\n'
+README_SCENE = [
+    {"thought": "I should look at the code first.", **call("read_file", path="forecast.py")},
+    call(
+        "edit_file",
+        path="forecast.py",
+        old_text='    return fetch(city)["temp"]\n',
+        new_text='    reading = fetch(city)\n    return reading.get("temp")  # None when offline\n',
+    ),
+    {
+        "text": "`forecast()` no longer fails when the station is offline:\n\n"
+        "- it reads the temperature with `.get`, so a missing reading gives **None**;\n"
+        "- callers that print it should say *no data* for None.\n\n"
+        "Want me to update `show_forecast` too?"
+    },
+]
+
+
+def test_paths_under_home_read_as_tilde_and_the_readme_shows_a_real_session(
+    page: Page, tmp_path: Path
+) -> None:
+    home, user = tmp_path / "raven", tmp_path / "ada"
+    make_home(home)
+    project = user / "projects" / "weather"
+    project.mkdir(parents=True)
+    (project / "forecast.py").write_text(FORECAST)
+    (home / "local.json").write_text(json.dumps(README_SCENE))
+    config = json.loads((home / "config.json").read_text())
+    scene = {"id": "local", "provider": "scripted", "script": str(home / "local.json")}
+    config["models"].insert(0, scene)
+    config["defaultModel"] = "local"
+    (home / "config.json").write_text(json.dumps(config))
+    with own_gateway(home, user_home=user) as gateway:
+        login(page, gateway.first_link)
+        field = page.get_by_label("Directory for a new session")
+        field.fill("~/projects/weather")  # typed as a person would
+        page.get_by_role("button", name="New session").click()
+        expect(page.locator("#session-cwd")).to_have_text("~/projects/weather")
+        send(page, "make forecast() survive an offline station")
+        dialog = page.get_by_role("dialog")
+        expect(dialog.locator("figcaption")).to_have_text("~/projects/weather/forecast.py")
+        dialog.get_by_role("button", name="Allow once").click()
+        expect(page.locator(".answer").last).to_contain_text("update show_forecast too?")
+        assert "None when offline" in (project / "forecast.py").read_text()
+        expect(page.locator("#sessions .item-meta")).to_contain_text("…/projects/weather")
+        shown = page.evaluate("() => document.body.innerText")
+        assert str(tmp_path) not in shown  # no machine paths on screen
+        if os.environ.get("RAVEN_DOCS_SCREENSHOT"):
+            page.screenshot(path=str(DOCS_SCREENSHOT))
 
 
 def test_the_mode_picker_applies_to_the_next_turn(page: Page, web: WebGateway) -> None:
@@ -342,8 +395,8 @@ def test_rename_filter_close_and_delete(page: Page, web: WebGateway) -> None:
     expect(page.locator("#title")).to_have_text("Lemon project")
     page.get_by_label("Filter sessions").fill("lemon")
     expect(page.locator("#sessions")).to_have_attribute("data-query", "lemon")
-    expect(page.locator("#sessions li")).to_have_count(1)
-    expect(page.locator("#sessions li")).to_contain_text("Lemon project")
+    expect(page.locator("#sessions li[data-session-id]")).to_have_count(1)
+    expect(page.locator("#sessions li[data-session-id]")).to_contain_text("Lemon project")
     page.get_by_label("Filter sessions").fill("no session is called this")
     expect(page.locator("#sessions")).to_have_attribute("data-query", "no session is called this")
     expect(page.locator("#sessions li")).to_have_text("No session matches.")
@@ -365,7 +418,7 @@ def test_the_session_list_pages(page: Page, web: WebGateway) -> None:
     login(page, web.login_link())
     page.get_by_label("Filter sessions").fill("paging")
     expect(page.locator("#sessions")).to_have_attribute("data-query", "paging")
-    items = page.locator("#sessions li")
+    items = page.locator("#sessions li[data-session-id]")
     expect(items).to_have_count(30)
     page.get_by_role("button", name="Load more").click()
     expect(items).to_have_count(33)
@@ -533,7 +586,7 @@ def test_the_page_opens_on_a_ready_composer_in_the_gateways_directory(
         expect(page.locator(".prompt-text")).to_have_text("straight in")
         expect(page.locator(".turn-end")).to_contain_text("Done")
         expect(page.locator("#session-cwd")).to_have_text(str(home))
-        expect(page.locator("#sessions li")).to_have_count(1)
+        expect(page.locator("#sessions li[data-session-id]")).to_have_count(1)
         expect(page.get_by_label("Model", exact=True)).to_be_visible()  # a session's own
 
 
@@ -555,6 +608,34 @@ def test_with_no_model_the_page_says_how_to_add_one_and_offers_the_offline_one(
         expect(page.get_by_label("Model", exact=True)).to_have_value("echo")
 
 
+def test_a_failed_turn_puts_its_session_under_failed_until_a_turn_ends_well(
+    page: Page, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    make_home(home)
+    with own_gateway(home) as gateway:
+        login(page, gateway.first_link)
+        new_session(page, work_dir(gateway, "fails"), "down")
+        send(page, "are you there")
+        expect(page.locator(".notice.error")).to_be_visible()
+        item = page.locator("#sessions li[data-session-id]")
+        expect(item).to_have_attribute("data-state", "failed")
+        expect(item.locator(".badge.failed")).to_have_text("failed")
+        heading = page.locator("#sessions .group-head")
+        expect(heading).to_have_text("Failed")
+        page.reload()  # the failure is kept with the session, not only in this page
+        expect(item).to_have_attribute("data-state", "failed")
+        expect(item.locator(".badge.failed")).to_have_attribute("title", re.compile("127.0.0.1"))
+        item.click()
+        page.get_by_label("Model", exact=True).select_option("echo")
+        send(page, "now you are")
+        expect(page.locator(".answer").last).to_have_text("now you are")
+        expect(item).to_have_attribute("data-state", "idle")
+        expect(heading).to_have_text("Idle")
+        page.reload()
+        expect(item).to_have_attribute("data-state", "idle")
+
+
 def test_sessions_that_need_you_come_first(page: Page, tmp_path: Path) -> None:
     home = tmp_path / "home"
     make_home(home)
@@ -562,8 +643,9 @@ def test_sessions_that_need_you_come_first(page: Page, tmp_path: Path) -> None:
         login(page, gateway.first_link)
         new_session(page, work_dir(gateway, "asks"), "ask")  # older
         new_session(page, work_dir(gateway, "newer"), "stream")  # newer, idle
-        items = page.locator("#sessions li")
+        items = page.locator("#sessions li[data-session-id]")
         expect(items).to_have_count(2)
+        expect(page.locator("#sessions .group-head")).to_have_text(["Idle"])
         expect(items.first).to_contain_text("work/newer")
         items.filter(has_text="work/asks").click()
         send(page, "ask me something")
@@ -572,6 +654,9 @@ def test_sessions_that_need_you_come_first(page: Page, tmp_path: Path) -> None:
         expect(items.first).to_have_attribute("data-state", "waiting")
         expect(items.first).to_contain_text("work/asks")
         expect(items.nth(1)).to_have_attribute("data-state", "idle")
+        headings = page.locator("#sessions .group-head")
+        expect(headings).to_have_text(["Needs you", "Idle"])  # each group under its heading
+        expect(page.locator("#sessions > li").nth(1)).to_contain_text("work/asks")
         page.get_by_role("dialog").get_by_role("button", name="dev").click()
         expect(page.locator(".turn-end")).to_be_visible()
         expect(items.first).to_have_attribute("data-state", "idle")

@@ -3,6 +3,7 @@
 
 import { CODES, DECISIONS } from "./contract.js";
 import { drawIcons } from "./icons.js";
+import { absolutePath, displayPath, setHome } from "./paths.js";
 import { Rpc } from "./rpc.js";
 import { renderDiff, Transcript } from "./transcript.js";
 
@@ -46,7 +47,8 @@ function connect() {
 async function online() {
   setStatus("online", "Online");
   const hello = await call("system.hello");
-  if (!$("new-cwd").value) $("new-cwd").value = hello.cwd;
+  setHome(hello.home);
+  if (!$("new-cwd").value) $("new-cwd").value = displayPath(hello.cwd);
   const [models, modes] = await Promise.all([call("models.list"), call("modes.list")]);
   state.models = models.models;
   state.modes = modes.modes;
@@ -143,6 +145,7 @@ function onSessionEvent(sessionId, event, isCurrent) {
   if (event.type === "TurnStarted" || event.type === "TurnEnded") {
     if (info) info.busy = event.type === "TurnStarted";
     if (info) info.updatedAt = new Date().toISOString();
+    if (info && event.type === "TurnEnded") info.failure = event.error || null;
   }
   if (event.type === "TitleChanged" && info) info.title = event.title;
   if (info) renderItem(info);
@@ -194,7 +197,7 @@ async function refreshList(more = false) {
     // Update in place, so a refresh never makes the list flicker under the pointer.
     const keepIds = new Set(page.sessions.map((info) => info.sessionId));
     for (const li of [...list.children]) {
-      if (!keepIds.has(li.dataset.sessionId)) li.remove();
+      if (!keepIds.has(li.dataset.sessionId) && !li.matches(".group-head")) li.remove();
     }
     state.sessions.clear();
   }
@@ -212,22 +215,50 @@ async function refreshList(more = false) {
   }
 }
 
-// The list is grouped by state: sessions that need you first, then running ones, then the
-// rest, and closed ones last; newest first within each.
-const STATE_RANK = { waiting: 0, running: 1, idle: 2, closed: 3 };
+// The list is grouped by state, each group under its heading: sessions that need you
+// first, then running ones, failed ones, the rest, and closed ones last; newest first
+// within each.
+const GROUPS = {
+  waiting: "Needs you",
+  running: "Running",
+  failed: "Failed",
+  idle: "Idle",
+  closed: "Closed",
+};
+const STATE_RANK = Object.fromEntries(Object.keys(GROUPS).map((state, rank) => [state, rank]));
 
 function itemState(info) {
   if (info.waiting > 0) return "waiting";
   if (info.busy) return "running";
-  return info.closed ? "closed" : "idle";
+  if (info.closed) return "closed";
+  return info.failure ? "failed" : "idle";
 }
 
 function sortList() {
   const list = $("sessions");
-  const items = [...list.children];
+  const items = [...list.querySelectorAll(":scope > li[data-session-id]")];
   const rank = (li) => STATE_RANK[li.dataset.state] ?? Object.keys(STATE_RANK).length;
   const sorted = [...items].sort((a, b) => rank(a) - rank(b)); // stable: recency kept
-  if (sorted.some((li, i) => li !== items[i])) list.append(...sorted);
+  const wanted = [];
+  for (const [i, li] of sorted.entries()) {
+    if (li.dataset.state !== sorted[i - 1]?.dataset.state) wanted.push(groupHeading(li.dataset.state));
+    wanted.push(li);
+  }
+  wanted.push(...list.querySelectorAll(":scope > [data-placeholder]"));
+  const shown = [...list.children];
+  if (wanted.length !== shown.length || wanted.some((node, i) => node !== shown[i])) {
+    list.replaceChildren(...wanted);
+  }
+}
+
+function groupHeading(group) {
+  const shown = $("sessions").querySelector(`:scope > li.group-head[data-group="${group}"]`);
+  if (shown) return shown;
+  const heading = el("li", "group-head", GROUPS[group] || group);
+  heading.dataset.group = group;
+  heading.setAttribute("role", "heading");
+  heading.setAttribute("aria-level", "3");
+  return heading;
 }
 
 function renderItem(info) {
@@ -249,6 +280,11 @@ function renderItem(info) {
   if (info.waiting > 0) badges.append(el("span", "badge waiting", "needs you"));
   if (info.busy) badges.append(el("span", "badge busy", "running"));
   if (info.closed) badges.append(el("span", "badge closed", "closed"));
+  if (itemState(info) === "failed") {
+    const failed = el("span", "badge failed", "failed");
+    failed.title = info.failure;
+    badges.append(failed);
+  }
   button.append(badges);
   button.addEventListener("click", () => openSession(info.sessionId).catch(report));
   li.replaceChildren(button);
@@ -259,8 +295,9 @@ function renderItem(info) {
 }
 
 function shortPath(path) {
-  const parts = path.split("/").filter(Boolean);
-  return parts.length > 2 ? `…/${parts.slice(-2).join("/")}` : path;
+  const shown = displayPath(path);
+  const parts = shown.split("/").filter(Boolean);
+  return parts.length > 2 ? `…/${parts.slice(-2).join("/")}` : shown;
 }
 
 function ago(iso) {
@@ -313,7 +350,7 @@ async function openSession(sessionId) {
   $("empty").hidden = true;
   $("session").hidden = false;
   setTitle(detail.session.title);
-  $("session-cwd").textContent = detail.session.cwd;
+  $("session-cwd").textContent = displayPath(detail.session.cwd);
   fillPicker($("model"), state.models, detail.session.model || state.defaults.model);
   fillPicker($("mode"), state.modes, detail.session.mode || state.defaults.mode);
   $("mode").parentElement.hidden = !state.modes.length;
@@ -401,7 +438,7 @@ async function send(event) {
 }
 
 async function startFromDraft() {
-  const cwd = $("new-cwd").value.trim();
+  const cwd = absolutePath($("new-cwd").value.trim());
   const info = await call("session.create", { cwd, model: state.defaults.model });
   await refreshList();
   await openSession(info.sessionId);
@@ -416,11 +453,11 @@ async function createSession(event) {
   event.preventDefault();
   const field = $("new-cwd");
   const error = $("new-error");
-  const cwd = field.value.trim();
+  const cwd = absolutePath(field.value.trim());
   const problem = !cwd
     ? "Give the directory the session works in."
     : !cwd.startsWith("/")
-      ? "Give an absolute path, starting with /."
+      ? "Give an absolute path, starting with / (or ~/)."
       : null;
   if (problem) {
     showFieldError(field, error, problem);

@@ -4,6 +4,7 @@
 
 import { icon } from "./icons.js";
 import { renderMarkdown } from "./markdown.js";
+import { displayPath } from "./paths.js";
 
 const STATUS_TEXT = { in_progress: "running", completed: "done", failed: "failed" };
 // What a tool call does, in words; "other" says nothing a person could use.
@@ -209,7 +210,7 @@ export class Transcript {
 
 export function renderDiff(diff) {
   const figure = el("figure", "diff");
-  figure.append(el("figcaption", null, diff.path));
+  figure.append(el("figcaption", null, displayPath(diff.path)));
   const pre = el("pre");
   for (const [sign, line] of diffLines(diff.oldText ?? "", diff.newText)) {
     const kind = sign === "+" ? "add" : sign === "-" ? "del" : "ctx";

@@ -38,6 +38,7 @@ from raven.engine import (
     TurnEvent,
     UnknownMode,
     UnknownModel,
+    session_directory,
     start_turn,
 )
 from raven.errors import RavenError, invalid_fields
@@ -423,6 +424,9 @@ class Peer:
         mounted = self._hub.a2a_mounted()
         return c.A2AStatus(enabled=server.enabled, mounted=mounted, path=server.path)
 
+    async def _directory_list(self, p: c.DirectoryList) -> c.DirectoryListing:
+        return await asyncio.to_thread(_subdirectories, p.path)
+
     # -- helpers ---------------------------------------------------------------------------
 
     async def _live(self, session_id: str) -> LiveSession:
@@ -446,6 +450,30 @@ class Peer:
             waiting=len(self._hub.waiting(record.id)),
             failure=record.failure,
         )
+
+
+def _subdirectories(path: str) -> c.DirectoryListing:
+    """The listing of `path`: `BadDirectory` unless an existing absolute directory, an
+    invalid-params error for one Raven may not read."""
+    where = session_directory(path).resolve()
+    try:
+        with os.scandir(where) as entries:
+            names = [e.name for e in entries if not e.name.startswith(".") and _is_dir(e)]
+    except OSError as exc:
+        raise RpcError(INVALID_PARAMS, f"cannot read {path}: {exc.strerror}") from None
+    names.sort(key=lambda name: (name.casefold(), name))
+    shown = names[: c.MAX_LISTED_DIRECTORIES]
+    parent = str(where.parent) if where.parent != where else None
+    return c.DirectoryListing(
+        path=str(where), parent=parent, directories=shown, truncated=len(names) > len(shown)
+    )
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()  # follows links: a link to a directory is one to choose
+    except OSError:
+        return False
 
 
 def _ignore(event: TurnEvent) -> None:

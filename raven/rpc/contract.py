@@ -18,7 +18,7 @@ from raven import __version__
 from raven.jsonrpc import errors as jsonrpc
 from raven.tools.base import DECISION_LABELS, Decision, ToolKind
 
-RPC_VERSION = "2.0.0"
+RPC_VERSION = "2.1.0"
 
 
 class Wire(BaseModel):
@@ -196,6 +196,24 @@ class AgentsResult(Wire):
     agents: list[AgentInfo]
 
 
+class DirectoryList(Wire):
+    path: str = Field(description="Absolute path of an existing directory")
+
+
+class DirectoryListing(Wire):
+    path: str
+    """The directory, absolute, symbolic links resolved."""
+    parent: str | None
+    """The directory above it; null at the root."""
+    directories: list[str]
+    """The names of its subdirectories, sorted, hidden ones (a leading dot) left out."""
+    truncated: bool = False
+    """More subdirectories than a listing holds (`MAX_LISTED_DIRECTORIES`)."""
+
+
+MAX_LISTED_DIRECTORIES = 500
+
+
 class A2AStatus(Wire):
     enabled: bool
     mounted: bool
@@ -276,6 +294,12 @@ METHODS: dict[str, tuple[type[Wire], type[Wire], str]] = {
     "modes.list": (Empty, ModesResult, "The modes sessions can switch between."),
     "agents.list": (Empty, AgentsResult, "The sub-agents `delegate` can use."),
     "a2a.status": (Empty, A2AStatus, "Whether A2A is enabled and mounted here."),
+    "directory.list": (
+        DirectoryList,
+        DirectoryListing,
+        "The subdirectories of a directory on the gateway's machine, to choose where a "
+        "session works.",
+    ),
 }
 
 NOTIFICATIONS: dict[str, tuple[type[Wire], str]] = {

@@ -243,6 +243,29 @@ async def test_cancel_steer_errors_and_lists(gateway: Any, tmp_path: Path) -> No
     await ui.close()
 
 
+async def test_a_ui_can_browse_the_directories_a_session_may_work_in(
+    gateway: Any, tmp_path: Path
+) -> None:
+    g = await gateway([])
+    ui = await g.connect()
+    tmp_path = tmp_path / "tree"
+    for name in ("beta", "Alpha", "gamma", ".hidden"):
+        (tmp_path / name).mkdir(parents=True)
+    (tmp_path / "notes.txt").write_text("not a directory")
+    (tmp_path / "to-beta").symlink_to(tmp_path / "beta")
+    listed = await ui.call("directory.list", path=str(tmp_path / "beta" / ".."))
+    assert listed["path"] == str(tmp_path.resolve())  # resolved
+    assert listed["directories"] == ["Alpha", "beta", "gamma", "to-beta"]
+    assert listed["parent"] == str(tmp_path.resolve().parent) and not listed["truncated"]
+    assert (await ui.call("directory.list", path="/"))["parent"] is None
+    for bad in ("relative", str(tmp_path / "notes.txt"), str(tmp_path / "missing")):
+        refused = await ui.call("directory.list", path=bad)
+        assert refused["code"] == -32602 and "directory" in refused["message"], refused
+    hello = await ui.call("system.hello")
+    assert hello["home"] == str(Path.home())  # what the page shows as ~
+    await ui.close()
+
+
 async def test_closing_stops_the_turn_and_a_closed_session_takes_no_turn(
     gateway: Any, tmp_path: Path
 ) -> None:

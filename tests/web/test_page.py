@@ -175,6 +175,35 @@ def test_paths_under_home_read_as_tilde_and_the_readme_shows_a_real_session(
             page.screenshot(path=str(DOCS_SCREENSHOT))
 
 
+def test_a_directory_is_chosen_by_browsing_and_a_session_starts_there(
+    page: Page, web: WebGateway
+) -> None:
+    base = work_dir(web, "browse")
+    (base / "apps" / "weather").mkdir(parents=True)
+    (base / "apps" / "notes").mkdir()
+    (base / "apps" / ".cache").mkdir()
+    login(page, web.login_link())
+    page.get_by_label("Directory for a new session").fill(str(base))
+    page.get_by_role("button", name="Choose a directory").click()
+    dialog = page.get_by_role("dialog")
+    expect(dialog.locator(".dir-path")).to_have_text(str(base))
+    dialog.get_by_role("button", name="apps", exact=True).click()
+    expect(dialog.locator(".dir-path")).to_have_text(str(base / "apps"))
+    entries = dialog.get_by_role("list", name="Subdirectories").get_by_role("button")
+    expect(entries).to_have_text([".. (up one level)", "notes", "weather"])  # no hidden ones
+    dialog.get_by_role("button", name="weather", exact=True).click()
+    expect(dialog.locator(".dir-path")).to_have_text(str(base / "apps" / "weather"))
+    expect(dialog).to_contain_text("No subdirectories.")
+    dialog.get_by_role("button", name=".. (up one level)").click()
+    dialog.get_by_role("button", name="notes", exact=True).click()
+    dialog.get_by_role("button", name="Use this directory").click()
+    expect(dialog).to_be_hidden()
+    field = page.get_by_label("Directory for a new session")
+    expect(field).to_have_value(str(base / "apps" / "notes"))
+    page.get_by_role("button", name="New session").click()
+    expect(page.locator("#session-cwd")).to_have_text(str(base / "apps" / "notes"))
+
+
 def test_the_mode_picker_applies_to_the_next_turn(page: Page, web: WebGateway) -> None:
     login(page, web.login_link())
     cwd = work_dir(web, "auto")

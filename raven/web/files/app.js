@@ -22,6 +22,7 @@ const state = {
   current: null, // { info, busy }
   pending: new Map(), // requestId → announcement (with method)
   asking: null, // requestId shown in the dialog
+  gatewayCwd: null, // where `raven web` was started
 };
 const transcript = new Transcript($("transcript"));
 
@@ -48,6 +49,7 @@ async function online() {
   setStatus("online", "Online");
   const hello = await call("system.hello");
   setHome(hello.home);
+  state.gatewayCwd = hello.cwd;
   if (!$("new-cwd").value) $("new-cwd").value = displayPath(hello.cwd);
   const [models, modes] = await Promise.all([call("models.list"), call("modes.list")]);
   state.models = models.models;
@@ -535,6 +537,60 @@ async function pick(select, method, key) {
   }
 }
 
+// -- choosing a directory --------------------------------------------------------------------
+
+async function chooseDirectory() {
+  const field = $("new-cwd");
+  const typed = absolutePath(field.value.trim());
+  let listing = await call("directory.list", { path: typed || state.gatewayCwd }).catch(() =>
+    call("directory.list", { path: state.gatewayCwd }),
+  );
+  const body = el("div", "dir-picker");
+  const go = (path) =>
+    call("directory.list", { path })
+      .then(show)
+      .catch((failure) => body.append(el("p", "error", failure.message)));
+  const entry = (label, path) => {
+    const button = el("button", "dir-entry", label);
+    button.type = "button";
+    button.addEventListener("click", () => go(path));
+    const li = el("li");
+    li.append(button);
+    return li;
+  };
+  function show(found) {
+    listing = found;
+    const where = el("p", "dir-path", displayPath(found.path));
+    where.title = found.path;
+    const list = el("ul", "dir-list");
+    list.setAttribute("aria-label", "Subdirectories");
+    if (found.parent) list.append(entry(".. (up one level)", found.parent));
+    for (const name of found.directories) {
+      list.append(entry(name, found.path === "/" ? `/${name}` : `${found.path}/${name}`));
+    }
+    if (!found.directories.length) list.append(el("li", "muted", "No subdirectories."));
+    if (found.truncated) {
+      list.append(el("li", "muted", `Only the first ${found.directories.length} are shown.`));
+    }
+    const hadFocus = body.contains(document.activeElement);
+    body.replaceChildren(where, list);
+    if (hadFocus) list.querySelector("button")?.focus(); // keyboard users stay in the list
+  }
+  show(listing);
+  const chosen = await openDialog({
+    title: "Choose a directory",
+    body,
+    actions: [
+      { label: "Use this directory", value: "use", primary: true },
+      { label: "Cancel", value: null },
+    ],
+  });
+  if (chosen !== "use") return;
+  field.value = displayPath(listing.path);
+  field.dispatchEvent(new Event("input"));
+  field.focus();
+}
+
 // -- approvals and questions -----------------------------------------------------------------
 
 let dialogDone = null;
@@ -673,6 +729,7 @@ function debounce(fn, ms) {
 
 function wire() {
   $("new-session").addEventListener("submit", (e) => createSession(e).catch(report));
+  $("browse").addEventListener("click", () => chooseDirectory().catch(report));
   $("composer").addEventListener("submit", (e) => send(e).catch(report));
   $("prompt").addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {

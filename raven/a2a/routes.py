@@ -41,11 +41,12 @@ from a2a.utils.version_validator import validate_version
 from aiohttp import web
 from google.api.field_behavior_pb2 import FieldBehavior, field_behavior
 from google.protobuf.descriptor import FieldDescriptor
-from google.protobuf.json_format import MessageToDict, ParseDict
+from google.protobuf.json_format import ParseDict
 
 from raven.a2a.auth import Caller, authenticate
 from raven.a2a.mount import A2AMount
 from raven.a2a.parts import check_parts, sent_data
+from raven.a2a.wire import to_json
 from raven.config import A2AServerConfig
 from raven.origins import is_loopback
 
@@ -225,7 +226,7 @@ class _Binding:
                 envelope = {
                     "jsonrpc": "2.0",
                     "id": request_id,
-                    "result": _numbers(MessageToDict(to_stream_response(event))),
+                    "result": to_json(to_stream_response(event)),
                 }
                 await send(b"data: " + json.dumps(envelope, ensure_ascii=False).encode() + b"\n\n")
                 try:
@@ -333,15 +334,14 @@ def _call_context(
 
 def _result(method: str, typed: Any, result: Any) -> Any:
     if method == "SendMessage":
-        return _numbers(MessageToDict(a2a_types.SendMessageResponse(task=result)))
+        return to_json(a2a_types.SendMessageResponse(task=result))
     if method == "ListTasks":
-        body = MessageToDict(result, always_print_fields_with_no_presence=True)
+        body = to_json(result, every_field=True)  # as the SDK's handler answers it
         # The tasks in this page, as the conformance kit and other SDKs read the field; the
         # SDK's handler echoes the size asked for instead.
-        body["pageSize"] = len(body.get("tasks", []))
-        body["nextPageToken"] = body.get("nextPageToken") or ""
-        return _numbers(body)
-    return _numbers(MessageToDict(result))
+        body["pageSize"] = len(body["tasks"])
+        return body
+    return to_json(result)
 
 
 def _complete(message: Any) -> bool:
@@ -384,18 +384,6 @@ def _shape(descriptor: Any) -> tuple[tuple[tuple[str, bool], ...], tuple[tuple[s
         elif field.message_type.fields_by_name["value"].type == FieldDescriptor.TYPE_MESSAGE:
             nested.append((field.name, "map"))
     return tuple(required), tuple(nested)
-
-
-def _numbers(value: Any) -> Any:
-    """`value` with whole floats as integers: a data part's JSON is parsed into a protobuf
-    Struct, which keeps every number as a double (a peer's 1 would come back as 1.0)."""
-    if isinstance(value, float):
-        return int(value) if value.is_integer() else value
-    if isinstance(value, dict):
-        return {k: _numbers(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_numbers(v) for v in value]
-    return value
 
 
 def rpc_url(request: web.Request, settings: A2AServerConfig) -> str:

@@ -5,7 +5,7 @@ the a2a-sdk's own Starlette application serving an equivalent echo executor, and
 a bare aiohttp handler showing what the load client itself can drive. One
 aiohttp session drives every run.
 
-    uv run python bench/a2a.py [--seconds 5]
+    uv run python bench/a2a.py [--seconds 5] [--rounds 3]
     uv run python bench/a2a.py --memory 20000   # raven's RSS after 1,000, 10,000 and N tasks
 """
 
@@ -29,6 +29,7 @@ import aiohttp
 HERE = Path(__file__).parent
 TOKEN = "bench-token-0123456789abcdefghijklmnopqrstuvwxyz"
 LEVELS = (1, 8, 32)
+RAVEN, SDK = "raven a2a serve", "a2a-sdk Starlette"
 
 
 def free_port() -> int:
@@ -101,11 +102,11 @@ async def load(
 def servers(home: str) -> dict[str, tuple[list[str], int]]:
     raven_port, sdk_port, bare_port = free_port(), free_port(), free_port()
     return {
-        "raven a2a serve": (
+        RAVEN: (
             [sys.executable, "-m", "raven", "a2a", "serve", "--port", str(raven_port)],
             raven_port,
         ),
-        "a2a-sdk Starlette": (
+        SDK: (
             [sys.executable, str(HERE / "floor" / "sdk_a2a_echo.py"), str(sdk_port)],
             sdk_port,
         ),
@@ -130,7 +131,7 @@ def rss_mib(pid: int) -> tuple[float, float]:
 async def memory(home: str, env: dict[str, str], tasks: int) -> None:
     """Raven's RSS after a warm-up of 1,000 tasks, after 10,000 (the memory task store's
     default `keepFinishedTasks`: from there it forgets the oldest) and after `tasks`."""
-    argv, port = servers(home)["raven a2a serve"]
+    argv, port = servers(home)[RAVEN]
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_listening(port)
@@ -158,6 +159,7 @@ async def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--memory", type=int, metavar="TASKS", help="measure RSS instead")
     parser.add_argument("--task-store", default="memory", help="a2a.server.taskStore")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per level, taking turns")
     args = parser.parse_args()
     seconds = args.seconds
     with tempfile.TemporaryDirectory() as home:
@@ -179,23 +181,47 @@ async def main() -> None:
         if args.memory:
             await memory(home, env, args.memory)
             return
-        print(
-            f"{'server':22} {'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}"
-        )
-        for name, (argv, port) in servers(home).items():
-            proc = subprocess.Popen(
-                argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-            )
-            try:
-                wait_listening(port)
-                url = f"http://127.0.0.1:{port}/a2a"
-                await load(url, 4, 1.0)
-                for clients in LEVELS:
-                    rate, p50, p99, errors = await load(url, clients, seconds)
-                    print(f"{name:22} {clients:7} {rate:8.0f} {p50:8.1f} {p99:8.1f} {errors:7}")
-            finally:
-                proc.terminate()
-                proc.wait(15)
+        await compare(servers(home), env, seconds, args.rounds)
+
+
+async def compare(
+    listed: dict[str, tuple[list[str], int]], env: dict[str, str], seconds: float, rounds: int
+) -> None:
+    """Every server up at once; at each level, `rounds` rounds taking turns, so a slower
+    stretch of a shared machine falls on all of them alike. Medians per server, and the
+    median of each round's Raven / SDK ratio."""
+    procs = [
+        subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for argv, _ in listed.values()
+    ]
+    try:
+        urls = {}
+        for name, (_, port) in listed.items():
+            wait_listening(port)
+            urls[name] = f"http://127.0.0.1:{port}/a2a"
+            await load(urls[name], 4, 1.0)
+        head = f"{'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}"
+        print(f"{'server':22} {head}")
+        ratios: dict[int, list[float]] = {}
+        for clients in LEVELS:
+            runs: dict[str, list[tuple[float, float, float, int]]] = {n: [] for n in urls}
+            for _ in range(rounds):
+                for name, url in urls.items():
+                    runs[name].append(await load(url, clients, seconds))
+                ratios.setdefault(clients, []).append(runs[RAVEN][-1][0] / runs[SDK][-1][0])
+            for name, got in runs.items():
+                rate, p50, p99 = (statistics.median(r[i] for r in got) for i in range(3))
+                errors = sum(r[3] for r in got)
+                print(f"{name:22} {clients:7} {rate:8.0f} {p50:8.1f} {p99:8.1f} {errors:7}")
+        print()
+        for clients, got in ratios.items():
+            shown = ", ".join(f"{r:.2f}" for r in got)
+            print(f"raven / sdk at {clients:2} clients: {statistics.median(got):.2f}× ({shown})")
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(15)
 
 
 if __name__ == "__main__":

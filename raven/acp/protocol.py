@@ -291,18 +291,39 @@ class OfferedOption(Wire):
     kind: str
 
 
-class ToolCallRef(Wire):
-    """The tool call a permission request is about (the schema's ToolCallUpdate)."""
+class _WhatItDoes(Wire):
+    """What a tool call says it does, beyond its label: its input, and the files it names."""
 
-    tool_call_id: str = ""
-    title: str | None = None
-    kind: str | None = None
     raw_input: dict[str, Any] | None = None
+    locations: list[Any] = Field(default_factory=list)
+    content: list[Any] = Field(default_factory=list)
 
     @field_validator("raw_input", mode="before")
     @classmethod
     def _object_only(cls, value: Any) -> Any:
         return value if isinstance(value, dict) else None
+
+    @field_validator("locations", "content", mode="before")
+    @classmethod
+    def _list_only(cls, value: Any) -> Any:
+        return value if isinstance(value, list) else []
+
+    def paths(self) -> list[str]:
+        """The paths its locations and diffs name."""
+        named = [*self.locations, *(c for c in self.content if _is_diff(c))]
+        return [n["path"] for n in named if isinstance(n, dict) and isinstance(n.get("path"), str)]
+
+
+def _is_diff(content: Any) -> bool:
+    return isinstance(content, dict) and content.get("type") == "diff"
+
+
+class ToolCallRef(_WhatItDoes):
+    """The tool call a permission request is about (the schema's ToolCallUpdate)."""
+
+    tool_call_id: str = ""
+    title: str | None = None
+    kind: str | None = None
 
 
 class PermissionRequest(Wire):
@@ -329,7 +350,7 @@ class TextChunk(Wire):
         return str(self.content.get("text", ""))
 
 
-class ToolCallStart(Wire):
+class ToolCallStart(_WhatItDoes):
     session_update: Literal["tool_call"]
     tool_call_id: str = ""
     title: str = "a tool call"

@@ -19,7 +19,7 @@ from typing import Any
 from raven import __version__
 from raven.acp import protocol as p
 from raven.acp.handshake import PROTOCOL_VERSION
-from raven.acp_client.policy import choose, pick
+from raven.acp_client.policy import REJECT, Judged, decide, judge, pick
 from raven.acp_client.process import ChildProcess
 from raven.config import AgentSpec
 from raven.errors import RavenError
@@ -58,13 +58,15 @@ class Outcome:
 @dataclass
 class _Turn:
     progress: Callable[[Progress], None]
-    approve: Callable[[Permission], Awaitable[Decision]] | None
+    approve: Callable[[Permission], Awaitable[Decision | None]] | None
     ask: Callable[[Question], Awaitable[str | None]] | None
     answer: Capped = field(default_factory=lambda: Capped(MAX_ANSWER_CHARS))
     """The child's text, clipped as it streams (head and tail kept)."""
     decisions: list[str] = field(default_factory=list)
     titles: dict[str, str] = field(default_factory=dict)
     kinds: dict[str, str] = field(default_factory=dict)
+    calls: dict[str, p.ToolCallStart] = field(default_factory=dict)
+    """The child's tool calls as it started them, by id: what a request names by id only."""
 
 
 class SubAgent:
@@ -129,7 +131,7 @@ class SubAgent:
         self,
         task: str,
         progress: Callable[[Progress], None],
-        approve: Callable[[Permission], Awaitable[Decision]] | None = None,
+        approve: Callable[[Permission], Awaitable[Decision | None]] | None = None,
         ask: Callable[[Question], Awaitable[str | None]] | None = None,
     ) -> Outcome:
         """Run one task to its end; a timeout or the caller's cancellation cancels it."""
@@ -207,14 +209,26 @@ class SubAgent:
 
     async def _permission(self, asked: p.PermissionRequest) -> dict[str, Any]:
         options, call, turn = asked.options, asked.tool_call, self._turn
+        seen = turn.calls.get(call.tool_call_id) if turn else None
         title = call.title or (turn.titles.get(call.tool_call_id) if turn else "") or "a tool call"
-        kind = call.kind or (turn.kinds.get(call.tool_call_id) if turn else None)
-        if self.spec.permissions == "ask" and turn is not None and turn.approve is not None:
-            chosen = await self._ask_person(turn.approve, options, title, kind, call)
+        label = call.kind or (turn.kinds.get(call.tool_call_id) if turn else None)
+        raw_input = call.raw_input or (seen.raw_input if seen else None)
+        paths = call.paths() or (seen.paths() if seen else [])
+        judged = judge(label, raw_input, paths, self.cwd)
+        verdict = decide(self.spec, judged, self.cwd)
+        by = f"by {verdict.by}"
+        if not options:
+            chosen = None
+        elif verdict.action == "escalate":
+            chosen, by = await self._escalate(turn, options, title, judged, raw_input)
         else:
-            chosen = choose(self.spec.permissions, options, kind)
+            allowed = verdict.action == "allow"
+            chosen = pick(options, (*verdict.order, *REJECT) if allowed else REJECT)
         picked = next((o for o in options if o.option_id == chosen), None)
-        note = f"{picked.kind.replace('_', ' ')}: {title}" if picked else f"cancelled: {title}"
+        what = f"{picked.kind.replace('_', ' ')}" if picked else "cancelled"
+        if judged.label is not None and judged.kind != judged.label:
+            by += f"; judged {judged.kind}, labelled {judged.label}"
+        note = f"{what}: {title} ({by})"
         if turn is not None:
             turn.decisions.append(note)
         log.info("sub-agent %s: %s", self.spec.name, note)
@@ -222,27 +236,36 @@ class SubAgent:
             return {"outcome": {"outcome": "cancelled"}}
         return {"outcome": {"outcome": "selected", "optionId": chosen}}
 
-    async def _ask_person(
+    async def _escalate(
         self,
-        approve: Callable[[Permission], Awaitable[Decision]],
+        turn: _Turn | None,
         options: list[p.OfferedOption],
         title: str,
-        kind: str | None,
-        call: p.ToolCallRef,
-    ) -> str | None:
+        judged: Judged,
+        raw_input: dict[str, Any] | None,
+    ) -> tuple[str | None, str]:
+        """The person's choice, through the parent turn; a reject when nobody can be asked
+        or nobody answers (fail closed)."""
         offered = tuple(d for d in ALL_DECISIONS if any(o.kind == d for o in options))
-        if not offered:
-            return None
-        decision = await approve(
+        if turn is None or turn.approve is None or not offered:
+            return pick(options, REJECT), "nobody to ask: rejected"
+        kind = judged.kind if judged.kind in ("read", "edit", "execute", "fetch") else "other"
+        preview = judged.command if judged.command is not None else None
+        decision = await turn.approve(
             Permission(
-                key=f"{self.spec.name}:{kind or title}",
+                key=f"{self.spec.name}:{judged.kind}",
                 title=f"{self.spec.name}: {title}",
-                kind=kind if kind in ("read", "edit", "execute", "fetch") else "other",  # type: ignore[arg-type]
-                raw_input=call.raw_input or {},
+                kind=kind,  # type: ignore[arg-type]
+                raw_input=raw_input or {},
                 offered=offered,
+                preview=preview,
+                person=True,
             )
         )
-        return pick(options, (decision,))
+        chosen = pick(options, (decision,)) if decision is not None else None
+        if chosen is None:
+            return pick(options, REJECT), "no answer: rejected"
+        return chosen, "by you"
 
     async def _elicit(self, asked: p.ElicitationRequest) -> dict[str, Any]:
         turn = self._turn
@@ -266,6 +289,7 @@ class SubAgent:
         elif isinstance(update, p.ToolCallStart):
             call_id, title = update.tool_call_id, update.title
             turn.titles[call_id], turn.kinds[call_id] = title, update.kind
+            turn.calls[call_id] = update
             detail = {
                 "agent": name,
                 "toolCallId": call_id,

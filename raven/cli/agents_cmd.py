@@ -129,8 +129,14 @@ def run_command(
 
     async def main() -> int:
         source = AgentsSource(cfg.agents)
+        approve, ask = _terminal_asking(cfg.limits.question_timeout_s)
         ctx = ToolContext(
-            cwd=where, limits=cfg.limits, ask=_no_answer, session_id="cli", progress=progress
+            cwd=where,
+            limits=cfg.limits,
+            ask=ask,
+            session_id="cli",
+            progress=progress,
+            approve=approve,
         )
         work = asyncio.ensure_future(source.delegate(ctx, name, prompt))
         stops = StopSignals(lambda _: work.cancel(), (signal.SIGINT, *STOP_SIGNALS))
@@ -164,5 +170,52 @@ def run_command(
     return asyncio.run(main())
 
 
-async def _no_answer(question: object) -> None:
+def _terminal_asking(timeout_s: float) -> tuple[Any, Any]:
+    """What the agent's escalations (`ask`, a rule's `escalate`) and questions reach: the
+    person at this terminal, within `timeout_s`; without a terminal, nobody (a request
+    escalated is then rejected)."""
+    import asyncio
+
+    from rich.console import Console
+
+    from raven.engine import ApprovalRequest
+    from raven.terminal.asker import TerminalAsker
+    from raven.terminal.reader import LineReader, stdin_is_terminal
+    from raven.terminal.view import TerminalView
+    from raven.tools import ALL_DECISIONS, Decision, Permission, Question
+
+    if not stdin_is_terminal():
+        return _nobody, _nobody
+    err = Console(stderr=True)
+    asker = TerminalAsker(err, LineReader(), TerminalView(Console(), err, False), True)
+
+    async def approve(permission: Permission) -> Decision | None:
+        request = ApprovalRequest(
+            "cli",
+            permission.key,
+            permission.title,
+            permission.kind,
+            permission.raw_input,
+            offered=permission.offered,
+            preview=permission.preview,
+            person=permission.person,
+        )
+        try:
+            async with asyncio.timeout(timeout_s):
+                verdict = await asker.approve(request)
+        except TimeoutError:
+            return None
+        return verdict if verdict in ALL_DECISIONS else None  # type: ignore[return-value]
+
+    async def ask(question: Question) -> str | None:
+        try:
+            async with asyncio.timeout(timeout_s):
+                return await asker.ask(question)
+        except TimeoutError:
+            return None
+
+    return approve, ask
+
+
+async def _nobody(asked: object) -> None:
     return None

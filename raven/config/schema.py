@@ -118,6 +118,29 @@ McpServerSpec = Annotated[
 ]
 
 
+SubAgentKind = Literal[
+    "read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"
+]
+"""The kinds of tool call an ACP agent reports."""
+
+
+class AgentRule(_Model):
+    """One rule on a sub-agent's permission requests: when every condition given holds
+    (none given: always), `action` is taken. Judged on what the request does."""
+
+    kind: list[SubAgentKind] | None = None
+    """The kinds it applies to, as Raven judges the request (a "read" that runs a command
+    is `execute`)."""
+    paths: Literal["inside", "outside"] | None = None
+    """`inside`: it touches paths, all within the working directory; `outside`: at
+    least one path beyond it."""
+    commands: list[str] | None = None
+    """It runs one of these programs (by name), with no shell operators (`;`, `&&`, `|`,
+    redirections, substitutions) that could run another."""
+    action: Literal["allow", "reject", "escalate"]
+    """`escalate` asks the person in the parent's face; no answer rejects."""
+
+
 class AgentSpec(_Model):
     """A local sub-agent Raven launches and drives unattended."""
 
@@ -130,6 +153,9 @@ class AgentSpec(_Model):
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
     permissions: Literal["auto", "auto-once", "read-only", "ask"] = "auto"
+    """What happens to a permission request no rule of `rules` decides."""
+    rules: list[AgentRule] = Field(default_factory=list)
+    """Checked in order before `permissions`; the first that applies decides."""
     ready_timeout_s: float = Field(default=30.0, gt=0)
     prompt_timeout_s: float = Field(default=600.0, gt=0)
     enabled: bool = True

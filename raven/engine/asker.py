@@ -23,6 +23,9 @@ class ApprovalRequest:
     preview: Preview | None = None
     """What the call will do (the change to a file, the command and where it runs), to show
     beside the question."""
+    person: bool = False
+    """Only a person may allow it (a sub-agent's escalated request): no `auto` policy
+    answers for them; `deny` still refuses."""
 
 
 Unanswered = Literal["refused", "unanswered", "cancelled"]

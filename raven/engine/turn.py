@@ -460,7 +460,7 @@ async def _preview(tool: Tool, args: Any, ctx: ToolContext) -> Preview | None:
 def _context(session: LiveSession, call: ToolCall, asker: _TurnAsker, emit: Emit) -> ToolContext:
     """What a tool may use: the session's cwd and limits, and the face, through the engine."""
 
-    async def approve(permission: Permission) -> Decision:
+    async def approve(permission: Permission) -> Decision | None:
         request = ApprovalRequest(
             call.id,
             permission.key,
@@ -468,9 +468,11 @@ def _context(session: LiveSession, call: ToolCall, asker: _TurnAsker, emit: Emit
             permission.kind,
             permission.raw_input,
             offered=permission.offered,
+            preview=permission.preview,
+            person=permission.person,
         )
         verdict = await _decide(session, asker, request)
-        return verdict if verdict in ALL_DECISIONS else "reject_once"  # type: ignore[return-value]
+        return verdict if verdict in ALL_DECISIONS else None  # type: ignore[return-value]
 
     def progress(update: Progress) -> None:
         emit(ToolCallUpdated(call.id, "in_progress", update.text or None, detail=update.detail))
@@ -534,7 +536,7 @@ async def _decide(
     policy = session.mode.approvals if session.mode else "ask"
     if policy == "ask":
         policy = asker.standing
-    if policy == "auto":
+    if policy == "auto" and not request.person:
         return _offered_like("allow_once", request.offered)
     if policy == "deny":
         return "refused"

@@ -98,6 +98,8 @@ class Permission:
     """What a tool asks approval for, on top of its own call (a sub-agent's tool call, say).
 
     `key` is what an "always" answer is remembered under; `offered` limits the choices.
+    With `person`, only a person may allow it: the session's `auto` policies (its mode's,
+    the face's) do not answer for them.
     """
 
     key: str
@@ -105,6 +107,8 @@ class Permission:
     kind: ToolKind
     raw_input: dict[str, Any] = field(default_factory=dict)
     offered: tuple[Decision, ...] = ALL_DECISIONS
+    preview: Preview | None = None
+    person: bool = False
 
 
 @dataclass(frozen=True)
@@ -119,8 +123,8 @@ def _no_progress(progress: Progress) -> None:
     return None
 
 
-async def _no_approval(permission: Permission) -> Decision:
-    return "reject_once"
+async def _no_approval(permission: Permission) -> Decision | None:
+    return None
 
 
 @dataclass
@@ -133,8 +137,9 @@ class ToolContext:
     session_id: str = ""
     progress: Callable[[Progress], None] = _no_progress
     """Reports progress; faces show it as an update of this tool call."""
-    approve: Callable[[Permission], Awaitable[Decision]] = _no_approval
-    """Asks approval through the session's approval path: its mode, its "always" memory."""
+    approve: Callable[[Permission], Awaitable[Decision | None]] = _no_approval
+    """Asks approval through the session's approval path: its mode, its "always" memory;
+    None when no one gave an answer (nobody to ask, no answer in time, a policy refused)."""
 
     def resolve(self, path: str) -> Path:
         """A path argument made absolute against the session cwd."""

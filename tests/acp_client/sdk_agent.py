@@ -13,11 +13,15 @@ Its behaviour is the first argument:
   chatty       streams CHATTY_MIB MiB of answer text, 1 MiB an update
   refuse       answers the prompt with a JSON-RPC error carrying data
   retitle      starts a tool call under a placeholder title, then names it in an update
+  requests     asks permission for each tool call of the JSON list in the second argument
+               ({"title", "kind", "rawInput", "locations"}), offering all four options;
+               answers with each outcome
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from typing import Any
@@ -79,6 +83,24 @@ class Agent:
             first = await self.ask(session_id, "c1", "execute", kinds)
             second = await self.ask(session_id, "c2", "read", kinds)
             await self.say(session_id, f"execute {first}, read {second}")
+        elif BEHAVIOUR == "requests":
+            kinds = ["allow_once", "allow_always", "reject_once", "reject_always"]
+            outcomes = []
+            for n, call in enumerate(json.loads(sys.argv[2])):
+                locations = [schema.ToolCallLocation(path=p) for p in call.get("locations", [])]
+                update = schema.ToolCallUpdate(
+                    tool_call_id=f"c{n}",
+                    title=call["title"],
+                    kind=call.get("kind"),
+                    raw_input=call.get("rawInput"),
+                    locations=locations or None,
+                )
+                result = await self.conn.request_permission(
+                    session_id=session_id, tool_call=update, options=[option(k) for k in kinds]
+                )
+                outcome = result.outcome
+                outcomes.append(getattr(outcome, "option_id", None) or outcome.outcome)
+            await self.say(session_id, ", ".join(outcomes))
         elif BEHAVIOUR == "crash":
             await self.conn.session_update(session_id, acp.start_tool_call("c1", "Work"))
             sys.stderr.write("fatal: the disk caught fire\n")

@@ -24,12 +24,8 @@ SDK_AGENT = Path(__file__).with_name("sdk_agent.py")
 
 
 def sdk_spec(behaviour: str, *extra: str, **fields: Any) -> AgentSpec:
-    return AgentSpec(
-        name=f"sdk-{behaviour}",
-        command=sys.executable,
-        args=[str(SDK_AGENT), behaviour, *extra],
-        **fields,
-    )
+    fields.setdefault("name", f"sdk-{behaviour}")
+    return AgentSpec(command=sys.executable, args=[str(SDK_AGENT), behaviour, *extra], **fields)
 
 
 async def drive(spec: AgentSpec, cwd: Path, **callbacks: Any) -> tuple[Any, list[Progress], int]:
@@ -79,7 +75,7 @@ async def test_raven_drives_raven_and_allows_always_unattended(
     outcome, seen, _ = await drive(child_raven, tmp_path)
     assert outcome.answer == "I wrote out.txt." and outcome.stop_reason == "end_turn"
     assert (tmp_path / "out.txt").read_text() == "hi"
-    assert outcome.decisions == ["allow always: Write out.txt"]
+    assert outcome.decisions == ["allow always: Write out.txt (by auto)"]
     assert [p.text for p in seen] == ["helper: → Write out.txt", "helper: ✓ Write out.txt"]
     assert seen[0].detail is not None and seen[0].detail["kind"] == "edit"
 
@@ -90,6 +86,7 @@ async def test_raven_drives_raven_and_allows_always_unattended(
         ("allow-once", "auto", "outcome opt-allow_once"),
         ("reject-only", "auto", "outcome opt-reject_once"),
         ("read-exec", "read-only", "execute opt-reject_once, read opt-allow_always"),
+        ("read-exec", "ask", "execute opt-reject_once, read opt-reject_once"),  # nobody to ask
         ("read-exec", "auto-once", "execute opt-allow_once, read opt-allow_once"),
         ("elicit", "auto", "elicitation decline None"),
     ],
@@ -99,6 +96,82 @@ async def test_permission_policies_pick_only_offered_options(
 ) -> None:
     outcome, _, _ = await drive(sdk_spec(behaviour, permissions=policy), tmp_path)
     assert outcome.answer == answer
+
+
+def requests_spec(calls: list[dict[str, Any]], **fields: Any) -> AgentSpec:
+    return sdk_spec("requests", json.dumps(calls), **fields)
+
+
+DISGUISED = {"title": "Read notes", "kind": "read", "rawInput": {"command": "rm -rf ~"}}
+READ = {"title": "Read notes", "kind": "read", "locations": ["notes.md"]}
+
+
+async def test_a_request_is_judged_by_what_it_does_not_by_its_label(tmp_path: Path) -> None:
+    spec = requests_spec([DISGUISED, READ], permissions="read-only")
+    outcome, _, _ = await drive(spec, tmp_path)
+    assert outcome.answer == "opt-reject_once, opt-allow_always"  # the "read" that runs rm
+    assert outcome.decisions[0] == (
+        "reject once: Read notes (by read-only; judged execute, labelled read)"
+    )
+
+
+async def test_rules_decide_in_order_before_the_preset(tmp_path: Path) -> None:
+    calls = [
+        {"title": "Run git", "kind": "execute", "rawInput": {"command": "git status"}},
+        {"title": "Run git", "kind": "execute", "rawInput": {"command": "git status; rm -rf /"}},
+        {"title": "Run npm", "kind": "execute", "rawInput": {"command": ["npm", "test"]}},
+        {"title": "Edit passwd", "kind": "edit", "locations": ["/etc/passwd"]},
+        {"title": "Edit code", "kind": "edit", "locations": [str(tmp_path / "a.py")]},
+        {"title": "Edit link", "kind": "edit", "locations": ["out/../../escape.py"]},
+    ]
+    rules = [
+        {"kind": ["execute"], "commands": ["git", "pytest"], "action": "allow"},
+        {"kind": ["execute"], "action": "reject"},
+        {"paths": "outside", "action": "reject"},
+        {"kind": ["edit"], "paths": "inside", "action": "allow"},
+    ]
+    spec = requests_spec(calls, permissions="auto", rules=rules)
+    outcome, _, _ = await drive(spec, tmp_path)
+    assert outcome.answer.split(", ") == [
+        "opt-allow_once",  # an allow-listed program, allowed once: asked again next time
+        "opt-reject_once",  # the same program with a second command behind it
+        "opt-reject_once",
+        "opt-reject_once",  # outside the working directory
+        "opt-allow_once",
+        "opt-reject_once",  # `..` out of it
+    ]
+    assert [d.rsplit("(", 1)[1] for d in outcome.decisions] == [
+        "by rule 1)",
+        "by rule 2)",
+        "by rule 2)",
+        "by rule 3)",
+        "by rule 4)",
+        "by rule 3)",
+    ]
+
+
+async def test_an_escalation_asks_the_person_and_no_answer_rejects(tmp_path: Path) -> None:
+    asked: list[Permission] = []
+
+    async def approve(permission: Permission) -> Any:
+        asked.append(permission)
+        return "allow_once" if len(asked) == 1 else None
+
+    command = {"title": "Run make", "kind": "execute", "rawInput": {"command": "make deploy"}}
+    rules = [{"kind": ["execute"], "action": "escalate"}]
+    spec = requests_spec([command, command], rules=rules, name="helper")
+    outcome, _, _ = await drive(spec, tmp_path, approve=approve)
+    assert outcome.answer == "opt-allow_once, opt-reject_once"
+    first = asked[0]
+    assert first.person and first.title == "helper: Run make" and first.kind == "execute"
+    assert first.preview == "make deploy"  # what will run, beside the question
+    assert outcome.decisions == [
+        "allow once: Run make (by you)",
+        "reject once: Run make (no answer: rejected)",
+    ]
+    alone, _, _ = await drive(spec, tmp_path)  # nobody to ask (no parent face): fail closed
+    assert alone.answer == "opt-reject_once, opt-reject_once"
+    assert alone.decisions[0] == "reject once: Run make (nobody to ask: rejected)"
 
 
 async def test_ask_forwards_the_childs_options_to_the_person(tmp_path: Path) -> None:
@@ -363,7 +436,7 @@ async def test_an_agent_on_the_typescript_sdk_is_driven_end_to_end(
     outcome, seen, _ = await drive(spec, tmp_path)
     assert outcome.answer == f'ts agent got "go", permission {chosen}'
     assert outcome.decisions == [
-        f"allow {'always' if chosen == 'always' else 'once'}: Edit notes.txt"
+        f"allow {'always' if chosen == 'always' else 'once'}: Edit notes.txt (by {policy})"
     ]
     assert [p.text for p in seen] == ["ts: → Edit notes.txt", "ts: ✓ Edit notes.txt"]
 
@@ -397,7 +470,7 @@ async def test_the_typescript_sdks_example_agent_is_driven(
     assert outcome.stop_reason == "end_turn"
     assert outcome.answer.startswith("I'll help you with that.")
     assert outcome.answer.endswith("The changes have been applied.")
-    assert outcome.decisions == ["allow once: Modifying critical configuration file"]
+    assert outcome.decisions == ["allow once: Modifying critical configuration file (by auto)"]
     assert [p.text for p in seen] == [
         "example: → Reading project files",
         "example: ✓ Reading project files",

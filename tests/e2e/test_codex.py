@@ -108,7 +108,8 @@ def test_read_only_refuses_codex_its_command_and_codex_stops(
     assert ran.returncode == 3, ran.stdout + ran.stderr  # stopped short of an answer
     out = json.loads(ran.stdout)
     assert out["stopReason"] == "cancelled"  # codex ends its turn on a refusal
-    assert out["decisions"] == [f"reject once: {COMMAND}"]
+    (decision,) = out["decisions"]
+    assert decision.startswith(f"reject once: {COMMAND} (by read-only")
     assert not (work / "codex_note.txt").exists() and len(model_server.requests) == 1
 
 

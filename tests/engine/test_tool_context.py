@@ -66,9 +66,10 @@ class Delegating(BuiltinTool):
                 title=f"Child wants to {args.name}",
                 kind="edit",
                 offered=("allow_once", "allow_always", "reject_once"),
+                person=args.name.startswith("escalated"),
             )
         )
-        return ToolOutput(decision)
+        return ToolOutput(decision or "no answer")
 
 
 class Source:
@@ -178,6 +179,29 @@ async def test_a_mode_decides_tool_approvals_too(tmp_path: Path) -> None:
     finally:
         await runtime.aclose()
     assert results == ["allow_once"] and asker.approvals == []
+
+
+async def test_an_escalated_request_reaches_the_person_even_in_an_auto_mode(
+    tmp_path: Path,
+) -> None:
+    source = Source([Delegating()])
+    steps = [{"toolCalls": [call("delegating", name="escalated rm")]}, {"text": "done"}]
+    modes = [
+        {"id": "auto", "name": "Auto", "approvals": "auto"},
+        {"id": "deny", "name": "Deny", "approvals": "deny"},
+    ]
+    runtime = runtime_with(tmp_path, source, steps * 2, modes=modes, defaultMode="auto")
+    asker = RecordingAsker(decisions=["reject_once"])
+    try:
+        session = await runtime.new_session(tmp_path)
+        await run_turn(session, [TextPart(text="go")], asker, lambda e: None)
+        await runtime.set_mode(session, "deny")  # a deny mode still refuses, asking no one
+        await run_turn(session, [TextPart(text="again")], asker, lambda e: None)
+        results = [m.content for m in session.history if isinstance(m, ToolResultMessage)]
+    finally:
+        await runtime.aclose()
+    assert [a.person for a in asker.approvals] == [True]
+    assert results == ["reject_once", "no answer"]
 
 
 async def test_cancel_stops_every_running_call(tmp_path: Path) -> None:

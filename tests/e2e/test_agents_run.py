@@ -1,0 +1,60 @@
+"""`raven agents run` under `ask` and a rule's `escalate`: the person at the terminal decides,
+seeing what the child will run; with no terminal, an escalated request is rejected."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from tests.conftest import RAVEN, raven, write_config
+from tests.e2e.terminal import Terminal
+
+SDK_AGENT = Path(__file__).parents[1] / "acp_client" / "sdk_agent.py"
+CALLS = [
+    {"title": "Run make", "kind": "execute", "rawInput": {"command": "make deploy"}},
+    {"title": "Run git", "kind": "execute", "rawInput": {"command": "git status"}},
+    {"title": "Read notes", "kind": "read", "rawInput": {"command": "rm -rf ~"}},
+]
+
+
+def configure(home: Path) -> None:
+    helper = {
+        "name": "helper",
+        "command": sys.executable,
+        "args": [str(SDK_AGENT), "requests", json.dumps(CALLS)],
+        "permissions": "ask",
+        "rules": [{"kind": ["execute"], "commands": ["git"], "action": "allow"}],
+    }
+    write_config(home, {"defaultModel": "echo", "agents": [helper]})
+
+
+def test_an_escalated_request_is_asked_on_the_terminal(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    configure(home)
+    term = Terminal([*RAVEN, "agents", "run", "helper", "go"], env, tmp_path)
+    try:
+        term.expect("Allow helper: Run make?")
+        assert "make deploy" in term.screen  # what will run, beside the question
+        term.type("y\n")
+        term.expect("Allow helper: Read notes?")  # a command labelled "read": asked too
+        assert "rm -rf ~" in term.screen
+        term.type("n\n")
+        term.expect("decision: reject once: Read notes (by you; judged execute, labelled read)")
+        assert "opt-allow_once, opt-allow_once, opt-reject_once" in term.screen
+        assert "decision: allow once: Run make (by you)" in term.screen
+        assert "decision: allow once: Run git (by rule 1)" in term.screen  # not asked
+        assert term.proc.wait(15) == 0
+    finally:
+        term.close()
+
+
+def test_without_a_terminal_an_escalated_request_is_rejected(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    configure(home)
+    ran = raven("agents", "run", "helper", "go", "--json", env=env, cwd=tmp_path)
+    out = json.loads(ran.stdout)
+    assert out["answer"] == "opt-reject_once, opt-allow_once, opt-reject_once"
+    assert out["decisions"][0] == "reject once: Run make (no answer: rejected)"

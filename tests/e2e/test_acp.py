@@ -715,6 +715,45 @@ async def test_a_delegated_sub_agent_works_as_progress_of_the_delegate_call(
     assert leftovers.stdout == ""
 
 
+async def test_a_rule_escalates_a_childs_command_to_the_editor_even_in_an_auto_mode(
+    start: Any, tmp_path: Path
+) -> None:
+    child_home = tmp_path / "child"
+    child_home.mkdir()
+    run = {"name": "run_command", "arguments": {"command": "echo from-child > made.txt"}}
+    (child_home / "script.json").write_text(
+        json.dumps([{"toolCalls": [run]}, {"text": "Child ran it."}])
+    )
+    (child_home / "config.json").write_text(
+        json.dumps({"models": [{"id": "s", "provider": "scripted", "script": "script.json"}]})
+    )
+    helper = {
+        "name": "helper",
+        "command": RAVEN[0],
+        "args": [*RAVEN[1:], "acp", "--config", str(child_home / "config.json")],
+        "rules": [{"kind": ["execute"], "action": "escalate"}],
+    }
+    agent = await start(
+        [
+            {"toolCalls": [call("delegate", agent="helper", task="make made.txt")]},
+            {"text": "Done."},
+        ],
+        agents=[helper],
+    )
+    agent.editor.permission_answers = ["allow_once"]
+    sid = await agent.new_session(tmp_path)
+    await agent.conn.set_session_mode(session_id=sid, mode_id="auto")  # the delegate: unasked
+    result = await agent.conn.prompt(session_id=sid, prompt=text("delegate it"))
+    assert result.stop_reason == "end_turn"
+    (asked,) = agent.editor.permissions  # only the child's command reached the person
+    assert asked.tool_call.title == "helper: Run `echo from-child > made.txt`"
+    assert asked.tool_call.raw_input == {"command": "echo from-child > made.txt"}
+    assert (tmp_path / "made.txt").read_text() == "from-child\n"
+    done = [u for u in agent.editor.of("tool_call_update", sid) if u.status == "completed"]
+    told = done[-1].content[0].content.text
+    assert "allow once: Run `echo from-child > made.txt` (by you)" in told
+
+
 SPLIT_KEY = "sk-proj-" + "Zq7" * 8
 
 

@@ -95,6 +95,10 @@ SCRIPTS: dict[str, list[dict[str, Any]]] = {
         {"text": "one two three four five six seven eight nine ten, the end.", "wordDelayMs": 150},
     ],
     "steer": [{"text": "Working on it.", "delayMs": 3000}],
+    "escalate": [
+        call("delegate", agent="helper", task="make kid.txt"),
+        {"text": "The helper is done."},
+    ],
     "inject": [
         {
             "text": 'Look: <img src=x onerror="window.pwned=1"> and '
@@ -215,11 +219,32 @@ def make_home(home: Path) -> None:
             {"id": "auto", "name": "Auto", "approvals": "auto"},
         ],
         "defaultMode": "ask",
-        "agents": [{"name": "helper", "description": "A helper", "command": "true"}],
+        "agents": [
+            {
+                "name": "helper",
+                "description": "A helper",
+                "command": RAVEN[0],
+                "args": [*RAVEN[1:], "acp", "--config", str(make_child(home / "child"))],
+                "rules": [{"kind": ["execute"], "action": "escalate"}],
+            }
+        ],
         "a2a": {"server": {"enabled": True, "token": "a2a-token-for-the-web-tests-0123"}},
     }
     (home / "config.json").write_text(json.dumps(config))
     (home / "config.json").chmod(0o600)
+
+
+def make_child(home: Path) -> Path:
+    """The config of a `raven acp` sub-agent whose model runs one command (asking its
+    client first), then says so."""
+    home.mkdir(parents=True, exist_ok=True)
+    run = call("run_command", command="echo from-kid > kid.txt")
+    (home / "script.json").write_text(json.dumps([run, {"text": "Kid did it."}]))
+    config = home / "config.json"
+    config.write_text(
+        json.dumps({"models": [{"id": "s", "provider": "scripted", "script": "script.json"}]})
+    )
+    return config
 
 
 @pytest.fixture(scope="module")

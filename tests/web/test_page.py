@@ -204,6 +204,25 @@ def test_a_directory_is_chosen_by_browsing_and_a_session_starts_there(
     expect(page.locator("#session-cwd")).to_have_text(str(base / "apps" / "notes"))
 
 
+def test_a_sub_agents_escalated_command_is_decided_in_the_page(page: Page, web: WebGateway) -> None:
+    login(page, web.login_link())
+    cwd = work_dir(web, "escalate")
+    new_session(page, cwd, "escalate")
+    send(page, "let the helper do it")
+    dialog = page.get_by_role("dialog")
+    expect(dialog).to_contain_text("Delegate to helper")  # the parent's own call first
+    dialog.get_by_role("button", name="Allow once").click()
+    expect(dialog).to_contain_text("helper: Run `echo from-kid > kid.txt`")  # the child's
+    expect(dialog.locator(".approval-input")).to_have_text("echo from-kid > kid.txt")
+    expect(dialog).not_to_contain_text("{")  # what will run, not JSON
+    dialog.get_by_role("button", name="Allow once").click()
+    expect(page.locator(".answer").last).to_have_text("The helper is done.")
+    assert (cwd / "kid.txt").read_text() == "from-kid\n"
+    result = page.locator(".tool").first
+    result.get_by_text("Output").click()
+    expect(result).to_contain_text("allow once: Run `echo from-kid > kid.txt` (by you)")
+
+
 def test_the_mode_picker_applies_to_the_next_turn(page: Page, web: WebGateway) -> None:
     login(page, web.login_link())
     cwd = work_dir(web, "auto")

@@ -53,6 +53,8 @@ class Outcome:
     stop_reason: str
     decisions: list[str] = field(default_factory=list)
     """Each permission decision taken, as a line for people ("allowed once: Write a.txt")."""
+    changes: str = ""
+    """Where the task's changes are, under worktree isolation (for the parent model)."""
 
 
 @dataclass

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from pathlib import Path
 from typing import ClassVar
 
 from pydantic import Field
 
 from raven.acp_client.agent import Outcome, SubAgent, SubAgentError
 from raven.acp_client.cli_backend import run_cli
+from raven.acp_client.worktree import WorktreeError, close_worktree, open_worktree, summary
 from raven.config import AgentSpec
 from raven.tools import Tool, ToolContext, ToolError, ToolKind, ToolOutput
 from raven.tools.base import Args, BuiltinTool
@@ -32,9 +34,7 @@ class DelegateTool(BuiltinTool):
 
     def __init__(self, source: AgentsSource) -> None:
         self._source = source
-        roster = "; ".join(
-            f"{a.name}: {a.description}" if a.description else a.name for a in source.agents
-        )
+        roster = "; ".join(_described(a) for a in source.agents)
         self.description = (  # type: ignore[misc]
             "Hand a task to a local sub-agent and return its answer. It works in the same "
             f"directory, without your conversation. Agents: {roster}"
@@ -49,7 +49,17 @@ class DelegateTool(BuiltinTool):
         lines.append(f"[{args.agent} stopped: {outcome.stop_reason}]")
         if outcome.decisions:
             lines.append("[permission decisions: " + "; ".join(outcome.decisions) + "]")
+        if outcome.changes:
+            lines.append(outcome.changes)
         return ToolOutput("\n\n".join(lines), is_error=outcome.stop_reason == "refusal")
+
+
+def _described(agent: AgentSpec) -> str:
+    said = f"{agent.name}: {agent.description}" if agent.description else agent.name
+    if agent.isolation == "worktree":
+        said += " (works in a git worktree of its own: its changes come back on a branch "
+        said += "for the person to review, not in the working directory)"
+    return said
 
 
 class AgentsSource:
@@ -71,6 +81,8 @@ class AgentsSource:
             raise ToolError(f"no sub-agent {name!r}; agents: {known}")
         cwd = ctx.resolve(spec.cwd) if spec.cwd else ctx.cwd
         try:
+            if spec.isolation == "worktree":
+                return await self._isolated(ctx, spec, task, cwd)
             if spec.protocol == "cli":
                 return await run_cli(spec, task, cwd)
             key = (ctx.session_id, name)
@@ -81,8 +93,29 @@ class AgentsSource:
                     await child.start()
                     self._children[key] = child
                 return await child.prompt(task, ctx.progress, ctx.approve, ctx.ask)
-        except SubAgentError as exc:
+        except (SubAgentError, WorktreeError) as exc:
             raise ToolError(str(exc)) from None
+
+    async def _isolated(self, ctx: ToolContext, spec: AgentSpec, task: str, cwd: Path) -> Outcome:
+        """The task in a worktree of its own, by a child of its own (so tasks of one agent
+        run side by side); its changes stay on the worktree's branch."""
+        tree = await open_worktree(cwd, spec.name, task)
+        try:
+            where = tree.where(cwd)
+            if spec.protocol == "cli":
+                outcome = await run_cli(spec, task, where)
+            else:
+                child = SubAgent(spec, where)
+                try:
+                    await child.start()
+                    outcome = await child.prompt(task, ctx.progress, ctx.approve, ctx.ask)
+                finally:
+                    await child.stop()
+        finally:
+            message = f"{spec.name}: {task.splitlines()[0][:72] if task.strip() else 'task'}"
+            changes = await asyncio.shield(close_worktree(tree, message))
+        outcome.changes = summary(tree, changes)
+        return outcome
 
     async def release(self, session_id: str) -> None:
         """Stop the sub-agents of one parent session."""

@@ -1,4 +1,5 @@
-"""`raven agents list | run`: the configured sub-agents, probed and driven by hand."""
+"""`raven agents list | run | branches | merge | discard`: the configured sub-agents, probed
+and driven by hand, and the branches they leave under worktree isolation."""
 
 from __future__ import annotations
 
@@ -168,6 +169,91 @@ def run_command(
         return 0 if outcome.stop_reason == "end_turn" else EXIT_STOPPED_SHORT
 
     return asyncio.run(main())
+
+
+@app.command("branches")
+def branches_command(
+    cwd: Annotated[Path | None, typer.Option("--cwd", help="In this repository.")] = None,
+) -> None:
+    """The branches sub-agents left (worktree isolation), each with what it changed."""
+    import asyncio
+
+    from raven.acp_client.worktree import BRANCH_PREFIX, changes_of, git
+    from raven.cli.options import workdir
+
+    async def main() -> list[str]:
+        repo = workdir(cwd)
+        listed = await git(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/raven/")
+        lines = []
+        for branch in listed.splitlines():
+            base = await git(repo, "merge-base", "HEAD", branch)
+            changes = await changes_of(repo, base, branch)
+            added = sum(c.added or 0 for c in changes)
+            removed = sum(c.removed or 0 for c in changes)
+            lines.append(f"{branch}  {len(changes)} files  +{added} -{removed}")
+        return lines or [f"no {BRANCH_PREFIX}* branches"]
+
+    for line in _git_or_exit(lambda: asyncio.run(main())):
+        typer.echo(line)
+
+
+@app.command("merge")
+def merge_command(
+    branch: Annotated[str, typer.Argument(help="A raven/… branch a sub-agent left.")],
+    cwd: Annotated[Path | None, typer.Option("--cwd", help="In this repository.")] = None,
+) -> None:
+    """Merge a sub-agent's branch into the current one (a merge commit), then delete it."""
+    import asyncio
+
+    from raven.acp_client.worktree import git
+    from raven.cli.options import workdir
+
+    async def main() -> str:
+        repo = workdir(cwd)
+        await git(repo, "merge", "--no-ff", "--no-edit", _ours(branch))
+        await git(repo, "branch", "--quiet", "-d", branch)
+        return f"merged {branch}"
+
+    typer.echo(_git_or_exit(lambda: asyncio.run(main())))
+
+
+@app.command("discard")
+def discard_command(
+    branch: Annotated[str, typer.Argument(help="A raven/… branch a sub-agent left.")],
+    cwd: Annotated[Path | None, typer.Option("--cwd", help="In this repository.")] = None,
+) -> None:
+    """Delete a sub-agent's branch and the changes on it."""
+    import asyncio
+
+    from raven.acp_client.worktree import git
+    from raven.cli.options import workdir
+
+    async def main() -> str:
+        await git(workdir(cwd), "branch", "--quiet", "-D", _ours(branch))
+        return f"discarded {branch}"
+
+    typer.echo(_git_or_exit(lambda: asyncio.run(main())))
+
+
+def _ours(branch: str) -> str:
+    """`branch`, when it is one a sub-agent left; else exit 2 saying so."""
+    from raven.acp_client.worktree import BRANCH_PREFIX
+
+    if not branch.startswith(BRANCH_PREFIX) or branch.startswith("-"):
+        typer.echo(f"raven: {branch} is not a sub-agent's branch ({BRANCH_PREFIX}…)", err=True)
+        raise typer.Exit(2)
+    return branch
+
+
+def _git_or_exit(run: Any) -> Any:
+    """`run()`; a git failure is printed and exits 1."""
+    from raven.acp_client.worktree import WorktreeError
+
+    try:
+        return run()
+    except WorktreeError as exc:
+        typer.echo(f"raven: {exc}", err=True)
+        raise typer.Exit(1) from None
 
 
 def _terminal_asking(timeout_s: float) -> tuple[Any, Any]:

@@ -156,6 +156,9 @@ class AgentSpec(_Model):
     """What happens to a permission request no rule of `rules` decides."""
     rules: list[AgentRule] = Field(default_factory=list)
     """Checked in order before `permissions`; the first that applies decides."""
+    isolation: Literal["none", "worktree"] = "none"
+    """`worktree`: each task runs in a fresh git worktree on a branch of its own, left for
+    the person to merge or discard."""
     ready_timeout_s: float = Field(default=30.0, gt=0)
     prompt_timeout_s: float = Field(default=600.0, gt=0)
     enabled: bool = True

@@ -1,0 +1,155 @@
+"""A sub-agent task's own git worktree: made from HEAD on a branch of its own before the
+task, its changes committed there and summed up after, the worktree then removed and the
+branch kept for the person to merge or discard.
+
+Never touches the person's working tree, index or current branch; every git command has
+a deadline. The worktrees live in the repository's git directory (`raven-worktrees/`),
+the branches under `raven/<agent>/`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from raven.errors import RavenError
+
+GIT_TIMEOUT_S = 60.0
+BRANCH_PREFIX = "raven/"
+SLUG_CHARS = 40
+_IDENTITY = ("-c", "user.name=Raven", "-c", "user.email=raven@localhost")
+"""Who Raven's commits of a sub-agent's work are by, when the repository says nobody."""
+
+
+class WorktreeError(RavenError):
+    """No worktree could be made or summed up: not a git project, or git failed."""
+
+
+@dataclass(frozen=True)
+class Change:
+    path: str
+    added: int | None
+    """Lines added; None for a binary file."""
+    removed: int | None
+
+
+@dataclass(frozen=True)
+class Worktree:
+    repo: Path
+    """The person's repository (its top level)."""
+    path: Path
+    """The worktree's top level."""
+    branch: str
+    base: str
+    """The commit it started from."""
+
+    def where(self, cwd: Path) -> Path:
+        """`cwd` (in the person's repository) as the same place in the worktree."""
+        return self.path / cwd.resolve().relative_to(self.repo)
+
+
+async def open_worktree(cwd: Path, agent: str, task: str) -> Worktree:
+    """A fresh worktree of the repository `cwd` is in, on a new branch named after `agent`
+    and `task`; `WorktreeError` outside a git project."""
+    try:
+        top = Path(await git(cwd, "rev-parse", "--show-toplevel"))
+    except WorktreeError:
+        raise WorktreeError(
+            f"sub-agent {agent} works in a git worktree (isolation: worktree), but {cwd} "
+            "is not in a git project; run `git init` there, or drop the entry's isolation"
+        ) from None
+    try:
+        base = await git(top, "rev-parse", "--verify", "HEAD^{commit}")
+    except WorktreeError:
+        raise WorktreeError(
+            f"sub-agent {agent} works in a git worktree, which starts from a commit; "
+            f"the repository at {top} has none yet"
+        ) from None
+    common = Path(await git(top, "rev-parse", "--path-format=absolute", "--git-common-dir"))
+    short = uuid.uuid4().hex[:6]
+    branch = f"{BRANCH_PREFIX}{agent}/{slug(task)}-{short}"
+    path = common / "raven-worktrees" / f"{agent}-{short}"
+    await git(top, "worktree", "add", "--quiet", "-b", branch, str(path), base)
+    return Worktree(top, path, branch, base)
+
+
+async def close_worktree(tree: Worktree, message: str) -> list[Change]:
+    """Commit what the task left in the worktree, remove it, and return the branch's
+    changes since its base; a branch with none is deleted."""
+    try:
+        await git(tree.path, "add", "--all")
+        if await git(tree.path, "status", "--porcelain"):
+            await git(tree.path, *_IDENTITY, "commit", "--quiet", "--no-verify", "-m", message)
+        changes = await changes_of(tree.repo, tree.base, tree.branch)
+    finally:
+        await git(tree.repo, "worktree", "remove", "--force", str(tree.path))
+    if not changes:
+        await git(tree.repo, "branch", "--quiet", "-D", tree.branch)
+    return changes
+
+
+async def changes_of(repo: Path, base: str, branch: str) -> list[Change]:
+    """The files `branch` changed since `base`, with their line counts."""
+    changes = []
+    for line in (await git(repo, "diff", "--numstat", f"{base}...{branch}")).splitlines():
+        added, removed, path = line.split("\t", 2)
+        if added == "-":  # a binary file
+            changes.append(Change(path, None, None))
+        else:
+            changes.append(Change(path, int(added), int(removed)))
+    return changes
+
+
+def summary(tree: Worktree, changes: list[Change]) -> str:
+    """The lines the delegate answer ends with: what changed, where, and what to do."""
+    if not changes:
+        return "[no changes: nothing was left on a branch]"
+    added = sum(c.added or 0 for c in changes)
+    removed = sum(c.removed or 0 for c in changes)
+    files = f"{len(changes)} file{'s' if len(changes) != 1 else ''}"
+    lines = [f"[changes on branch {tree.branch}, not merged: {files}, +{added} -{removed}"]
+    for c in changes:
+        counts = "binary" if c.added is None else f"+{c.added} -{c.removed}"
+        lines.append(f"  {c.path} {counts}")
+    lines.append(
+        f"the person reviews it (git diff {tree.base[:12]}...{tree.branch}), then merges it "
+        f"with `raven agents merge {tree.branch}` or discards it with "
+        f"`raven agents discard {tree.branch}`]"
+    )
+    return "\n".join(lines)
+
+
+def slug(text: str) -> str:
+    """`text` as a branch name's piece: lower-case words joined by dashes."""
+    words = re.findall(r"[a-z0-9]+", text.lower())
+    joined = "-".join(words)[:SLUG_CHARS].strip("-")
+    return joined or "task"
+
+
+async def git(cwd: Path, *args: str) -> str:
+    """`git args` in `cwd`: its stdout, stripped; `WorktreeError` with its stderr."""
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            "git",
+            *args,
+            cwd=cwd,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+    except OSError as exc:
+        raise WorktreeError(f"cannot run git: {exc.strerror}") from None
+    try:
+        async with asyncio.timeout(GIT_TIMEOUT_S):
+            out, err = await proc.communicate()
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise WorktreeError(f"git {args[0]} took over {GIT_TIMEOUT_S:g}s") from None
+    if proc.returncode != 0:
+        said = err.decode(errors="replace").strip().splitlines()
+        raise WorktreeError(f"git {args[0]} failed: {said[-1] if said else proc.returncode}")
+    return out.decode(errors="replace").strip()

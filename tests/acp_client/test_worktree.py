@@ -1,0 +1,128 @@
+"""Worktree isolation: each task of an isolated agent runs in a git worktree of its own, so
+two agents changing one file at once both keep their change, on branches left for review,
+and the person's tree is untouched; `raven agents merge | discard` settle them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from raven.acp_client import AgentsSource
+from raven.config import AgentSpec, Limits
+from raven.tools import ToolContext, ToolError
+from tests.conftest import RAVEN, raven
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-c", "user.name=T", "-c", "user.email=t@t", *args],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    (repo / "src").mkdir(parents=True)
+    (repo / "src" / "shared.txt").write_text("base\n")
+    git(repo, "init", "--quiet", "-b", "main")
+    git(repo, "add", ".")
+    git(repo, "commit", "--quiet", "-m", "base")
+    return repo
+
+
+def writer(home: Path, name: str, content: str) -> AgentSpec:
+    """A `raven acp` whose model writes src/shared.txt (run from src/), then says so."""
+    home.mkdir(parents=True)
+    write = {"name": "write_file", "arguments": {"path": "shared.txt", "content": content}}
+    (home / "script.json").write_text(json.dumps([{"toolCalls": [write]}, {"text": "Wrote it."}]))
+    (home / "config.json").write_text(
+        json.dumps({"models": [{"id": "s", "provider": "scripted", "script": "script.json"}]})
+    )
+    return AgentSpec(
+        name=name,
+        command=RAVEN[0],
+        args=[*RAVEN[1:], "acp", "--config", str(home / "config.json")],
+        isolation="worktree",
+    )
+
+
+def context(cwd: Path) -> ToolContext:
+    async def nobody(question: object) -> None:
+        return None
+
+    return ToolContext(cwd=cwd, limits=Limits(), ask=nobody, session_id="s")
+
+
+async def test_two_agents_change_one_file_at_once_and_both_changes_are_kept(
+    repo: Path, tmp_path: Path, env: dict[str, str]
+) -> None:
+    source = AgentsSource(
+        [
+            writer(tmp_path / "a", "alpha", "from alpha\n"),
+            writer(tmp_path / "b", "beta", "from beta\n"),
+        ]
+    )
+    ctx = context(repo / "src")  # a session in a subdirectory: the same one in the worktree
+    try:
+        first, second = await asyncio.gather(
+            source.delegate(ctx, "alpha", "Change shared.txt"),
+            source.delegate(ctx, "beta", "Change shared.txt too"),
+        )
+    finally:
+        await source.aclose()
+    assert (repo / "src" / "shared.txt").read_text() == "base\n"  # the person's tree
+    assert (
+        git(repo, "status", "--porcelain") == "" and git(repo, "branch", "--show-current") == "main"
+    )
+    assert len(git(repo, "worktree", "list").splitlines()) == 1  # none left behind
+    branches = {}
+    for name, outcome in (("alpha", first), ("beta", second)):
+        assert outcome.answer == "Wrote it."
+        (branch,) = [
+            b
+            for b in git(
+                repo, "branch", "--list", f"raven/{name}/*", "--format=%(refname:short)"
+            ).splitlines()
+        ]
+        assert branch.startswith(f"raven/{name}/change-shared-txt")
+        assert git(repo, "show", f"{branch}:src/shared.txt") == f"from {name}"
+        assert f"changes on branch {branch}, not merged: 1 file, +1 -1" in outcome.changes
+        assert "src/shared.txt +1 -1" in outcome.changes
+        assert f"raven agents merge {branch}" in outcome.changes  # the parent model is told how
+        branches[name] = branch
+
+    listed = raven("agents", "branches", env=env, cwd=repo)
+    assert branches["alpha"] in listed.stdout and "+1 -1" in listed.stdout
+    merged = raven("agents", "merge", branches["alpha"], env=env, cwd=repo)
+    assert merged.returncode == 0, merged.stderr
+    assert (repo / "src" / "shared.txt").read_text() == "from alpha\n"
+    discarded = raven("agents", "discard", branches["beta"], env=env, cwd=repo)
+    assert discarded.returncode == 0, discarded.stderr
+    assert git(repo, "branch", "--list", "raven/*") == ""
+    refused = raven("agents", "discard", "main", env=env, cwd=repo)
+    assert refused.returncode == 2 and "not a sub-agent's branch" in refused.stderr
+
+
+async def test_a_task_that_changes_nothing_leaves_no_branch(repo: Path, tmp_path: Path) -> None:
+    spec = AgentSpec(
+        name="quiet", protocol="cli", command="sh", args=["-c", "echo looked"], isolation="worktree"
+    )
+    outcome = await AgentsSource([spec]).delegate(context(repo), "quiet", "look around")
+    assert outcome.answer.strip() == "looked"
+    assert outcome.changes == "[no changes: nothing was left on a branch]"
+    assert git(repo, "branch", "--list", "raven/*") == ""
+
+
+async def test_outside_a_git_project_isolation_is_refused_saying_why(tmp_path: Path) -> None:
+    spec = AgentSpec(name="cli", protocol="cli", command="true", isolation="worktree")
+    with pytest.raises(ToolError, match="not in a git project"):
+        await AgentsSource([spec]).delegate(context(tmp_path), "cli", "anything")

@@ -54,11 +54,24 @@ class UserMessage(_Model):
         return "\n".join(p.text for p in self.parts if isinstance(p, TextPart))
 
 
+class TokenUsage(_Model):
+    """The tokens one model call (or one sub-agent's task) used."""
+
+    by: str
+    """Who spent them: the model's id, or the sub-agent's name."""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    estimated: bool = False
+    """The server reported none; counted from characters."""
+
+
 class AssistantMessage(_Model):
     role: Literal["assistant"] = "assistant"
     text: str = ""
     thought: str = ""
     tool_calls: list[ToolCall] = Field(default_factory=list)
+    usage: TokenUsage | None = None
+    """What the model call that wrote it used."""
 
 
 class ToolResultMessage(_Model):
@@ -68,6 +81,8 @@ class ToolResultMessage(_Model):
     content: str
     is_error: bool = False
     images: list[ImagePart] = Field(default_factory=list)
+    usage: TokenUsage | None = None
+    """What the call spent on a model of its own (a sub-agent's task, say)."""
 
 
 Message = Annotated[UserMessage | AssistantMessage | ToolResultMessage, Field(discriminator="role")]

@@ -281,8 +281,25 @@ class NewSessionResult(Wire):
     session_id: str
 
 
+class TurnUsage(Wire):
+    """What a prompt's turn used, as an agent reports it (the schema's Usage)."""
+
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+
+
 class PromptResult(Wire):
     stop_reason: str = "end_turn"
+    usage: TurnUsage | None = None
+
+    @field_validator("usage", mode="before")
+    @classmethod
+    def _usage_if_readable(cls, value: Any) -> Any:
+        """An agent's usage Raven cannot read is left out, not a failed task."""
+        try:
+            return TurnUsage.model_validate(value) if value is not None else None
+        except ValueError:
+            return None
 
 
 class OfferedOption(Wire):

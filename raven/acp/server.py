@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +50,7 @@ from raven.jsonrpc import (
 
 if TYPE_CHECKING:
     from raven.mcp import McpScope
+    from raven.messages import Message
 
 log = logging.getLogger(__name__)
 
@@ -247,8 +248,9 @@ class AcpServer:
         asker = AcpAsker(
             self._connection, live.id, self._capabilities, runtime.config.limits.question_timeout_s
         )
+        before = len(live.history)
         stop = await run_turn(live, parts, asker, lambda e: self._emit(live, e))
-        return {"stopReason": stop}
+        return {"stopReason": stop, **_usage(live.history[before:])}
 
     async def _steer(self, params: dict[str, Any]) -> dict[str, Any]:
         parsed = p.parse(p.SteerParams, params)
@@ -346,3 +348,17 @@ def _rpc_error(exc: RavenError) -> RpcError:
 
 def _sentence(text: str) -> str:
     return text[:1].upper() + text[1:]
+
+
+def _usage(messages: Sequence[Message]) -> dict[str, Any]:
+    """The turn's tokens, its sub-agents' included, as a prompt response's `usage`; nothing
+    when no call reported any."""
+    from raven.usage import totals
+
+    spent = totals(messages)
+    if spent.empty:
+        return {}
+    whole = spent.all()
+    total = whole.input_tokens + whole.output_tokens
+    usage = {"inputTokens": whole.input_tokens, "outputTokens": whole.output_tokens}
+    return {"usage": {**usage, "totalTokens": total}}

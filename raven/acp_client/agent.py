@@ -24,6 +24,7 @@ from raven.acp_client.process import ChildProcess
 from raven.config import AgentSpec
 from raven.errors import RavenError
 from raven.jsonrpc import METHOD_NOT_FOUND, Connection, ConnectionClosed, FrameReader, RpcError
+from raven.messages import TokenUsage
 from raven.redact import redact
 from raven.tools import ALL_DECISIONS, Capped, Decision, Permission, Progress, Question, clip
 
@@ -55,6 +56,8 @@ class Outcome:
     """Each permission decision taken, as a line for people ("allowed once: Write a.txt")."""
     changes: str = ""
     """Where the task's changes are, under worktree isolation (for the parent model)."""
+    usage: TokenUsage | None = None
+    """What the task used, as the sub-agent reported it (None: it said nothing)."""
 
 
 @dataclass
@@ -163,8 +166,16 @@ class SubAgent:
             ) from None
         finally:
             self._turn = None
-        stop = (p.read(p.PromptResult, result) or p.PromptResult()).stop_reason
-        return Outcome(turn.answer.text(), stop, turn.decisions)
+        ended = p.read(p.PromptResult, result) or p.PromptResult()
+        usage = None
+        if ended.usage is not None:
+            spent = ended.usage
+            usage = TokenUsage(
+                by=self.spec.name,
+                input_tokens=spent.input_tokens,
+                output_tokens=spent.output_tokens,
+            )
+        return Outcome(turn.answer.text(), ended.stop_reason, turn.decisions, usage=usage)
 
     async def stop(self) -> None:
         """Stop the child for good and end the connection's tasks."""

@@ -51,7 +51,13 @@ class DelegateTool(BuiltinTool):
             lines.append("[permission decisions: " + "; ".join(outcome.decisions) + "]")
         if outcome.changes:
             lines.append(outcome.changes)
-        return ToolOutput("\n\n".join(lines), is_error=outcome.stop_reason == "refusal")
+        if (spent := outcome.usage) is not None:
+            lines.append(
+                f"[{args.agent} used {spent.input_tokens:,} input and "
+                f"{spent.output_tokens:,} output tokens]"
+            )
+        refused = outcome.stop_reason == "refusal"
+        return ToolOutput("\n\n".join(lines), is_error=refused, usage=outcome.usage)
 
 
 def _described(agent: AgentSpec) -> str:

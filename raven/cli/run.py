@@ -179,6 +179,7 @@ async def _run(cfg: RavenConfig, paths: Paths, prompt: str, options: RunOptions)
                 _discard_stdout()
                 live.cancel_turn()
 
+        before = len(live.history)
         with StopSignals(lambda _: live.cancel_turn(), (signal.SIGINT, *STOP_SIGNALS)) as signals:
             view.waiting()
             parts = [*options.attached, TextPart(text=prompt)]
@@ -188,7 +189,10 @@ async def _run(cfg: RavenConfig, paths: Paths, prompt: str, options: RunOptions)
             return BROKEN_PIPE_EXIT
         err.print(f"[dim]session {live.id} · model {live.model.id}[/]")
         if options.usage:
-            err.print(usage_line(events))
+            from raven.usage import describe, totals
+
+            spent = describe(totals(live.history[before:]), cfg.prices())
+            err.print(f"Token usage: {spent}")
         if options.output == "json":
             print(json.dumps(summary(events, stop, live.id, live.model.id), ensure_ascii=False))
         ended = [e for e in events if isinstance(e, TurnEnded)]
@@ -247,26 +251,6 @@ def _discard_stdout() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)
-
-
-def usage_line(events: list[Any]) -> str:
-    """The tokens a turn used, added up over its model calls, as the server counted them
-    (`llm -u`); an estimate, said to be one, when the server reported none."""
-    from raven.engine import UsageUpdated
-
-    calls = [e for e in events if isinstance(e, UsageUpdated)]
-    if not calls:
-        return "Token usage: none reported (the turn called no model)"
-    counted = [e for e in calls if e.input_tokens is not None and e.output_tokens is not None]
-    said = f" over {len(calls)} model calls" if len(calls) > 1 else ""
-    if len(counted) < len(calls):
-        return (
-            f"Token usage: about {calls[-1].used_tokens:,} tokens in the context{said} "
-            "(estimated: the server reported no usage)"
-        )
-    read = sum(e.input_tokens or 0 for e in counted)
-    wrote = sum(e.output_tokens or 0 for e in counted)
-    return f"Token usage: {read:,} input, {wrote:,} output{said}"
 
 
 def summary(events: list[Any], stop: str, session_id: str, model_id: str) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import typer
 
@@ -99,14 +99,21 @@ def show_command(
     as_json: JsonOption = False,
     config: ConfigOption = None,
 ) -> None:
-    """Print a session's transcript, tool calls and results included."""
+    """Print a session's transcript, tool calls and results included, and the tokens it
+    used (its sub-agents' too), with their cost where the config gives prices."""
+    from raven.cli.options import load
+    from raven.usage import as_json as usage_json
+    from raven.usage import describe, totals
+
     record, messages = _read(config, session_id)
+    spent, prices = totals(messages), load(config, "cli")[0].prices()
     if as_json:
-        typer.echo(_transcript_json(record, messages))
+        typer.echo(_transcript_json(record, messages, usage_json(spent, prices)))
         return
     from raven.terminal.transcript import print_transcript
 
     print_transcript(record, messages)
+    typer.echo(f"\nToken usage: {describe(spent, prices)}")
 
 
 @app.command("search")
@@ -208,8 +215,11 @@ def delete_command(
     typer.echo(f"deleted {_ask(config, delete)}")
 
 
-def _transcript_json(record: SessionRecord, messages: list[Message]) -> str:
-    """A session and its transcript as JSON (camelCase), credentials masked."""
+def _transcript_json(
+    record: SessionRecord, messages: list[Message], usage: dict[str, Any] | None = None
+) -> str:
+    """A session and its transcript as JSON (camelCase), credentials masked; with the
+    tokens it used, when given."""
     import json
 
     from raven.messages import MESSAGE_ADAPTER
@@ -222,6 +232,7 @@ def _transcript_json(record: SessionRecord, messages: list[Message]) -> str:
         "messages": [
             MESSAGE_ADAPTER.dump_python(m, mode="json", by_alias=True) for m in masked(messages)
         ],
+        **({"usage": usage} if usage is not None else {}),
     }
     return json.dumps(body, indent=2, ensure_ascii=False)
 

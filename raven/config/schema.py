@@ -41,6 +41,13 @@ SystemPrompt = str | PromptFile
 """Replaces Raven's system prompt; `{cwd}` and `{date}` in it are filled in."""
 
 
+class ModelPrices(_Model):
+    """What a model's tokens cost, in dollars per million."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+
+
 class ModelSpec(_Model):
     id: str = Field(min_length=1)
     name: str | None = None
@@ -55,6 +62,8 @@ class ModelSpec(_Model):
     max_tokens: int | None = Field(default=None, gt=0)
     context_window: int | None = Field(default=None, gt=0)
     system_prompt: SystemPrompt | None = None
+    prices: ModelPrices | None = None
+    """For the cost `raven run -u` and `raven sessions show` add up."""
 
     @property
     def display_name(self) -> str:
@@ -283,6 +292,10 @@ class RavenConfig(_Model):
         if model_id == ECHO_MODEL_ID and all(m.id != ECHO_MODEL_ID for m in self.models):
             return ModelSpec(id=ECHO_MODEL_ID, name="Echo (offline)", provider="scripted")
         return next((m for m in self.models if m.id == model_id), None)
+
+    def prices(self) -> dict[str, tuple[float, float]]:
+        """Model id → (input, output) dollars per million tokens, for the priced models."""
+        return {m.id: (m.prices.input, m.prices.output) for m in self.models if m.prices}
 
     def selectable_models(self) -> list[ModelSpec]:
         """The configured models, then the offline echo model unless one is configured."""

@@ -41,6 +41,7 @@ from raven.messages import (
     AssistantMessage,
     Part,
     TextPart,
+    TokenUsage,
     ToolCall,
     ToolResultMessage,
     UserMessage,
@@ -56,6 +57,7 @@ from raven.providers import (
     ToolCallReady,
     ToolSpec,
     Usage,
+    estimate_text_tokens,
     estimate_tokens,
 )
 from raven.safe_chunks import SafeChunks
@@ -277,6 +279,7 @@ async def _call_model(
     calls: list[ToolCall] = []
     finish: FinishReason = "end_turn"
     reported_usage = False
+    usage: TokenUsage | None = None
     # Deltas are re-cut where no credential can straddle two events, so each face's
     # redaction of an event sees a streamed key whole.
     shown_text, shown_thought = SafeChunks(), SafeChunks()
@@ -304,6 +307,11 @@ async def _call_model(
                 used = event.input_tokens + event.output_tokens
                 window = session.provider.context_window
                 emit(UsageUpdated(used, window, False, event.input_tokens, event.output_tokens))
+                usage = TokenUsage(
+                    by=session.model.id,
+                    input_tokens=event.input_tokens,
+                    output_tokens=event.output_tokens,
+                )
             elif isinstance(event, Finish):
                 finish = event.reason
     except BaseException:
@@ -319,10 +327,16 @@ async def _call_model(
         answer = "".join(text) + "".join(c.raw_arguments or "" for c in calls)
         used = estimate_tokens(request, answer)
         emit(UsageUpdated(used, session.provider.context_window, estimated=True))
+        wrote = estimate_text_tokens(answer)
+        usage = TokenUsage(
+            by=session.model.id, input_tokens=used - wrote, output_tokens=wrote, estimated=True
+        )
     if finish in ("max_tokens", "refusal"):
         calls = []
     calls = _described(session, calls)
-    message = AssistantMessage(text="".join(text), thought="".join(thought), tool_calls=calls)
+    message = AssistantMessage(
+        text="".join(text), thought="".join(thought), tool_calls=calls, usage=usage
+    )
     await session.commit(message)
     return message, finish
 
@@ -525,6 +539,7 @@ def _result(call: ToolCall, output: ToolOutput) -> ToolResultMessage:
         content=output.text,
         is_error=output.is_error,
         images=list(output.images),
+        usage=output.usage,
     )
 
 

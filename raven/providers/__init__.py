@@ -18,6 +18,7 @@ from raven.providers.base import (
     ToolCallReady,
     ToolSpec,
     Usage,
+    estimate_text_tokens,
     estimate_tokens,
 )
 from raven.providers.resolve import NoModelConfigured, create_provider, pick_model
@@ -37,6 +38,7 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "create_provider",
+    "estimate_text_tokens",
     "estimate_tokens",
     "pick_model",
 ]

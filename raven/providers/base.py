@@ -135,8 +135,17 @@ def estimate_tokens(request: ModelRequest, answer: str = "") -> int:
     """A rough count of the tokens a call used (4 characters a token), for servers that
     report none: the system prompt, the history, the tool specs and the answer."""
     chars = len(request.system) + len(answer)
-    chars += sum(len(m.model_dump_json()) for m in request.messages)
+    chars += sum(len(m.model_dump_json(exclude={"usage"})) for m in request.messages)
     chars += sum(_spec_chars(t) for t in request.tools)
+    return _tokens(chars)
+
+
+def estimate_text_tokens(text: str) -> int:
+    """A rough count of the tokens in `text` (4 characters a token)."""
+    return _tokens(len(text))
+
+
+def _tokens(chars: int) -> int:
     return (chars + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
 
 

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict
 
 from raven.config import Limits
 from raven.errors import RavenError
-from raven.messages import ImagePart
+from raven.messages import ImagePart, TokenUsage
 
 ToolKind = Literal["read", "edit", "execute", "fetch", "other"]
 
@@ -79,6 +79,8 @@ class ToolOutput:
     """Images for models that accept them in tool results."""
     plan: tuple[PlanStep, ...] | None = None
     """A new plan for the faces to show (update_plan)."""
+    usage: TokenUsage | None = None
+    """Tokens the call spent on a model of its own (a sub-agent's task)."""
 
 
 Decision = Literal["allow_once", "allow_always", "reject_once", "reject_always"]

@@ -4,6 +4,7 @@ seeing what the child will run; with no terminal, an escalated request is reject
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -58,3 +59,48 @@ def test_without_a_terminal_an_escalated_request_is_rejected(
     out = json.loads(ran.stdout)
     assert out["answer"] == "opt-reject_once, opt-allow_once, opt-reject_once"
     assert out["decisions"][0] == "reject once: Run make (no answer: rejected)"
+
+
+def test_a_childs_usage_adds_up_in_the_parents_totals(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    child = tmp_path / "child"
+    child.mkdir()
+    (child / "script.json").write_text(json.dumps([{"text": "Kid did it."}]))
+    (child / "config.json").write_text(
+        json.dumps({"models": [{"id": "s", "provider": "scripted", "script": "script.json"}]})
+    )
+    delegate = {"name": "delegate", "arguments": {"agent": "helper", "task": "do it"}}
+    (home / "script.json").write_text(
+        json.dumps([{"toolCalls": [delegate]}, {"text": "The helper did it."}])
+    )
+    helper = {
+        "name": "helper",
+        "command": RAVEN[0],
+        "args": [*RAVEN[1:], "acp", "--config", str(child / "config.json")],
+    }
+    model = {
+        "id": "parent",
+        "provider": "scripted",
+        "script": str(home / "script.json"),
+        "prices": {"input": 2.0, "output": 8.0},
+    }
+    write_config(home, {"models": [model], "defaultModel": "parent", "agents": [helper]})
+    ran = raven("run", "-u", "--yes", "let the helper do it", env=env, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    line = next(s for s in ran.stderr.splitlines() if s.startswith("Token usage: "))
+    # The parent's two model calls, then the child's own turn, as the child reported it.
+    assert re.fullmatch(
+        r"Token usage: [\d,]+ input, [\d,]+ output over 2 model calls; "
+        r"helper: [\d,]+ input, 3 output; \$0\.\d{4}",
+        line,
+    ), line
+    sessions = json.loads(raven("sessions", "list", "--json", env=env).stdout)
+    (listed,) = [s for s in sessions if s["face"] == "cli"]  # the child's is an ACP one
+    shown = json.loads(raven("sessions", "show", listed["id"], "--json", env=env).stdout)
+    usage = shown["usage"]
+    assert usage["models"]["parent"]["calls"] == 2 and usage["costUsd"] > 0
+    assert usage["agents"]["helper"]["outputTokens"] == 3  # "Kid did it." in three words
+    assert usage["agents"]["helper"]["inputTokens"] > 0
+    text = raven("sessions", "show", listed["id"], env=env).stdout
+    assert "helper used " in text and line in text

@@ -35,6 +35,10 @@ STOP_FLUSH_S = 1.0
 MAX_ANSWER_CHARS = 60_000
 MAX_ERROR_DETAIL_CHARS = 1_000
 REQUEST_TIMEOUT_S = 30.0
+SAID_CHARS = 2_000
+TELL_EVERY_CHARS = 80
+"""The child's text reaches the faces at each line's end, or after this many characters."""
+PROGRESS_LINE_CHARS = 120
 
 
 class SubAgentError(RavenError):
@@ -72,6 +76,10 @@ class _Turn:
     kinds: dict[str, str] = field(default_factory=dict)
     calls: dict[str, p.ToolCallStart] = field(default_factory=dict)
     """The child's tool calls as it started them, by id: what a request names by id only."""
+    said: str = ""
+    """The end of the child's text so far (`SAID_CHARS`), for the faces to show."""
+    untold: int = 0
+    """Characters the child said since the faces were last told."""
 
 
 class SubAgent:
@@ -166,6 +174,8 @@ class SubAgent:
             ) from None
         finally:
             self._turn = None
+        if turn.untold:
+            self._tell_text(turn)
         ended = p.read(p.PromptResult, result) or p.PromptResult()
         usage = None
         if ended.usage is not None:
@@ -293,12 +303,24 @@ class SubAgent:
             return {"action": "decline"}
         return {"action": "accept", "content": {fields[0]: answer}}
 
+    def _tell_text(self, turn: _Turn) -> None:
+        """What the child says, as progress: its latest line, and the end of its text."""
+        turn.untold = 0
+        lines = [line for line in turn.said.splitlines() if line.strip()]
+        latest = lines[-1].strip()[:PROGRESS_LINE_CHARS] if lines else ""
+        detail = {"agent": self.spec.name, "text": redact(turn.said)}
+        turn.progress(Progress(redact(f"{self.spec.name}: {latest}"), detail))
+
     def _relay(self, turn: _Turn, update: p.ChildUpdate) -> None:
         """The child's updates: its text forms the answer; its tool calls and plan, progress."""
         name = self.spec.name
         if isinstance(update, p.TextChunk):
             if (text := update.text) is not None:
                 turn.answer.add(text.encode())
+                turn.said = (turn.said + text)[-SAID_CHARS:]
+                turn.untold += len(text)
+                if "\n" in text or turn.untold >= TELL_EVERY_CHARS:
+                    self._tell_text(turn)
         elif isinstance(update, p.ToolCallStart):
             call_id, title = update.tool_call_id, update.title
             turn.titles[call_id], turn.kinds[call_id] = title, update.kind

@@ -43,6 +43,11 @@ async def drive(spec: AgentSpec, cwd: Path, **callbacks: Any) -> tuple[Any, list
     return outcome, seen, pid
 
 
+def calls_of(seen: list[Progress]) -> list[str]:
+    """The progress lines of the child's tool calls (not of what it says)."""
+    return [p.text for p in seen if p.detail is not None and "toolCallId" in p.detail]
+
+
 @pytest.fixture
 def child_raven(tmp_path: Path) -> AgentSpec:
     """A `raven acp` whose scripted model writes a file (asking first), then says so."""
@@ -76,7 +81,10 @@ async def test_raven_drives_raven_and_allows_always_unattended(
     assert outcome.answer == "I wrote out.txt." and outcome.stop_reason == "end_turn"
     assert (tmp_path / "out.txt").read_text() == "hi"
     assert outcome.decisions == ["allow always: Write out.txt (by auto)"]
-    assert [p.text for p in seen] == ["helper: → Write out.txt", "helper: ✓ Write out.txt"]
+    assert calls_of(seen) == ["helper: → Write out.txt", "helper: ✓ Write out.txt"]
+    said = [p for p in seen if p.detail and "text" in p.detail]  # what the child says, too
+    assert said[-1].text == "helper: I wrote out.txt."
+    assert said[-1].detail == {"agent": "helper", "text": "I wrote out.txt."}
     assert seen[0].detail is not None and seen[0].detail["kind"] == "edit"
 
 
@@ -405,7 +413,7 @@ async def test_a_childs_error_is_shown_in_its_own_words(tmp_path: Path) -> None:
 async def test_progress_takes_the_title_a_child_gives_in_an_update(tmp_path: Path) -> None:
     outcome, seen, _ = await drive(sdk_spec("retitle"), tmp_path)
     assert outcome.answer == "wrote it"
-    assert [p.text for p in seen] == [
+    assert calls_of(seen) == [
         "sdk-retitle: → write_file__write_file_1f3a",
         "sdk-retitle: → Write notes.txt",
         "sdk-retitle: ✓ Write notes.txt",
@@ -438,7 +446,7 @@ async def test_an_agent_on_the_typescript_sdk_is_driven_end_to_end(
     assert outcome.decisions == [
         f"allow {'always' if chosen == 'always' else 'once'}: Edit notes.txt (by {policy})"
     ]
-    assert [p.text for p in seen] == ["ts: → Edit notes.txt", "ts: ✓ Edit notes.txt"]
+    assert calls_of(seen) == ["ts: → Edit notes.txt", "ts: ✓ Edit notes.txt"]
 
 
 EXAMPLES = Path(__file__).with_name("examples")
@@ -448,7 +456,8 @@ async def test_the_python_sdks_example_agent_is_driven(tmp_path: Path) -> None:
     spec = AgentSpec(name="example", command=sys.executable, args=[str(EXAMPLES / "agent.py")])
     outcome, seen, _ = await drive(spec, tmp_path)
     assert outcome.answer == "Client sent:go" and outcome.stop_reason == "end_turn"
-    assert outcome.decisions == [] and seen == []
+    assert outcome.decisions == [] and calls_of(seen) == []
+    assert [p.text for p in seen] == ["example: Client sent:go"]
 
 
 @pytest.fixture(scope="module")
@@ -471,7 +480,7 @@ async def test_the_typescript_sdks_example_agent_is_driven(
     assert outcome.answer.startswith("I'll help you with that.")
     assert outcome.answer.endswith("The changes have been applied.")
     assert outcome.decisions == ["allow once: Modifying critical configuration file (by auto)"]
-    assert [p.text for p in seen] == [
+    assert calls_of(seen) == [
         "example: → Reading project files",
         "example: ✓ Reading project files",
         "example: → Modifying critical configuration file",

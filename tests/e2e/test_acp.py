@@ -703,7 +703,12 @@ async def test_a_delegated_sub_agent_works_as_progress_of_the_delegate_call(
         for c in (u.content or [])
         if c.type == "content"
     ]
-    assert progress == ["helper: → Write by-child.txt", "helper: ✓ Write by-child.txt"]
+    # The child's tool calls, then what it says, as the delegate call's live content.
+    assert progress == [
+        "helper: → Write by-child.txt",
+        "helper: ✓ Write by-child.txt",
+        "helper: Child done.",
+    ]
     done = [u for u in agent.editor.of("tool_call_update", sid) if u.status == "completed"]
     final = done[-1].content[0].content.text
     assert final.startswith("Child done.") and "allow always: Write by-child.txt" in final

@@ -219,7 +219,10 @@ def test_a_sub_agents_escalated_command_is_decided_in_the_page(page: Page, web: 
     expect(page.locator(".answer").last).to_have_text("The helper is done.")
     assert (cwd / "kid.txt").read_text() == "from-kid\n"
     result = page.locator(".tool").first
-    result.get_by_text("Output").click()
+    child = result.get_by_label("What helper does")  # its work, under the delegate call
+    expect(child.locator(".child-calls li")).to_have_text(["✓ Run `echo from-kid > kid.txt`"])
+    expect(child.locator(".child-text")).to_have_text("Kid did it.")
+    result.get_by_text("Output", exact=True).click()
     expect(result).to_contain_text("allow once: Run `echo from-kid > kid.txt` (by you)")
 
 

@@ -143,7 +143,9 @@ export class Transcript {
     call.status.textContent = STATUS_TEXT[event.status] || event.status;
     call.card.setAttribute("aria-label", `${call.title}: ${call.status.textContent}`);
     if (event.status === "in_progress") {
-      if (event.content) {
+      if (event.detail?.agent) {
+        showChild(call, event.detail);
+      } else if (event.content) {
         let line = call.body.querySelector(".tool-progress");
         if (!line) call.body.append((line = el("div", "tool-progress")));
         line.textContent = event.content;
@@ -205,6 +207,37 @@ export class Transcript {
     this.turn = null;
     this.answer = null;
     this.thought = null;
+  }
+}
+
+// A sub-agent's work under the delegate call that runs it: each of its tool calls with its
+// state, its plan, and what it says, as they happen; kept when the call ends.
+const CHILD_MARK = { completed: "✓", failed: "✗" };
+
+function showChild(call, detail) {
+  let child = call.body.querySelector(".child");
+  if (!child) {
+    child = el("div", "child");
+    child.setAttribute("aria-label", `What ${detail.agent} does`);
+    child.append(el("ul", "child-calls"), el("div", "child-text"));
+    call.body.append(child);
+  }
+  if (detail.toolCallId) {
+    const calls = child.querySelector(".child-calls");
+    let row = [...calls.children].find((li) => li.dataset.callId === detail.toolCallId);
+    if (!row) {
+      row = el("li");
+      row.dataset.callId = detail.toolCallId;
+      calls.append(row);
+    }
+    row.dataset.status = detail.status || "in_progress";
+    row.textContent = `${CHILD_MARK[detail.status] || "→"} ${detail.title}`;
+  } else if (detail.plan) {
+    let plan = child.querySelector(".child-plan");
+    if (!plan) child.insertBefore((plan = el("ul", "child-plan")), child.lastChild);
+    plan.replaceChildren(...detail.plan.map((step) => el("li", `plan-${step.status}`, step.content)));
+  } else if (typeof detail.text === "string") {
+    child.querySelector(".child-text").textContent = detail.text;
   }
 }
 

@@ -40,7 +40,8 @@ def agent_card(
         ),
         version=__version__,
         supported_interfaces=[
-            AgentInterface(url=rpc_url, protocol_binding="JSONRPC", protocol_version="1.0")
+            AgentInterface(url=rpc_url, protocol_binding=binding, protocol_version="1.0")
+            for binding in ("JSONRPC", "HTTP+JSON")  # REST paths live under the RPC path
         ],
         capabilities=AgentCapabilities(
             streaming=True, push_notifications=False, extended_agent_card=bool(roster)

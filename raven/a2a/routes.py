@@ -1,10 +1,12 @@
-"""A2A's JSON-RPC binding on aiohttp: the card route and the RPC route.
+"""A2A's JSON-RPC and HTTP+JSON bindings on aiohttp: the card route, the RPC route, and
+the REST paths under it (`POST {path}/message:send`, `GET {path}/tasks/{id}`, …).
 
 Checks, in order: bearer token (before reading the body), body size, JSON,
-A2A-Version, envelope and method, params (the SDK's REQUIRED fields too); then hands
-the typed request to the task service through one table, method by method. A
-notification (no `id`) gets HTTP 204 and no body. Errors use
-the SDK's types and codes; exception text and the token never reach a caller
+A2A-Version, envelope and method (JSON-RPC) or path (REST), params (the SDK's
+REQUIRED fields too); then hands the typed request to the task service through one
+table, method by method, whichever binding it came by. A JSON-RPC notification (no
+`id`) gets HTTP 204 and no body. Errors use the SDK's types and codes (REST: its
+error payload and HTTP status); exception text and the token never reach a caller
 or a log line. The card advertises `publicUrl` or the listener's own address,
 never what a request's Host header claims.
 """
@@ -28,6 +30,7 @@ from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import build_error_response
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.utils import constants
+from a2a.utils.error_handlers import build_rest_error_payload
 from a2a.utils.errors import (
     A2AError,
     InternalError,
@@ -36,12 +39,16 @@ from a2a.utils.errors import (
     MethodNotFoundError,
     PushNotificationNotSupportedError,
 )
-from a2a.utils.proto_utils import to_stream_response, validate_proto_required_fields
+from a2a.utils.proto_utils import (
+    parse_params,
+    to_stream_response,
+    validate_proto_required_fields,
+)
 from a2a.utils.version_validator import validate_version
 from aiohttp import web
 from google.api.field_behavior_pb2 import FieldBehavior, field_behavior
 from google.protobuf.descriptor import FieldDescriptor
-from google.protobuf.json_format import ParseDict
+from google.protobuf.json_format import ParseDict, ParseError
 
 from raven.a2a.auth import Caller, authenticate
 from raven.a2a.mount import A2AMount
@@ -53,6 +60,7 @@ from raven.origins import is_loopback
 log = logging.getLogger(__name__)
 
 KEEPALIVE_S = 15.0
+UNAUTHORIZED = "Unauthorized: a valid bearer token is required"
 CARD_MAX_AGE_S = 300
 """How long a client may keep the agent card (it changes only with the config)."""
 _READ_CHUNK = 65536
@@ -77,6 +85,27 @@ _PUSH = (
 )
 
 
+_TASK = "{id:[^/:]+}"
+_PUSH_CONFIG = f"/tasks/{_TASK}/pushNotificationConfigs/{{push:[^/]+}}"
+_REST: tuple[tuple[str, str, str], ...] = (
+    ("POST", "/message:send", "SendMessage"),
+    ("POST", "/message:stream", "SendStreamingMessage"),
+    ("GET", f"/tasks/{_TASK}", "GetTask"),
+    ("GET", "/tasks", "ListTasks"),
+    ("POST", f"/tasks/{_TASK}:cancel", "CancelTask"),
+    ("GET", f"/tasks/{_TASK}:subscribe", "SubscribeToTask"),
+    ("POST", f"/tasks/{_TASK}:subscribe", "SubscribeToTask"),
+    ("GET", "/extendedAgentCard", "GetExtendedAgentCard"),
+    ("POST", f"/tasks/{_TASK}/pushNotificationConfigs", "CreateTaskPushNotificationConfig"),
+    ("GET", f"/tasks/{_TASK}/pushNotificationConfigs", "ListTaskPushNotificationConfigs"),
+    ("GET", _PUSH_CONFIG, "GetTaskPushNotificationConfig"),
+    ("DELETE", _PUSH_CONFIG, "DeleteTaskPushNotificationConfig"),
+)
+"""The HTTP+JSON binding's paths (under the RPC path) and the method each one is."""
+_REST_BODY = frozenset({"SendMessage", "SendStreamingMessage", "CreateTaskPushNotificationConfig"})
+"""Methods whose request is the body; the others' come from the path and the query."""
+
+
 @validate_version(constants.PROTOCOL_VERSION_1_0)
 async def _check_version(context: ServerCallContext) -> None:
     """Raises the SDK's VersionNotSupportedError unless the request speaks A2A 1.x."""
@@ -90,6 +119,9 @@ def add_a2a_routes(app: web.Application, mount: A2AMount) -> None:
     slashed = mount.settings.path.rstrip("/") + "/"
     if slashed != mount.settings.path:  # a client given a base URL posts to `/a2a/`
         app.router.add_post(slashed, binding.rpc)
+    base = slashed.rstrip("/")
+    for verb, path, method in _REST:
+        app.router.add_route(verb, base + path, functools.partial(binding.rest, method))
 
     async def start(_: web.Application) -> None:
         await mount.start()
@@ -138,7 +170,7 @@ class _Binding:
     async def rpc(self, request: web.Request) -> web.StreamResponse:
         caller = authenticate(request.headers.get("Authorization"), self._mount.settings.token)
         if caller is None:
-            error = {"code": -32000, "message": "Unauthorized: a valid bearer token is required"}
+            error = {"code": -32000, "message": UNAUTHORIZED}
             return _json(
                 {"jsonrpc": "2.0", "id": None, "error": error},
                 status=401,
@@ -180,7 +212,13 @@ class _Binding:
                 data = sent_data(params)
             if method in self._streaming:
                 events = await self._streaming[method](typed, context, data)
-                return await self._stream(request, request_id, events)
+                rid = _safe_id(request_id)
+                return await self._stream(
+                    request,
+                    events,
+                    lambda event: {"jsonrpc": "2.0", "id": request_id, "result": _event(event)},
+                    lambda exc: build_error_response(rid, exc),
+                )
             result = await self._unary[method](typed, context, data)
             return _json(
                 {"jsonrpc": "2.0", "id": request_id, "result": _result(method, typed, result)}
@@ -193,12 +231,68 @@ class _Binding:
                 build_error_response(_safe_id(request_id), InternalError(message="Internal error"))
             )
 
+    async def rest(self, method: str, request: web.Request) -> web.StreamResponse:
+        """One HTTP+JSON request for `method`, through the same table as JSON-RPC."""
+        caller = authenticate(request.headers.get("Authorization"), self._mount.settings.token)
+        if caller is None:
+            unauthorized = {"code": 401, "status": "UNAUTHENTICATED", "message": UNAUTHORIZED}
+            return _rest_json(
+                {"error": unauthorized},
+                status=401,
+                headers={"WWW-Authenticate": 'Bearer realm="a2a"'},
+            )
+        try:
+            context = _call_context(request, caller, method, None)
+            if method == "GetExtendedAgentCard":
+                context.state["rpc_url"] = rpc_url(request, self._mount.settings)
+            await _check_version(context)
+            params: Any = {}
+            if method in _REST_BODY:
+                limit = self._mount.settings.max_body_bytes
+                body = await _read_limited(request, limit)
+                if body is None:
+                    too_large = f"Payload too large: the limit is {limit} bytes"
+                    payload = build_rest_error_payload(InvalidRequestError(message=too_large))
+                    return _rest_json(payload, status=413)
+                try:
+                    params = json.loads(body)
+                except (ValueError, UnicodeDecodeError, RecursionError):
+                    raise InvalidRequestError(message="The body is not valid JSON") from None
+                if not isinstance(params, dict):
+                    raise InvalidRequestError(message="The body must be a JSON object")
+            typed = _params(method, params)
+            _from_path(typed, request)
+            if not _complete(typed):
+                validate_proto_required_fields(typed)
+            data = None
+            if isinstance(typed, a2a_types.SendMessageRequest):
+                check_parts(typed.message, self._mount.settings)
+                data = sent_data(params)
+            if method in self._streaming:
+                events = await self._streaming[method](typed, context, data)
+                return await self._stream(request, events, _event, build_rest_error_payload)
+            result = await self._unary[method](typed, context, data)
+            return _rest_json(_result(method, typed, result))
+        except A2AError as exc:
+            payload = build_rest_error_payload(exc)
+            return _rest_json(payload, status=payload["error"]["code"])
+        except Exception:
+            log.exception("A2A request failed")
+            failed = build_rest_error_payload(InternalError(message="Internal error"))
+            return _rest_json(failed, status=500)
+
     async def _extended_card(self, _: Any, context: ServerCallContext, __: Any) -> Any:
         return self._mount.extended_card(context.state["rpc_url"])
 
     async def _stream(
-        self, request: web.Request, request_id: Any, events: AsyncIterator[Any]
+        self,
+        request: web.Request,
+        events: AsyncIterator[Any],
+        frame: Callable[[Any], Any],
+        failure: Callable[[A2AError], Any],
     ) -> web.StreamResponse:
+        """The events as server-sent events, each `frame(event)`; an error after the
+        first as an `error` event of `failure(error)`."""
         first = await anext(events)
         response = web.StreamResponse(
             headers={
@@ -223,12 +317,8 @@ class _Binding:
         try:
             event = first
             while True:
-                envelope = {
-                    "jsonrpc": "2.0",
-                    "id": request_id,
-                    "result": to_json(to_stream_response(event)),
-                }
-                await send(b"data: " + json.dumps(envelope, ensure_ascii=False).encode() + b"\n\n")
+                data = json.dumps(frame(event), ensure_ascii=False).encode()
+                await send(b"data: " + data + b"\n\n")
                 try:
                     event = await anext(events)
                 except StopAsyncIteration:
@@ -236,13 +326,10 @@ class _Binding:
         except (ConnectionResetError, asyncio.CancelledError):
             log.info("A2A stream: the client went away")
         except A2AError as exc:
-            await _send_error(send, build_error_response(_safe_id(request_id), exc))
+            await _send_error(send, failure(exc))
         except Exception:
             log.exception("A2A stream failed")
-            await _send_error(
-                send,
-                build_error_response(_safe_id(request_id), InternalError(message="Internal error")),
-            )
+            await _send_error(send, failure(InternalError(message="Internal error")))
         finally:
             pinger.cancel()
             with contextlib.suppress(Exception):
@@ -250,6 +337,40 @@ class _Binding:
             with contextlib.suppress(ConnectionResetError):
                 await response.write_eof()
         return response
+
+
+def _event(event: Any) -> Any:
+    return to_json(to_stream_response(event))
+
+
+def _from_path(typed: Any, request: web.Request) -> None:
+    """What a REST path and query say of the request: the task id, the push config's id,
+    the query's fields (`historyLength`, `pageSize`, `status`, …)."""
+    if request.method == "GET" and request.query:
+        try:
+            parse_params(_Query(request.query), typed)  # type: ignore[arg-type]
+        except ParseError as exc:
+            raise InvalidParamsError(message=f"Invalid query: {exc}") from None
+    task, push = request.match_info.get("id"), request.match_info.get("push")
+    fields = typed.DESCRIPTOR.fields_by_name
+    if push is not None:
+        typed.task_id, typed.id = task, push
+    elif task is not None:
+        setattr(typed, "task_id" if "task_id" in fields else "id", task)
+
+
+class _Query:
+    """aiohttp's query as the SDK's `parse_params` reads one: Starlette's `QueryParams`,
+    of which it uses `keys` and `getlist` (Starlette is not a dependency of Raven)."""
+
+    def __init__(self, query: Any) -> None:
+        self._query = query
+
+    def keys(self) -> Any:
+        return self._query.keys()
+
+    def getlist(self, key: str) -> list[str]:
+        return list(self._query.getall(key))
 
 
 async def _no_push(*_: Any) -> Any:
@@ -420,6 +541,15 @@ def _safe_id(request_id: Any) -> str | int | None:
         request_id
         if isinstance(request_id, str | int) and not isinstance(request_id, bool)
         else None
+    )
+
+
+def _rest_json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(
+        text=json.dumps(body, ensure_ascii=False),
+        status=status,
+        content_type=constants.A2A_JSON_MEDIA_TYPE,
+        headers=headers,
     )
 
 

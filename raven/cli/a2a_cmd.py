@@ -82,6 +82,7 @@ def status_command(
     typer.echo(f"enabled:    {'yes' if s.enabled else 'no'}")
     typer.echo(f"token:      {token}")
     typer.echo(f"path:       {s.path}")
+    typer.echo(f"bindings:   JSON-RPC at {s.path}, HTTP+JSON under {s.path.rstrip('/')}/")
     served = []
     if (alone := running(paths.data_dir / A2A_SERVE)) is not None:
         served.append(f"{alone['url']} (raven a2a serve, pid {alone['pid']})")

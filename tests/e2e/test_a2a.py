@@ -18,6 +18,7 @@ import pytest
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.helpers import get_message_text
 from a2a.types import (
+    CancelTaskRequest,
     GetExtendedAgentCardRequest,
     GetTaskRequest,
     ListTasksRequest,
@@ -50,10 +51,17 @@ def serve(env: dict[str, str], home: Path) -> Iterator[Any]:
         assert server.stop() == 0
 
 
-async def sdk_client(server: A2AServer, streaming: bool = False) -> Any:
+BINDINGS = ("JSONRPC", "HTTP+JSON")
+
+
+async def sdk_client(server: A2AServer, streaming: bool = False, binding: str = "JSONRPC") -> Any:
+    """The SDK's client for `server`, on `binding` alone."""
     http = httpx.AsyncClient(headers={"Authorization": f"Bearer {server.token}"}, timeout=30)
     card = await A2ACardResolver(http, server.base).get_agent_card()
-    return ClientFactory(ClientConfig(streaming=streaming, httpx_client=http)).create(card), http
+    config = ClientConfig(
+        streaming=streaming, httpx_client=http, supported_protocol_bindings=[binding]
+    )
+    return ClientFactory(config).create(card), http
 
 
 def user(text: str, **ids: str) -> Message:
@@ -85,8 +93,10 @@ async def last(stream: Any) -> Any:
 def test_card_is_public_and_describes_the_endpoint(serve: Any) -> None:
     server = serve()
     card = httpx.get(server.base + "/.well-known/agent-card.json").json()
-    (interface,) = card["supportedInterfaces"]
-    assert interface == {"url": server.rpc, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+    assert card["supportedInterfaces"] == [
+        {"url": server.rpc, "protocolBinding": binding, "protocolVersion": "1.0"}
+        for binding in BINDINGS  # the REST paths live under the RPC URL
+    ]
     advertised = server.rpc.replace("127.0.0.1", "localhost")  # for a Host not this listener
     assert card["capabilities"]["streaming"] is True
     assert card["capabilities"].get("extendedAgentCard", False) is False
@@ -236,6 +246,113 @@ async def test_send_get_list_with_the_sdk_client(serve: Any) -> None:
     finally:
         await client.close()
         await http.aclose()
+
+
+def shape(task: Any) -> dict[str, Any]:
+    """What a binding must agree on of a task: its state, answer, artifacts and history."""
+    return {
+        "state": TaskState.Name(task.status.state),
+        "answer": get_message_text(task.status.message) if task.status.HasField("message") else "",
+        "artifacts": [[p.text for p in a.parts] for a in task.artifacts],
+        "history": [(Role.Name(m.role), get_message_text(m)) for m in task.history],
+    }
+
+
+async def scenario(server: A2AServer, binding: str) -> dict[str, Any]:
+    """Send, get, list, stream, subscribe, input-required and cancel, on one binding."""
+    client, http = await sdk_client(server, streaming=False, binding=binding)
+    streamer, http2 = await sdk_client(server, streaming=True, binding=binding)
+    seen: dict[str, Any] = {}
+    try:
+        (sent,) = await last(client.send_message(SendMessageRequest(message=user("one"))))
+        task = sent.task
+        seen["send"] = shape(task)
+        fetched = await client.get_task(GetTaskRequest(id=task.id, history_length=1))
+        seen["get"] = shape(fetched)
+        listed = await client.list_tasks(ListTasksRequest(context_id=task.context_id))
+        seen["list"] = [t.id == task.id for t in listed.tasks]
+        events = await last(streamer.send_message(SendMessageRequest(message=user("two"))))
+        seen["stream"] = [e.WhichOneof("payload") for e in events][:2]
+        final = [e for e in events if e.HasField("status_update")][-1].status_update
+        seen["streamed"] = get_message_text(final.status.message)
+        (parked,) = await last(client.send_message(SendMessageRequest(message=user("three"))))
+        seen["asked"] = shape(parked.task)
+        stream = streamer.subscribe(SubscribeToTaskRequest(id=parked.task.id))
+        first = await anext(stream)
+        answer = user("dev", task_id=parked.task.id, context_id=parked.task.context_id)
+        (done,) = await last(client.send_message(SendMessageRequest(message=answer)))
+        rest = [u async for u in stream]
+        states = [u.status_update.status.state for u in rest if u.HasField("status_update")]
+        seen["subscribed"] = [TaskState.Name(s) for s in (first.task.status.state, states[-1])]
+        seen["answered"] = shape(done.task)
+        slow = SendMessageRequest(message=user("four"))
+        slow.configuration.return_immediately = True
+        (started,) = await last(client.send_message(slow))
+        cancelled = await client.cancel_task(CancelTaskRequest(id=started.task.id))
+        seen["cancel"] = TaskState.Name(cancelled.status.state)
+        with pytest.raises(Exception, match=r"not found|NOT_FOUND|-32001") as missing:
+            await client.get_task(GetTaskRequest(id="no-such-task"))
+        seen["missing"] = type(missing.value).__name__
+    finally:
+        for each in (client, streamer):
+            await each.close()
+        await http.aclose()
+        await http2.aclose()
+    return seen
+
+
+async def test_every_binding_runs_the_same_scenario_to_the_same_tasks(serve: Any) -> None:
+    script = [
+        {"text": "Hello, peer."},
+        {"text": "Streamed."},
+        asks("Which branch?"),
+        {"text": "Deployed on dev."},
+        {"text": "never", "delayMs": 30_000},
+    ]
+    results = {}
+    for binding in BINDINGS:
+        results[binding] = await scenario(serve(script), binding)
+    rpc, rest = results["JSONRPC"], results["HTTP+JSON"]
+    assert rpc == rest
+    assert (
+        rpc["send"]["state"] == "TASK_STATE_COMPLETED" and rpc["send"]["answer"] == "Hello, peer."
+    )
+    assert rpc["get"]["history"] == [("ROLE_USER", "one")]  # historyLength 1
+    assert rpc["list"] == [True] and rpc["streamed"] == "Streamed."
+    assert rpc["stream"][0] == "task"
+    assert rpc["asked"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    assert rpc["subscribed"] == ["TASK_STATE_INPUT_REQUIRED", "TASK_STATE_COMPLETED"]
+    assert rpc["answered"]["answer"] == "Deployed on dev."
+    assert rpc["cancel"] == "TASK_STATE_CANCELED"
+
+
+def test_the_rest_binding_answers_errors_as_it_specifies(serve: Any) -> None:
+    server = serve([{"text": "ok"}])
+    rest = server.rpc.rstrip("/")
+    good = {"Authorization": f"Bearer {server.token}", "A2A-Version": "1.0"}
+    unauthorized = httpx.get(f"{rest}/tasks/x", headers={"A2A-Version": "1.0"})
+    assert unauthorized.status_code == 401 and unauthorized.headers["WWW-Authenticate"]
+    assert unauthorized.json()["error"]["status"] == "UNAUTHENTICATED"
+    missing = httpx.get(f"{rest}/tasks/no-such-task", headers=good)
+    assert missing.status_code == 404, missing.text
+    assert missing.headers["content-type"].startswith("application/a2a+json")
+    error = missing.json()["error"]
+    assert error["status"] == "NOT_FOUND" and error["details"][0]["reason"] == "TASK_NOT_FOUND"
+    garbled = httpx.post(f"{rest}/message:send", content=b"{not json", headers=good)
+    assert garbled.status_code == 400 and garbled.json()["error"]["status"] == "INVALID_ARGUMENT"
+    empty = {"message": {"messageId": "m", "role": "ROLE_USER", "parts": []}}
+    refused = httpx.post(f"{rest}/message:send", json=empty, headers=good)
+    assert refused.status_code == 400, refused.text
+    old = httpx.get(f"{rest}/tasks", headers={**good, "A2A-Version": "0.2"})
+    assert old.json()["error"]["details"][0]["reason"] == "VERSION_NOT_SUPPORTED"
+    push = httpx.get(f"{rest}/tasks/t1/pushNotificationConfigs", headers=good)
+    assert push.json()["error"]["details"][0]["reason"] == "PUSH_NOTIFICATION_NOT_SUPPORTED"
+    sent = httpx.post(f"{rest}/message:send", json=message("hi"), headers=good)
+    assert (
+        sent.status_code == 200 and sent.json()["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    )
+    listed = httpx.get(f"{rest}/tasks", params={"pageSize": "5"}, headers=good).json()
+    assert listed["pageSize"] == 1 and listed["tasks"][0]["id"] == sent.json()["task"]["id"]
 
 
 async def test_streaming_frames_follow_the_task_lifecycle(serve: Any) -> None:

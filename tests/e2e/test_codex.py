@@ -87,7 +87,7 @@ def test_agents_run_drives_codex_allowing_its_command(
     assert ran.returncode == 0, ran.stdout + ran.stderr
     out = json.loads(ran.stdout)
     assert out["answer"] == "The command ran it." and out["stopReason"] == "end_turn"
-    assert out["decisions"] == [f"{decision}: {COMMAND}"]
+    assert out["decisions"] == [f"{decision}: {COMMAND} (by {permissions})"]
     assert (work / "codex_note.txt").read_text() == "hi\n"
     keys = [r.headers["Authorization"] for r in model_server.requests]
     assert keys == ["Bearer sk-fake-codex"] * 2  # the key in the entry's env reached codex

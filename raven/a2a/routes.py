@@ -548,7 +548,7 @@ def _rest_json(body: Any, status: int = 200, headers: dict[str, str] | None = No
     return web.Response(
         text=json.dumps(body, ensure_ascii=False),
         status=status,
-        content_type=constants.A2A_JSON_MEDIA_TYPE,
+        content_type="application/json",  # the HTTP+JSON binding's (A2A 1.0, 11.1)
         headers=headers,
     )
 

@@ -335,7 +335,7 @@ def test_the_rest_binding_answers_errors_as_it_specifies(serve: Any) -> None:
     assert unauthorized.json()["error"]["status"] == "UNAUTHENTICATED"
     missing = httpx.get(f"{rest}/tasks/no-such-task", headers=good)
     assert missing.status_code == 404, missing.text
-    assert missing.headers["content-type"].startswith("application/a2a+json")
+    assert missing.headers["content-type"].startswith("application/json")
     error = missing.json()["error"]
     assert error["status"] == "NOT_FOUND" and error["details"][0]["reason"] == "TASK_NOT_FOUND"
     garbled = httpx.post(f"{rest}/message:send", content=b"{not json", headers=good)

@@ -203,13 +203,7 @@ class _Binding:
             await _check_version(context)
             if method not in _REQUESTS:
                 raise MethodNotFoundError(message=f"Method not found: {method}")
-            typed = _params(method, params)
-            if not _complete(typed):
-                validate_proto_required_fields(typed)  # the SDK's own error, naming the field
-            data = None
-            if isinstance(typed, a2a_types.SendMessageRequest):
-                check_parts(typed.message, self._mount.settings)
-                data = sent_data(params)
+            typed, data = self._typed(method, params)
             if method in self._streaming:
                 events = await self._streaming[method](typed, context, data)
                 rid = _safe_id(request_id)
@@ -260,14 +254,7 @@ class _Binding:
                     raise InvalidRequestError(message="The body is not valid JSON") from None
                 if not isinstance(params, dict):
                     raise InvalidRequestError(message="The body must be a JSON object")
-            typed = _params(method, params)
-            _from_path(typed, request)
-            if not _complete(typed):
-                validate_proto_required_fields(typed)
-            data = None
-            if isinstance(typed, a2a_types.SendMessageRequest):
-                check_parts(typed.message, self._mount.settings)
-                data = sent_data(params)
+            typed, data = self._typed(method, params, request)
             if method in self._streaming:
                 events = await self._streaming[method](typed, context, data)
                 return await self._stream(request, events, _event, build_rest_error_payload)
@@ -280,6 +267,23 @@ class _Binding:
             log.exception("A2A request failed")
             failed = build_rest_error_payload(InternalError(message="Internal error"))
             return _rest_json(failed, status=500)
+
+    def _typed(
+        self, method: str, params: dict[str, Any], rest: web.Request | None = None
+    ) -> tuple[Any, list[Any] | None]:
+        """The method's request from its params (and a REST request's path and query),
+        checked: the SDK's REQUIRED fields, a message's parts; with the data parts' JSON
+        as sent."""
+        typed = _params(method, params)
+        if rest is not None:
+            _from_path(typed, rest)
+        if not _complete(typed):
+            validate_proto_required_fields(typed)  # the SDK's own error, naming the field
+        data = None
+        if isinstance(typed, a2a_types.SendMessageRequest):
+            check_parts(typed.message, self._mount.settings)
+            data = sent_data(params)
+        return typed, data
 
     async def _extended_card(self, _: Any, context: ServerCallContext, __: Any) -> Any:
         return self._mount.extended_card(context.state["rpc_url"])

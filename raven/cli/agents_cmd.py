@@ -264,7 +264,7 @@ def _terminal_asking(timeout_s: float) -> tuple[Any, Any]:
 
     from rich.console import Console
 
-    from raven.engine import ApprovalRequest
+    from raven.engine import approval_of
     from raven.terminal.asker import TerminalAsker
     from raven.terminal.reader import LineReader, stdin_is_terminal
     from raven.terminal.view import TerminalView
@@ -276,19 +276,9 @@ def _terminal_asking(timeout_s: float) -> tuple[Any, Any]:
     asker = TerminalAsker(err, LineReader(), TerminalView(Console(), err, False), True)
 
     async def approve(permission: Permission) -> Decision | None:
-        request = ApprovalRequest(
-            "cli",
-            permission.key,
-            permission.title,
-            permission.kind,
-            permission.raw_input,
-            offered=permission.offered,
-            preview=permission.preview,
-            person=permission.person,
-        )
         try:
             async with asyncio.timeout(timeout_s):
-                verdict = await asker.approve(request)
+                verdict = await asker.approve(approval_of("cli", permission))
         except TimeoutError:
             return None
         return verdict if verdict in ALL_DECISIONS else None  # type: ignore[return-value]

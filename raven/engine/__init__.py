@@ -4,7 +4,7 @@ Knows no protocol. Faces call `run_turn` with a live session, an asker and an
 emit callable, and translate the events they receive.
 """
 
-from raven.engine.asker import ApprovalRequest, Asker, Decision, Unanswered
+from raven.engine.asker import ApprovalRequest, Asker, Decision, Unanswered, approval_of
 from raven.engine.errors import (
     BadCursor,
     BadDirectory,
@@ -91,6 +91,7 @@ __all__ = [
     "UnknownMode",
     "UnknownModel",
     "UsageUpdated",
+    "approval_of",
     "history_events",
     "preview_lines",
     "run_turn",

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from raven.tools import ALL_DECISIONS, Decision, Preview, Question, ToolKind
+from raven.tools import ALL_DECISIONS, Decision, Permission, Preview, Question, ToolKind
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,20 @@ class ApprovalRequest:
     person: bool = False
     """Only a person may allow it (a sub-agent's escalated request): no `auto` policy
     answers for them; `deny` still refuses."""
+
+
+def approval_of(call_id: str, permission: Permission) -> ApprovalRequest:
+    """What a tool's own approval request (a sub-agent's, say) asks the face, for `call_id`."""
+    return ApprovalRequest(
+        call_id,
+        permission.key,
+        permission.title,
+        permission.kind,
+        permission.raw_input,
+        offered=permission.offered,
+        preview=permission.preview,
+        person=permission.person,
+    )
 
 
 Unanswered = Literal["refused", "unanswered", "cancelled"]

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from raven.config.schema import ApprovalPolicy
-from raven.engine.asker import ApprovalRequest, Asker, Decision, Unanswered
+from raven.engine.asker import ApprovalRequest, Asker, Decision, Unanswered, approval_of
 from raven.engine.events import (
     PARAGRAPH,
     AgentText,
@@ -475,17 +475,7 @@ def _context(session: LiveSession, call: ToolCall, asker: _TurnAsker, emit: Emit
     """What a tool may use: the session's cwd and limits, and the face, through the engine."""
 
     async def approve(permission: Permission) -> Decision | None:
-        request = ApprovalRequest(
-            call.id,
-            permission.key,
-            permission.title,
-            permission.kind,
-            permission.raw_input,
-            offered=permission.offered,
-            preview=permission.preview,
-            person=permission.person,
-        )
-        verdict = await _decide(session, asker, request)
+        verdict = await _decide(session, asker, approval_of(call.id, permission))
         return verdict if verdict in ALL_DECISIONS else None  # type: ignore[return-value]
 
     def progress(update: Progress) -> None:

@@ -5,7 +5,6 @@ and the person's tree is untouched; `raven agents merge | discard` settle them."
 from __future__ import annotations
 
 import asyncio
-import json
 import subprocess
 from pathlib import Path
 
@@ -14,7 +13,8 @@ import pytest
 from raven.acp_client import AgentsSource
 from raven.config import AgentSpec, Limits
 from raven.tools import ToolContext, ToolError
-from tests.conftest import RAVEN, raven
+from tests.children import scripted_child
+from tests.conftest import raven
 
 
 def git(repo: Path, *args: str) -> str:
@@ -41,18 +41,9 @@ def repo(tmp_path: Path) -> Path:
 
 def writer(home: Path, name: str, content: str) -> AgentSpec:
     """A `raven acp` whose model writes src/shared.txt (run from src/), then says so."""
-    home.mkdir(parents=True)
     write = {"name": "write_file", "arguments": {"path": "shared.txt", "content": content}}
-    (home / "script.json").write_text(json.dumps([{"toolCalls": [write]}, {"text": "Wrote it."}]))
-    (home / "config.json").write_text(
-        json.dumps({"models": [{"id": "s", "provider": "scripted", "script": "script.json"}]})
-    )
-    return AgentSpec(
-        name=name,
-        command=RAVEN[0],
-        args=[*RAVEN[1:], "acp", "--config", str(home / "config.json")],
-        isolation="worktree",
-    )
+    steps = [{"toolCalls": [write]}, {"text": "Wrote it."}]
+    return AgentSpec(**scripted_child(home, steps, name=name, isolation="worktree"))
 
 
 def context(cwd: Path) -> ToolContext:

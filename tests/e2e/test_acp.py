@@ -18,7 +18,8 @@ from acp import schema
 
 from raven.messages import AssistantMessage, user_text
 from raven.sessions import SessionStore
-from tests.conftest import RAVEN, write_config
+from tests.children import scripted_child
+from tests.conftest import write_config
 from tests.e2e.acp_harness import Editor, RavenAcp
 from tests.fakes.model_server import FakeModelServer, Reply, openai_stream
 from tests.processes import alive, pid_from
@@ -669,19 +670,8 @@ async def test_a_delegated_sub_agent_works_as_progress_of_the_delegate_call(
     start: Any, tmp_path: Path
 ) -> None:
     child_home = tmp_path / "child"
-    child_home.mkdir()
     write = {"name": "write_file", "arguments": {"path": "by-child.txt", "content": "child"}}
-    (child_home / "script.json").write_text(
-        json.dumps([{"toolCalls": [write]}, {"text": "Child done."}])
-    )
-    (child_home / "config.json").write_text(
-        json.dumps({"models": [{"id": "s", "provider": "scripted", "script": "script.json"}]})
-    )
-    helper = {
-        "name": "helper",
-        "command": RAVEN[0],
-        "args": [*RAVEN[1:], "acp", "--config", str(child_home / "config.json")],
-    }
+    helper = scripted_child(child_home, [{"toolCalls": [write]}, {"text": "Child done."}])
     agent = await start(
         [
             {"toolCalls": [call("delegate", agent="helper", task="write by-child.txt")]},
@@ -723,21 +713,12 @@ async def test_a_delegated_sub_agent_works_as_progress_of_the_delegate_call(
 async def test_a_rule_escalates_a_childs_command_to_the_editor_even_in_an_auto_mode(
     start: Any, tmp_path: Path
 ) -> None:
-    child_home = tmp_path / "child"
-    child_home.mkdir()
     run = {"name": "run_command", "arguments": {"command": "echo from-child > made.txt"}}
-    (child_home / "script.json").write_text(
-        json.dumps([{"toolCalls": [run]}, {"text": "Child ran it."}])
+    helper = scripted_child(
+        tmp_path / "child",
+        [{"toolCalls": [run]}, {"text": "Child ran it."}],
+        rules=[{"kind": ["execute"], "action": "escalate"}],
     )
-    (child_home / "config.json").write_text(
-        json.dumps({"models": [{"id": "s", "provider": "scripted", "script": "script.json"}]})
-    )
-    helper = {
-        "name": "helper",
-        "command": RAVEN[0],
-        "args": [*RAVEN[1:], "acp", "--config", str(child_home / "config.json")],
-        "rules": [{"kind": ["execute"], "action": "escalate"}],
-    }
     agent = await start(
         [
             {"toolCalls": [call("delegate", agent="helper", task="make made.txt")]},

@@ -8,6 +8,7 @@ import re
 import sys
 from pathlib import Path
 
+from tests.children import scripted_child
 from tests.conftest import RAVEN, raven, write_config
 from tests.e2e.terminal import Terminal
 
@@ -64,21 +65,11 @@ def test_without_a_terminal_an_escalated_request_is_rejected(
 def test_a_childs_usage_adds_up_in_the_parents_totals(
     env: dict[str, str], home: Path, tmp_path: Path
 ) -> None:
-    child = tmp_path / "child"
-    child.mkdir()
-    (child / "script.json").write_text(json.dumps([{"text": "Kid did it."}]))
-    (child / "config.json").write_text(
-        json.dumps({"models": [{"id": "s", "provider": "scripted", "script": "script.json"}]})
-    )
+    helper = scripted_child(tmp_path / "child", [{"text": "Kid did it."}])
     delegate = {"name": "delegate", "arguments": {"agent": "helper", "task": "do it"}}
     (home / "script.json").write_text(
         json.dumps([{"toolCalls": [delegate]}, {"text": "The helper did it."}])
     )
-    helper = {
-        "name": "helper",
-        "command": RAVEN[0],
-        "args": [*RAVEN[1:], "acp", "--config", str(child / "config.json")],
-    }
     model = {
         "id": "parent",
         "provider": "scripted",

@@ -21,6 +21,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
+from tests.children import scripted_child
 from tests.conftest import RAVEN
 from tests.mcp.conftest import free_port
 
@@ -220,31 +221,17 @@ def make_home(home: Path) -> None:
         ],
         "defaultMode": "ask",
         "agents": [
-            {
-                "name": "helper",
-                "description": "A helper",
-                "command": RAVEN[0],
-                "args": [*RAVEN[1:], "acp", "--config", str(make_child(home / "child"))],
-                "rules": [{"kind": ["execute"], "action": "escalate"}],
-            }
+            scripted_child(
+                home / "child",
+                [call("run_command", command="echo from-kid > kid.txt"), {"text": "Kid did it."}],
+                description="A helper",
+                rules=[{"kind": ["execute"], "action": "escalate"}],
+            )
         ],
         "a2a": {"server": {"enabled": True, "token": "a2a-token-for-the-web-tests-0123"}},
     }
     (home / "config.json").write_text(json.dumps(config))
     (home / "config.json").chmod(0o600)
-
-
-def make_child(home: Path) -> Path:
-    """The config of a `raven acp` sub-agent whose model runs one command (asking its
-    client first), then says so."""
-    home.mkdir(parents=True, exist_ok=True)
-    run = call("run_command", command="echo from-kid > kid.txt")
-    (home / "script.json").write_text(json.dumps([run, {"text": "Kid did it."}]))
-    config = home / "config.json"
-    config.write_text(
-        json.dumps({"models": [{"id": "s", "provider": "scripted", "script": "script.json"}]})
-    )
-    return config
 
 
 @pytest.fixture(scope="module")

@@ -106,6 +106,8 @@ class AgentsSource:
         """The task in a worktree of its own, by a child of its own (so tasks of one agent
         run side by side); its changes stay on the worktree's branch."""
         tree = await open_worktree(cwd, spec.name, task)
+        failed: SubAgentError | None = None
+        outcome: Outcome | None = None
         try:
             where = tree.where(cwd)
             if spec.protocol == "cli":
@@ -117,9 +119,13 @@ class AgentsSource:
                     outcome = await child.prompt(task, ctx.progress, ctx.approve, ctx.ask)
                 finally:
                     await child.stop()
+        except SubAgentError as exc:
+            failed = exc
         finally:
             message = f"{spec.name}: {task.splitlines()[0][:72] if task.strip() else 'task'}"
             changes = await asyncio.shield(close_worktree(tree, message))
+        if failed is not None or outcome is None:  # what it did before failing is kept too
+            raise SubAgentError(f"{failed}\n\n{summary(tree, changes)}") from None
         outcome.changes = summary(tree, changes)
         return outcome
 

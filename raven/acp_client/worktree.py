@@ -21,7 +21,8 @@ GIT_TIMEOUT_S = 60.0
 BRANCH_PREFIX = "raven/"
 SLUG_CHARS = 40
 _IDENTITY = ("-c", "user.name=Raven", "-c", "user.email=raven@localhost")
-"""Who Raven's commits of a sub-agent's work are by, when the repository says nobody."""
+"""Who Raven's commits of a sub-agent's work are by: Raven, not the person, whose name
+goes on the merge."""
 
 
 class WorktreeError(RavenError):

@@ -117,3 +117,19 @@ async def test_outside_a_git_project_isolation_is_refused_saying_why(tmp_path: P
     spec = AgentSpec(name="cli", protocol="cli", command="true", isolation="worktree")
     with pytest.raises(ToolError, match="not in a git project"):
         await AgentsSource([spec]).delegate(context(tmp_path), "cli", "anything")
+
+
+async def test_what_a_failed_task_changed_is_kept_and_the_error_says_where(repo: Path) -> None:
+    spec = AgentSpec(
+        name="flaky",
+        protocol="cli",
+        command="sh",
+        args=["-c", "echo half > made.txt; echo broke >&2; exit 3"],
+        isolation="worktree",
+    )
+    with pytest.raises(ToolError) as failed:
+        await AgentsSource([spec]).delegate(context(repo), "flaky", "try it")
+    said = str(failed.value)
+    (branch,) = git(repo, "branch", "--list", "raven/flaky/*", "--format=%(refname:short)").split()
+    assert "broke" in said and f"changes on branch {branch}" in said and "made.txt +1 -0" in said
+    assert not (repo / "made.txt").exists()

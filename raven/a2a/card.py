@@ -29,9 +29,19 @@ def agent_card(
     rpc_url: str,
     roster: list[dict[str, Any]] | None = None,
     input_modes: list[str] | None = None,
+    grpc_target: str | None = None,
 ) -> AgentCard:
-    """The public card for an RPC endpoint at `rpc_url`; `roster` switches on the extended card;
-    `input_modes` say what Raven takes (text alone when not given)."""
+    """The public card for an RPC endpoint at `rpc_url` (and a gRPC one at `grpc_target`,
+    `host:port`); `roster` switches on the extended card; `input_modes` say what Raven
+    takes (text alone when not given)."""
+    interfaces = [
+        AgentInterface(url=rpc_url, protocol_binding=binding, protocol_version="1.0")
+        for binding in ("JSONRPC", "HTTP+JSON")  # REST paths live under the RPC path
+    ]
+    if grpc_target is not None:
+        interfaces.append(
+            AgentInterface(url=grpc_target, protocol_binding="GRPC", protocol_version="1.0")
+        )
     return AgentCard(
         name="Raven",
         description=(
@@ -39,10 +49,7 @@ def agent_card(
             "in its working directory, with the operator's approval policy."
         ),
         version=__version__,
-        supported_interfaces=[
-            AgentInterface(url=rpc_url, protocol_binding=binding, protocol_version="1.0")
-            for binding in ("JSONRPC", "HTTP+JSON")  # REST paths live under the RPC path
-        ],
+        supported_interfaces=interfaces,
         capabilities=AgentCapabilities(
             streaming=True, push_notifications=False, extended_agent_card=bool(roster)
         ),

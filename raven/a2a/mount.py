@@ -42,9 +42,11 @@ class A2AMount:
     settings: A2AServerConfig
     service: TaskService
     roster: list[dict[str, Any]]
+    grpc_target: str | None = None
+    """`host:port` of the gRPC binding, while it serves."""
 
     def card(self, rpc_url: str) -> AgentCard:
-        return agent_card(rpc_url, self.roster, input_modes(self.settings))
+        return agent_card(rpc_url, self.roster, input_modes(self.settings), self.grpc_target)
 
     def extended_card(self, rpc_url: str) -> AgentCard:
         """The card for authenticated callers: the public one plus the roster."""

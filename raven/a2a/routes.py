@@ -113,7 +113,7 @@ async def _check_version(context: ServerCallContext) -> None:
 
 def add_a2a_routes(app: web.Application, mount: A2AMount) -> None:
     """Serve the card at the well-known path and JSON-RPC at `mount.settings.path`."""
-    binding = _Binding(mount)
+    binding = Binding(mount)
     app.router.add_get(constants.AGENT_CARD_WELL_KNOWN_PATH, binding.card)
     app.router.add_post(mount.settings.path, binding.rpc)
     slashed = mount.settings.path.rstrip("/") + "/"
@@ -133,7 +133,7 @@ Unary = Callable[[Any, ServerCallContext, Any], Awaitable[Any]]
 Streaming = Callable[[Any, ServerCallContext, Any], Awaitable[AsyncIterator[Any]]]
 
 
-class _Binding:
+class Binding:
     def __init__(self, mount: A2AMount) -> None:
         self._mount = mount
         self._card_since = formatdate(usegmt=True)
@@ -272,18 +272,30 @@ class _Binding:
         self, method: str, params: dict[str, Any], rest: web.Request | None = None
     ) -> tuple[Any, list[Any] | None]:
         """The method's request from its params (and a REST request's path and query),
-        checked: the SDK's REQUIRED fields, a message's parts; with the data parts' JSON
-        as sent."""
+        checked; with the data parts' JSON as sent."""
         typed = _params(method, params)
         if rest is not None:
             _from_path(typed, rest)
+        return typed, self.checked(typed, params)
+
+    def checked(self, typed: Any, params: dict[str, Any] | None = None) -> list[Any] | None:
+        """Raises unless `typed` has the SDK's REQUIRED fields and a message Raven takes;
+        the data parts' JSON as sent, when the request came as JSON (`params`)."""
         if not _complete(typed):
             validate_proto_required_fields(typed)  # the SDK's own error, naming the field
-        data = None
         if isinstance(typed, a2a_types.SendMessageRequest):
             check_parts(typed.message, self._mount.settings)
-            data = sent_data(params)
-        return typed, data
+            return sent_data(params) if params is not None else None
+        return None
+
+    async def call(self, method: str, typed: Any, context: ServerCallContext) -> Any:
+        """`method` for a request another binding (gRPC) typed: checked, then the service's
+        answer (the task, the page, the card), or for a streaming method its events."""
+        await _check_version(context)
+        data = self.checked(typed)
+        if method in self._streaming:
+            return await self._streaming[method](typed, context, data)
+        return await self._unary[method](typed, context, data)
 
     async def _extended_card(self, _: Any, context: ServerCallContext, __: Any) -> Any:
         return self._mount.extended_card(context.state["rpc_url"])

@@ -5,11 +5,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
 from raven.a2a.mount import A2AMount
 from raven.a2a.routes import add_a2a_routes
+from raven.config import ConfigError
 from raven.running import forget, record
 from raven.signals import until_stopped
 
@@ -30,19 +32,39 @@ async def serve(
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
+    grpc: Any = None
     try:
         await site.start()
         bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         shown = f"[{host}]" if ":" in host else host
         base = f"http://{shown}:{bound}"
         rpc = f"{base}{mount.settings.path}"
+        if mount.settings.grpc_port is not None:
+            grpc = _grpc_server(mount, host, mount.settings.grpc_port, rpc)
+            await grpc.start()
         if state is not None:
-            record(state, url=rpc)
+            record(state, url=rpc, grpc=grpc.target if grpc else None)
         announce(f"{base}/.well-known/agent-card.json", rpc)
+        if grpc is not None:
+            print(f"grpc: {grpc.target}", flush=True)
         await until_stopped()
         log.info("stopping the A2A server")
     finally:
         if state is not None:
             forget(state)
+        if grpc is not None:
+            await grpc.stop()
         await mount.aclose()
         await runner.cleanup()
+
+
+def _grpc_server(mount: A2AMount, host: str, port: int, rpc: str) -> Any:
+    """The gRPC binding, loaded only now; `ConfigError` when grpcio is not installed."""
+    try:
+        from raven.a2a.grpc_binding import GrpcServer
+    except ImportError as exc:
+        raise ConfigError(
+            f"a2a.server.grpcPort is set, but gRPC is not installed ({exc.name}): install "
+            "raven-agents[grpc], or clear grpcPort"
+        ) from None
+    return GrpcServer(mount, host, port, rpc)

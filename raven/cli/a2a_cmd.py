@@ -82,10 +82,12 @@ def status_command(
     typer.echo(f"enabled:    {'yes' if s.enabled else 'no'}")
     typer.echo(f"token:      {token}")
     typer.echo(f"path:       {s.path}")
-    typer.echo(f"bindings:   JSON-RPC at {s.path}, HTTP+JSON under {s.path.rstrip('/')}/")
+    grpc = f", gRPC on port {s.grpc_port}" if s.grpc_port is not None else ""
+    typer.echo(f"bindings:   JSON-RPC at {s.path}, HTTP+JSON under {s.path.rstrip('/')}/{grpc}")
     served = []
     if (alone := running(paths.data_dir / A2A_SERVE)) is not None:
-        served.append(f"{alone['url']} (raven a2a serve, pid {alone['pid']})")
+        grpc_at = f", gRPC at {alone['grpc']}" if alone.get("grpc") else ""
+        served.append(f"{alone['url']}{grpc_at} (raven a2a serve, pid {alone['pid']})")
     gateway = running(paths.data_dir / GATEWAY)
     if gateway is not None and gateway.get("a2a"):
         served.append(f"{gateway['a2a']} (the gateway, pid {gateway['pid']})")

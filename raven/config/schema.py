@@ -186,6 +186,9 @@ class A2AServerConfig(_Model):
     path: str = Field(default="/a2a", pattern=r"^/[A-Za-z0-9/_.-]*$")
     host: str = "127.0.0.1"
     port: int = Field(default=8710, ge=0, le=65535)
+    grpc_port: int | None = Field(default=None, ge=0, le=65535)
+    """`raven a2a serve` also serves the gRPC binding on this port (0: any free one); needs
+    the `grpc` extra."""
     task_store: str = "memory"
     """`memory`, `sqlite` (in the data directory), or an SQLAlchemy async URL."""
     lease_s: float = Field(default=15.0, ge=1.0)

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
+import grpc.aio
 import httpx
 import pytest
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
@@ -28,12 +30,14 @@ from a2a.types import (
     SendMessageRequest,
     SubscribeToTaskRequest,
     TaskState,
+    a2a_pb2_grpc,
 )
 
 from raven.sessions import SessionStore
 from tests.conftest import raven, write_config
 from tests.e2e.a2a_server import TOKEN, A2AServer, configure, message, start
 from tests.e2e.postgres import postgres_server, server_binaries
+from tests.mcp.conftest import free_port
 from tests.processes import alive, pid_from
 
 
@@ -54,12 +58,39 @@ def serve(env: dict[str, str], home: Path) -> Iterator[Any]:
 BINDINGS = ("JSONRPC", "HTTP+JSON")
 
 
+class _Bearer:
+    """The token in a gRPC call's metadata, as a peer sends it."""
+
+    def __init__(self, token: str) -> None:
+        self._metadata = (("authorization", f"Bearer {token}"),)
+
+    def _with(self, details: Any) -> Any:
+        return details._replace(metadata=(*(details.metadata or ()), *self._metadata))
+
+
+class BearerUnary(_Bearer, grpc.aio.UnaryUnaryClientInterceptor):
+    async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        return await continuation(self._with(details), request)
+
+
+class BearerStream(_Bearer, grpc.aio.UnaryStreamClientInterceptor):
+    """(grpc.aio files each interceptor under one kind of call only.)"""
+
+    async def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
+        return await continuation(self._with(details), request)
+
+
 async def sdk_client(server: A2AServer, streaming: bool = False, binding: str = "JSONRPC") -> Any:
     """The SDK's client for `server`, on `binding` alone."""
     http = httpx.AsyncClient(headers={"Authorization": f"Bearer {server.token}"}, timeout=30)
     card = await A2ACardResolver(http, server.base).get_agent_card()
     config = ClientConfig(
-        streaming=streaming, httpx_client=http, supported_protocol_bindings=[binding]
+        streaming=streaming,
+        httpx_client=http,
+        supported_protocol_bindings=[binding],
+        grpc_channel_factory=lambda target: grpc.aio.insecure_channel(
+            target, interceptors=[BearerUnary(server.token), BearerStream(server.token)]
+        ),
     )
     return ClientFactory(config).create(card), http
 
@@ -310,10 +341,10 @@ async def test_every_binding_runs_the_same_scenario_to_the_same_tasks(serve: Any
         {"text": "never", "delayMs": 30_000},
     ]
     results = {}
-    for binding in BINDINGS:
-        results[binding] = await scenario(serve(script), binding)
-    rpc, rest = results["JSONRPC"], results["HTTP+JSON"]
-    assert rpc == rest
+    for binding in (*BINDINGS, "GRPC"):
+        results[binding] = await scenario(serve(script, grpc_port=free_port()), binding)
+    rpc, rest, over_grpc = results["JSONRPC"], results["HTTP+JSON"], results["GRPC"]
+    assert rpc == rest == over_grpc
     assert (
         rpc["send"]["state"] == "TASK_STATE_COMPLETED" and rpc["send"]["answer"] == "Hello, peer."
     )
@@ -324,6 +355,31 @@ async def test_every_binding_runs_the_same_scenario_to_the_same_tasks(serve: Any
     assert rpc["subscribed"] == ["TASK_STATE_INPUT_REQUIRED", "TASK_STATE_COMPLETED"]
     assert rpc["answered"]["answer"] == "Deployed on dev."
     assert rpc["cancel"] == "TASK_STATE_CANCELED"
+
+
+async def test_the_grpc_binding_wants_the_token_and_is_on_the_card(serve: Any) -> None:
+    port = free_port()
+    server = serve([{"text": "ok"}], grpc_port=port)
+    card = httpx.get(server.base + "/.well-known/agent-card.json").json()
+    assert card["supportedInterfaces"][-1] == {
+        "url": f"127.0.0.1:{port}",
+        "protocolBinding": "GRPC",
+        "protocolVersion": "1.0",
+    }
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = a2a_pb2_grpc.A2AServiceStub(channel)
+        for metadata in ((), (("authorization", "Bearer wrong"),)):
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await stub.GetTask(GetTaskRequest(id="x"), metadata=metadata)
+            assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        good = (("authorization", f"Bearer {server.token}"), ("a2a-version", "1.0"))
+        with pytest.raises(grpc.aio.AioRpcError) as missing:
+            await stub.GetTask(GetTaskRequest(id="no-such-task"), metadata=good)
+        assert missing.value.code() == grpc.StatusCode.NOT_FOUND
+        old = (("authorization", f"Bearer {server.token}"), ("a2a-version", "0.2"))
+        with pytest.raises(grpc.aio.AioRpcError) as refused_version:
+            await stub.ListTasks(ListTasksRequest(), metadata=old)
+        assert refused_version.value.code() == grpc.StatusCode.UNIMPLEMENTED  # A2A 1.0 table
 
 
 def test_the_rest_binding_answers_errors_as_it_specifies(serve: Any) -> None:

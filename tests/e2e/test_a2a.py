@@ -340,9 +340,10 @@ async def test_every_binding_runs_the_same_scenario_to_the_same_tasks(serve: Any
         {"text": "Deployed on dev."},
         {"text": "never", "delayMs": 30_000},
     ]
+    server = serve(script * 3, grpc_port=free_port())  # one server, the script once a binding
     results = {}
     for binding in (*BINDINGS, "GRPC"):
-        results[binding] = await scenario(serve(script, grpc_port=free_port()), binding)
+        results[binding] = await scenario(server, binding)
     rpc, rest, over_grpc = results["JSONRPC"], results["HTTP+JSON"], results["GRPC"]
     assert rpc == rest == over_grpc
     assert (

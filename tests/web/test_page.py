@@ -38,6 +38,9 @@ DOCS_NARROW_SCREENSHOT = DOCS_SCREENSHOT.with_name("web-narrow.png")
 def login(page: Page, link: str) -> None:
     page.goto(link)
     expect(page.locator("#status")).to_have_text("Online")
+    # The page is ready once it has filled in the gateway's directory: a `fill` racing
+    # that would land beside it (Playwright clears the field, then types).
+    expect(page.get_by_label("Directory for a new session")).not_to_have_value("")
 
 
 def new_session(page: Page, cwd: Path, model: str) -> None:

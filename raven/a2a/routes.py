@@ -230,7 +230,7 @@ class Binding:
         caller = authenticate(request.headers.get("Authorization"), self._mount.settings.token)
         if caller is None:
             unauthorized = {"code": 401, "status": "UNAUTHENTICATED", "message": UNAUTHORIZED}
-            return _rest_json(
+            return _json(
                 {"error": unauthorized},
                 status=401,
                 headers={"WWW-Authenticate": 'Bearer realm="a2a"'},
@@ -247,7 +247,7 @@ class Binding:
                 if body is None:
                     too_large = f"Payload too large: the limit is {limit} bytes"
                     payload = build_rest_error_payload(InvalidRequestError(message=too_large))
-                    return _rest_json(payload, status=413)
+                    return _json(payload, status=413)
                 try:
                     params = json.loads(body)
                 except (ValueError, UnicodeDecodeError, RecursionError):
@@ -259,14 +259,14 @@ class Binding:
                 events = await self._streaming[method](typed, context, data)
                 return await self._stream(request, events, _event, build_rest_error_payload)
             result = await self._unary[method](typed, context, data)
-            return _rest_json(_result(method, typed, result))
+            return _json(_result(method, typed, result))
         except A2AError as exc:
             payload = build_rest_error_payload(exc)
-            return _rest_json(payload, status=payload["error"]["code"])
+            return _json(payload, status=payload["error"]["code"])
         except Exception:
             log.exception("A2A request failed")
             failed = build_rest_error_payload(InternalError(message="Internal error"))
-            return _rest_json(failed, status=500)
+            return _json(failed, status=500)
 
     def _typed(
         self, method: str, params: dict[str, Any], rest: web.Request | None = None
@@ -557,15 +557,6 @@ def _safe_id(request_id: Any) -> str | int | None:
         request_id
         if isinstance(request_id, str | int) and not isinstance(request_id, bool)
         else None
-    )
-
-
-def _rest_json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-    return web.Response(
-        text=json.dumps(body, ensure_ascii=False),
-        status=status,
-        content_type="application/json",  # the HTTP+JSON binding's (A2A 1.0, 11.1)
-        headers=headers,
     )
 
 

@@ -44,12 +44,18 @@ def _ask(config: str | None, call: Callable[[Runtime], Awaitable[T]]) -> T:
     return asyncio.run(ask())
 
 
-def _read(config: str | None, session_id: str) -> tuple[SessionRecord, list[Message]]:
-    """The session a whole id or unique prefix names, and its transcript."""
+def _read(
+    config: str | None, session_id: str
+) -> tuple[SessionRecord, list[Message], dict[str, tuple[float, float]]]:
+    """The session a whole id or unique prefix names, its transcript, and the models'
+    prices (for its cost)."""
 
-    async def read(runtime: Runtime) -> tuple[SessionRecord, list[Message]]:
+    async def read(
+        runtime: Runtime,
+    ) -> tuple[SessionRecord, list[Message], dict[str, tuple[float, float]]]:
         full_id = await runtime.find_session(session_id)
-        return await runtime.get_session(full_id), await runtime.transcript(full_id)
+        record, messages = await runtime.get_session(full_id), await runtime.transcript(full_id)
+        return record, messages, runtime.config.prices()
 
     return _ask(config, read)
 
@@ -101,12 +107,11 @@ def show_command(
 ) -> None:
     """Print a session's transcript, tool calls and results included, and the tokens it
     used (its sub-agents' too), with their cost where the config gives prices."""
-    from raven.cli.options import load
     from raven.usage import as_json as usage_json
     from raven.usage import describe, totals
 
-    record, messages = _read(config, session_id)
-    spent, prices = totals(messages), load(config, "cli")[0].prices()
+    record, messages, prices = _read(config, session_id)
+    spent = totals(messages)
     if as_json:
         typer.echo(_transcript_json(record, messages, usage_json(spent, prices)))
         return
@@ -188,7 +193,7 @@ def export_command(
     """Write a readable transcript to stdout, tool calls and results included, secrets masked."""
     from raven.terminal.transcript import markdown_transcript
 
-    record, messages = _read(config, session_id)
+    record, messages, _ = _read(config, session_id)
     if fmt == "json":
         typer.echo(_transcript_json(record, messages))
         return

@@ -51,7 +51,7 @@ def agent_card(
         version=__version__,
         supported_interfaces=interfaces,
         capabilities=AgentCapabilities(
-            streaming=True, push_notifications=False, extended_agent_card=bool(roster)
+            streaming=True, push_notifications=True, extended_agent_card=bool(roster)
         ),
         security_schemes={
             BEARER: SecurityScheme(

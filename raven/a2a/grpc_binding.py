@@ -22,7 +22,6 @@ from a2a.types import a2a_pb2_grpc
 from a2a.utils.errors import (
     A2A_ERROR_REASONS,
     A2AError,
-    PushNotificationNotSupportedError,
     UnsupportedOperationError,
     VersionNotSupportedError,
 )
@@ -131,7 +130,6 @@ class _Context(GrpcServerCallContextBuilder):  # type: ignore[misc]
 
 
 _UNIMPLEMENTED = (
-    PushNotificationNotSupportedError,
     UnsupportedOperationError,
     VersionNotSupportedError,
 )

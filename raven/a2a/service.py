@@ -38,12 +38,17 @@ from a2a.server.context import ServerCallContext
 from a2a.server.events import Event, EventQueue
 from a2a.server.tasks import TaskManager, TaskStore, TaskUpdater
 from a2a.types import (
+    DeleteTaskPushNotificationConfigRequest,
+    GetTaskPushNotificationConfigRequest,
+    ListTaskPushNotificationConfigsRequest,
+    ListTaskPushNotificationConfigsResponse,
     ListTasksRequest,
     ListTasksResponse,
     Message,
     Role,
     SendMessageRequest,
     Task,
+    TaskPushNotificationConfig,
     TaskState,
     TaskStatus,
     TaskStatusUpdateEvent,
@@ -59,6 +64,7 @@ from a2a.utils.task import apply_history_length, validate_history_length, valida
 
 from raven.a2a.admission import Admission, Admitted
 from raven.a2a.auth import Caller
+from raven.a2a.push import Push, PushRefused
 from raven.a2a.store import SETTLED, TERMINAL, BoundedMemoryTaskStore, Shared
 from raven.a2a.turn import Asked, Chunk, Conversations, Ended, LocalAsker, Progress, TaskTurn
 from raven.config import A2AServerConfig
@@ -137,6 +143,11 @@ class TaskService:
         self._settings = settings
         self._shared = store if isinstance(store, Shared) else None
         self.tasks: TaskStore | Any = store.tasks if isinstance(store, Shared) else store
+        self.push = (
+            Push(settings.push, store.push_configs, store.engine)
+            if isinstance(store, Shared)
+            else Push(settings.push)
+        )
         self._conversations = Conversations(runtime, workdir, self.attach, settings.max_file_bytes)
         self._local = local
         self._admission = Admission(settings)
@@ -174,6 +185,7 @@ class TaskService:
                 await asyncio.wait(pending, timeout=STOP_TURN_S)
         for task in list(self._live.values()):
             self._close(task, ended=True)
+        await self.push.aclose()
         if self._shared is not None:
             # Its database connections run in threads of their own: the process cannot
             # exit before they are closed.
@@ -244,6 +256,10 @@ class TaskService:
             kept = [m for m in task.history if not _is_progress(m)]
             del task.history[:]
             task.history.extend(kept)
+        deliveries = await self.push.states(task_id)
+        if deliveries:
+            raven = task.metadata.get_or_create_struct("raven")
+            raven.update({"push": {k: v.as_json() for k, v in deliveries.items()}})
         return apply_history_length(task, history)
 
     async def list_tasks(
@@ -287,6 +303,47 @@ class TaskService:
             raise TaskNotCancelableError()
         return task
 
+    # -- push notifications -----------------------------------------------------------
+
+    async def create_push(
+        self, config: TaskPushNotificationConfig, context: ServerCallContext
+    ) -> TaskPushNotificationConfig:
+        await self._stored(config.task_id, context)
+        return await self._push_config(config.task_id, config, context)
+
+    async def get_push(
+        self, request: GetTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> TaskPushNotificationConfig:
+        await self._stored(request.task_id, context)
+        config = await self.push.get(request.task_id, request.id, context)
+        if config is None:
+            raise TaskNotFoundError(
+                message=f"Task {request.task_id} has no push config {request.id!r}"
+            )
+        return config
+
+    async def list_push(
+        self, request: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
+    ) -> ListTaskPushNotificationConfigsResponse:
+        await self._stored(request.task_id, context)
+        configs = await self.push.configs(request.task_id, context)
+        return ListTaskPushNotificationConfigsResponse(configs=configs)
+
+    async def delete_push(
+        self, request: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> None:
+        """Idempotent: deleting a config that is gone is no error."""
+        await self._stored(request.task_id, context)
+        await self.push.delete(request.task_id, request.id, context)
+
+    async def _push_config(
+        self, task_id: str, config: TaskPushNotificationConfig, context: ServerCallContext
+    ) -> TaskPushNotificationConfig:
+        try:
+            return await self.push.create(task_id, config, context)
+        except PushRefused as refused:
+            raise InvalidParamsError(message=str(refused)) from None
+
     # -- taking a message -------------------------------------------------------------
 
     async def _take(
@@ -300,8 +357,11 @@ class TaskService:
         it, and (for `follower`) its events from there until it settles."""
         message = request.message
         owner = context.user.user_name
+        push = None
+        if request.configuration.HasField("task_push_notification_config"):
+            push = request.configuration.task_push_notification_config
         if not message.task_id:
-            return await self._start(message, owner, data, follower)
+            return await self._start(message, owner, data, follower, push)
         stored, _ = await self._stored(message.task_id, context)
         if stored.status.state in TERMINAL:
             raise _terminal(stored)
@@ -309,6 +369,8 @@ class TaskService:
             raise InvalidParamsError(
                 message=f"Task {message.task_id} belongs to context {stored.context_id}"
             )
+        if push is not None:
+            await self._push_config(stored.id, push, context)
         message.context_id = stored.context_id
         local = self._live.get(message.task_id)
         if local is not None:
@@ -320,11 +382,18 @@ class TaskService:
         return await self._resume(stored, owner, message, data, follower)
 
     async def _start(
-        self, message: Message, owner: str, data: list[Any] | None, follower: _Follower | None
+        self,
+        message: Message,
+        owner: str,
+        data: list[Any] | None,
+        follower: _Follower | None,
+        push: TaskPushNotificationConfig | None,
     ) -> tuple[Task, AsyncIterator[Event] | None]:
         message.context_id = message.context_id or self._conversations.minted.generate()
         message.task_id = str(uuid.uuid4())
         task = _Task(message.task_id, message.context_id, owner, self.tasks)
+        if push is not None:  # before the task is written: its first state is pushed too
+            await self._push_config(task.id, push, task.context)
         self._live[task.id] = task
         if self._shared is not None:
             await self._shared.leases.take(task.id)
@@ -529,6 +598,7 @@ class TaskService:
                     continue
                 assert current is not None
                 self._tell(task, event, current.status.state)
+                self.push.notify(task.id, event)
                 break
             else:
                 raise InternalError(message=f"Task {task.id} keeps changing; try again")
@@ -619,6 +689,7 @@ class TaskService:
                 manager.invalidate()
                 continue
             assert task is not None
+            self.push.notify(task_id, event)
             return task, manager.current_version
         raise InternalError(message=f"Task {task_id} keeps changing; try again")
 

@@ -6,8 +6,8 @@ waiting tasks are always kept). A database (`sqlite`, a file in the data directo
 an SQLAlchemy async URL such as PostgreSQL) is the SDK's versioned store: every write
 names the version it is based on and a stale one is refused, so a replica's late write
 can never change a task another one finished. Its events are kept beside it, for
-subscribers on other replicas, and so are the leases (`raven.a2a.leases`). Never runs
-a task.
+subscribers on other replicas, and so are the leases (`raven.a2a.leases`) and the push
+configs. Never runs a task.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from raven.config.paths import Paths
 
 if TYPE_CHECKING:
     from a2a.server.cluster import DatabaseTaskEventStream, VersionedDatabaseTaskStore
+    from a2a.server.tasks import DatabasePushNotificationConfigStore
     from sqlalchemy.ext.asyncio import AsyncEngine
 
     from raven.a2a.leases import Leases
@@ -81,12 +82,14 @@ class Shared:
     tasks: VersionedDatabaseTaskStore
     events: DatabaseTaskEventStream
     leases: Leases
+    push_configs: DatabasePushNotificationConfigStore
     engine: AsyncEngine
 
     async def initialize(self) -> None:
         await self.tasks.initialize()
         await self.events.initialize()
         await self.leases.initialize()
+        await self.push_configs.initialize()
 
     async def running(self) -> list[tuple[str, str]]:
         """(id, owner) of every task stored as submitted or working."""
@@ -112,6 +115,7 @@ def open_store(settings: A2AServerConfig, paths: Paths) -> BoundedMemoryTaskStor
         return BoundedMemoryTaskStore(settings.keep_finished_tasks)
     try:
         from a2a.server.cluster import DatabaseTaskEventStream, VersionedDatabaseTaskStore
+        from a2a.server.tasks import DatabasePushNotificationConfigStore
         from sqlalchemy.ext.asyncio import create_async_engine
 
         from raven.a2a.leases import Leases
@@ -131,5 +135,6 @@ def open_store(settings: A2AServerConfig, paths: Paths) -> BoundedMemoryTaskStor
         VersionedDatabaseTaskStore(engine, create_table=True),
         DatabaseTaskEventStream(engine, create_table=True, poll_interval_s=EVENT_POLL_S),
         Leases(engine, settings.lease_s),
+        DatabasePushNotificationConfigStore(engine, create_table=True),
         engine,
     )

@@ -96,6 +96,8 @@ def status_command(
     for number, line in enumerate(served):
         typer.echo(f"{'running:' if number == 0 else '':12}{line}")
     typer.echo(f"task store: {s.task_store}")
+    allowed = ", ".join(s.push.allow_private) or "none"
+    typer.echo(f"push:       public addresses; private ones allowed: {allowed}")
     typer.echo(f"approvals:  {s.approvals}")
 
 

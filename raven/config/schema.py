@@ -179,6 +179,24 @@ class GatewayConfig(_Model):
     allow_remote: bool = False
 
 
+class A2APushConfig(_Model):
+    """Push notifications: where they may go and how hard Raven tries."""
+
+    allow_private: list[str] = Field(default_factory=list)
+    """Hosts (`localhost`, `hooks.lan`) or networks (`10.0.0.0/8`, `127.0.0.1/32`) push
+    may reach though they are not public addresses; everything else must be."""
+    timeout_s: float = Field(default=10.0, gt=0)
+    """One delivery attempt: connecting, sending and the receiver's answer."""
+    attempts: int = Field(default=5, ge=1)
+    """Tries per notification, with exponential backoff and jitter between them."""
+    retry_base_s: float = Field(default=1.0, gt=0)
+    retry_max_s: float = Field(default=60.0, gt=0)
+    disable_after: int = Field(default=3, ge=1)
+    """Notifications in a row that failed every attempt before the config is disabled."""
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+    """The largest notification; a larger one is sent as the task's status alone."""
+
+
 class A2AServerConfig(_Model):
     enabled: bool = False
     """Mount the A2A routes on the gateway (`raven a2a serve` needs only the token)."""
@@ -210,6 +228,7 @@ class A2AServerConfig(_Model):
     """Largest file a peer may send inline (and `attach_file` may return)."""
     file_media_types: list[str] = Field(default_factory=lambda: ["*/*"])
     """Media types of files peers may send (glob patterns)."""
+    push: A2APushConfig = Field(default_factory=A2APushConfig)
     public_url: str | None = None
     """Base URL peers use to reach this server (e.g. behind TLS termination); the card
     advertises it plus `path`. Without it, the listener's own address."""

@@ -224,7 +224,7 @@ def test_bad_requests_get_the_sdk_errors(serve: Any) -> None:
     assert big.status_code == 413 and big.json()["error"]["code"] == -32600
     assert "too large" in big.json()["error"]["message"]
     push = server.call("CreateTaskPushNotificationConfig", {"taskId": "t", "url": "http://x"})
-    assert push["error"]["code"] == -32003
+    assert push["error"]["code"] == -32001  # no such task
     extended = server.call("GetExtendedAgentCard", {})
     assert extended["error"]["code"] in (-32004, -32007)
     deep = server.post(None, raw=b"[" * 100_000 + b"]" * 100_000)
@@ -403,7 +403,9 @@ def test_the_rest_binding_answers_errors_as_it_specifies(serve: Any) -> None:
     old = httpx.get(f"{rest}/tasks", headers={**good, "A2A-Version": "0.2"})
     assert old.json()["error"]["details"][0]["reason"] == "VERSION_NOT_SUPPORTED"
     push = httpx.get(f"{rest}/tasks/t1/pushNotificationConfigs", headers=good)
-    assert push.json()["error"]["details"][0]["reason"] == "PUSH_NOTIFICATION_NOT_SUPPORTED"
+    assert (
+        push.status_code == 404 and push.json()["error"]["details"][0]["reason"] == "TASK_NOT_FOUND"
+    )
     sent = httpx.post(f"{rest}/message:send", json=message("hi"), headers=good)
     assert (
         sent.status_code == 200 and sent.json()["task"]["status"]["state"] == "TASK_STATE_COMPLETED"

@@ -37,6 +37,7 @@ from raven.sessions import SessionStore
 from tests.conftest import raven, write_config
 from tests.e2e.a2a_server import TOKEN, A2AServer, configure, message, start
 from tests.e2e.postgres import postgres_server, server_binaries
+from tests.e2e.webhooks import Receiver, pushed_states
 from tests.mcp.conftest import free_port
 from tests.processes import alive, pid_from
 
@@ -778,7 +779,7 @@ async def test_a_full_queue_rejects_new_tasks_clearly(serve: Any) -> None:
 
 @pytest.mark.skipif(server_binaries() is None, reason="no PostgreSQL server on this machine")
 async def test_replicas_on_postgresql_reach_the_running_turn_and_never_change_an_end(
-    env: dict[str, str], tmp_path: Path
+    env: dict[str, str], tmp_path: Path, receiver: Receiver
 ) -> None:
     homes = [tmp_path / "replica-a", tmp_path / "replica-b"]
     pidfile = tmp_path / "command.pid"
@@ -798,7 +799,14 @@ async def test_replicas_on_postgresql_reach_the_running_turn_and_never_change_an
     with postgres_server() as url:
         for home, steps in zip(homes, scripts, strict=True):
             home.mkdir()
-            configure(home, steps, task_store=url, lease_s=2, approvals="auto")
+            configure(
+                home,
+                steps,
+                task_store=url,
+                lease_s=2,
+                approvals="auto",
+                push={"allowPrivate": ["127.0.0.1"]},
+            )
         replicas = [start({**env, "RAVEN_HOME": str(home)}) for home in homes]
         a, b = replicas
         try:
@@ -808,6 +816,8 @@ async def test_replicas_on_postgresql_reach_the_running_turn_and_never_change_an
             seen = b.call("GetTask", {"id": task["id"]})["result"]
             assert seen["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
             assert [t["id"] for t in b.call("ListTasks", {})["result"]["tasks"]] == [task["id"]]
+            hook = {"taskId": task["id"], "id": "hook", "url": receiver.url("/ok"), "token": "t"}
+            assert b.call("CreateTaskPushNotificationConfig", hook)["result"]["id"] == "hook"
             client, http = await sdk_client(b, streaming=True)
             try:
                 watched = client.subscribe(SubscribeToTaskRequest(id=task["id"]))
@@ -823,6 +833,9 @@ async def test_replicas_on_postgresql_reach_the_running_turn_and_never_change_an
                 await http.aclose()
             final = a.call("GetTask", {"id": task["id"]})["result"]
             assert final["status"]["message"]["parts"][0]["text"] == "Deployed main."
+            # A's turn pushed its updates to the config made through B.
+            told = await receiver.until("/ok", lambda hits: "COMPLETED" in pushed_states(hits))
+            assert pushed_states(told)[0] == "WORKING" and all(h.signed_with("t") for h in told)
 
             # Cancelled through B while it runs on A: A's turn stops and never overwrites it.
             slow = a.call("SendMessage", message("slow") | IMMEDIATELY)["result"]["task"]
@@ -860,10 +873,14 @@ async def test_replicas_on_postgresql_reach_the_running_turn_and_never_change_an
             # A killed mid-turn: its lease lapses and B ends the task failed.
             left = a.call("SendMessage", message("work") | IMMEDIATELY)["result"]["task"]
             await pid_from(pidfile)
+            watch = {"taskId": left["id"], "id": "watch", "url": receiver.url("/left")}
+            assert "result" in b.call("CreateTaskPushNotificationConfig", watch)
             a.proc.kill()
             failed = await reaches(b, left["id"], "TASK_STATE_FAILED")
             text = failed["status"]["message"]["parts"][0]["text"]
             assert text == "Raven stopped before this task finished; send it again."
+            # B, which ended it, told the webhook.
+            await receiver.until("/left", lambda hits: pushed_states(hits) == ["FAILED"])
         finally:
             if pidfile.exists():
                 with contextlib.suppress(ProcessLookupError):

@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import base64
-import hashlib
-import hmac
 import json
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,83 +18,13 @@ from a2a.types import (
     TaskPushNotificationConfig,
     a2a_pb2_grpc,
 )
-from aiohttp import web
 
 from tests.e2e.a2a_server import A2AServer, configure, message, start
 from tests.e2e.test_a2a import asks
-from tests.mcp.conftest import free_port
+from tests.e2e.webhooks import Receiver, pushed_states
 
 LOOPBACK = {"allowPrivate": ["127.0.0.1"]}
 QUICK = {"retryBaseS": 0.05, "retryMaxS": 0.2}
-
-
-@dataclass
-class Hit:
-    path: str
-    headers: dict[str, str]
-    body: bytes
-
-    @property
-    def json(self) -> Any:
-        return json.loads(self.body)
-
-    def signed_with(self, token: str) -> bool:
-        """The Standard Webhooks signature, checked as a receiver checks it."""
-        signed = f"{self.headers['webhook-id']}.{self.headers['webhook-timestamp']}.".encode()
-        digest = hmac.new(token.encode(), signed + self.body, hashlib.sha256).digest()
-        version, signature = self.headers["webhook-signature"].split(",", 1)
-        return version == "v1" and hmac.compare_digest(signature, base64.b64encode(digest).decode())
-
-
-@dataclass
-class Receiver:
-    """Webhooks on loopback: `/ok` takes everything, `/flaky` fails three times first,
-    `/silent` never answers, `/redirect` points elsewhere (`/elsewhere`)."""
-
-    port: int = 0
-    hits: list[Hit] = field(default_factory=list)
-    arrived: asyncio.Condition = field(default_factory=asyncio.Condition)
-    flaky_left: int = 3
-    stop_silent: asyncio.Event = field(default_factory=asyncio.Event)
-
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
-
-    async def handle(self, request: web.Request) -> web.StreamResponse:
-        hit = Hit(request.path, dict(request.headers), await request.read())
-        async with self.arrived:
-            self.hits.append(hit)
-            self.arrived.notify_all()
-        if request.path == "/flaky" and self.flaky_left > 0:
-            self.flaky_left -= 1
-            return web.Response(status=503)
-        if request.path == "/silent":
-            await self.stop_silent.wait()
-        if request.path == "/redirect":
-            raise web.HTTPTemporaryRedirect(self.url("/elsewhere"))
-        return web.Response(text="thanks")
-
-    def at(self, path: str) -> list[Hit]:
-        return [hit for hit in self.hits if hit.path == path]
-
-    async def until(self, path: str, done: Any, timeout: float = 15) -> list[Hit]:
-        """The hits on `path` once `done(hits)` holds."""
-        async with asyncio.timeout(timeout), self.arrived:
-            await self.arrived.wait_for(lambda: done(self.at(path)))
-        return self.at(path)
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    hooks = Receiver(port=free_port())
-    app = web.Application()
-    app.router.add_route("POST", "/{name}", hooks.handle)
-    runner = web.AppRunner(app, shutdown_timeout=0.1)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", hooks.port).start()
-    yield hooks
-    hooks.stop_silent.set()
-    await runner.cleanup()
 
 
 @pytest.fixture
@@ -117,17 +43,6 @@ def serve(env: dict[str, str], home: Path) -> Iterator[Any]:
 
 def with_push(text: str, config: dict[str, Any], **ids: str) -> dict[str, Any]:
     return message(text, **ids) | {"configuration": {"taskPushNotificationConfig": config}}
-
-
-def states(hits: list[Hit]) -> list[str]:
-    """The task states the notifications told, in order (a StreamResponse each)."""
-    told = []
-    for hit in hits:
-        body = hit.json
-        (kind,) = body.keys()  # exactly one of task, message, statusUpdate, artifactUpdate
-        if kind in ("task", "statusUpdate"):
-            told.append((body[kind]["status"])["state"].removeprefix("TASK_STATE_"))
-    return told
 
 
 def push_state(server: A2AServer, task_id: str, config_id: str) -> dict[str, Any]:
@@ -156,8 +71,8 @@ async def test_every_update_reaches_the_webhook_signed_and_with_its_authorizatio
     }
     sent = server.call("SendMessage", with_push("do it", config))["result"]["task"]
     assert sent["status"]["state"] == "TASK_STATE_COMPLETED"
-    hits = await receiver.until("/ok", lambda hits: "COMPLETED" in states(hits))
-    told = states(hits)
+    hits = await receiver.until("/ok", lambda hits: "COMPLETED" in pushed_states(hits))
+    told = pushed_states(hits)
     assert told[0] == "SUBMITTED" and told[-1] == "COMPLETED" and "WORKING" in told
     assert any("artifactUpdate" in hit.json for hit in hits)
     for hit in hits:
@@ -229,7 +144,7 @@ async def test_configs_on_every_binding_create_get_list_and_delete(
     # The config left (`rpc`) hears the answer's updates, to the end.
     answered = server.call("SendMessage", message("this one", taskId=tid))["result"]["task"]
     assert answered["status"]["state"] == "TASK_STATE_COMPLETED"
-    hits = await receiver.until("/ok", lambda hits: "COMPLETED" in states(hits))
+    hits = await receiver.until("/ok", lambda hits: "COMPLETED" in pushed_states(hits))
     assert all(hit.signed_with(created["token"]) for hit in hits)
     unknown = server.call("ListTaskPushNotificationConfigs", {"taskId": "no-such-task"})
     assert unknown["error"]["code"] == -32001
@@ -243,7 +158,7 @@ async def test_a_failing_receiver_gets_retries_until_it_takes_the_update(
     config = {"id": "flaky", "url": receiver.url("/flaky"), "token": "t"}
     task = server.call("SendMessage", with_push("start", config))["result"]["task"]
     assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
-    await receiver.until("/flaky", lambda hits: "INPUT_REQUIRED" in states(hits[3:]))
+    await receiver.until("/flaky", lambda hits: "INPUT_REQUIRED" in pushed_states(hits[3:]))
     first = receiver.at("/flaky")
     assert first[0].headers["webhook-id"] == first[3].headers["webhook-id"]  # one, tried again
     state = await until_push_state(server, task["id"], "flaky", lambda s: s.get("delivered"))
@@ -258,7 +173,7 @@ async def test_a_failing_receiver_gets_retries_until_it_takes_the_update(
         assert [c["id"] for c in listed["result"]["configs"]] == ["flaky"]
         answered = again.call("SendMessage", message("this one", taskId=task["id"]))
         assert answered["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
-        await receiver.until("/flaky", lambda hits: "COMPLETED" in states(hits))
+        await receiver.until("/flaky", lambda hits: "COMPLETED" in pushed_states(hits))
         after = await until_push_state(
             again, task["id"], "flaky", lambda s: s.get("delivered", 0) > state["delivered"]
         )

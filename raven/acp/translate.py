@@ -58,6 +58,8 @@ def event_update(event: TurnEvent, context_window: int | None = None) -> Update 
             "toolCallId": event.call_id,
             "status": event.status,
         }
+        if event.title is not None:
+            update["title"] = event.title
         content: list[dict[str, Any]] = []
         if event.diff is not None:
             diff = event.diff

@@ -332,7 +332,7 @@ class SubAgent:
                 "kind": update.kind,
                 "status": update.status,
             }
-            turn.progress(Progress(f"{name}: → {title}", detail))
+            turn.progress(Progress(f"{name}: → {title}", detail, step=f"{name}: {title}"))
         elif isinstance(update, p.ToolCallChange):
             call_id, renamed = update.tool_call_id, update.title
             if renamed and renamed != turn.titles.get(call_id):
@@ -342,13 +342,13 @@ class SubAgent:
             title = turn.titles.get(call_id, call_id)
             status = update.status
             if status in ("completed", "failed"):
-                mark = "✓" if status == "completed" else "✗"
+                mark, step = ("✓" if status == "completed" else "✗"), ""
             elif renamed:
-                mark, status = "→", status or "in_progress"
+                mark, status, step = "→", status or "in_progress", f"{name}: {title}"
             else:
                 return
             detail = {"agent": name, "toolCallId": call_id, "title": title, "status": status}
-            turn.progress(Progress(f"{name}: {mark} {title}", detail))
+            turn.progress(Progress(f"{name}: {mark} {title}", detail, step=step))
         else:
             steps = [{"content": e.content, "status": e.status} for e in update.entries]
             lines = "; ".join(s["content"] for s in steps)

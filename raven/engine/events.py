@@ -52,6 +52,8 @@ class ToolCallUpdated:
     content: str | None = None
     diff: FileDiff | None = None
     detail: dict[str, Any] | None = None
+    title: str | None = None
+    """The call's title from now on (it follows a sub-agent's steps); None: unchanged."""
 
 
 @dataclass(frozen=True)

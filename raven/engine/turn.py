@@ -414,7 +414,7 @@ async def _prepare(
         emit(ToolCallStarted(call.id, tool.name, tool.name, tool.kind, call.arguments))
         return ToolOutput(_invalid(exc), is_error=True)
     try:  # a tool may refuse here, before anyone is asked (a path outside the cwd, say)
-        title = call.title or tool.title(args, ctx)
+        title = ctx.title = call.title or tool.title(args, ctx)
         locations = tool.locations(args, ctx)
     except ToolError as exc:
         emit(ToolCallStarted(call.id, tool.name, tool.name, tool.kind, call.arguments))
@@ -479,9 +479,13 @@ def _context(session: LiveSession, call: ToolCall, asker: _TurnAsker, emit: Emit
         return verdict if verdict in ALL_DECISIONS else None  # type: ignore[return-value]
 
     def progress(update: Progress) -> None:
-        emit(ToolCallUpdated(call.id, "in_progress", update.text or None, detail=update.detail))
+        title = None
+        if update.step is not None:
+            title = f"{ctx.title} · {update.step}" if update.step else ctx.title
+        text = update.text or None
+        emit(ToolCallUpdated(call.id, "in_progress", text, detail=update.detail, title=title))
 
-    return ToolContext(
+    ctx = ToolContext(
         cwd=session.cwd,
         limits=session.limits,
         ask=lambda q: _ask(session, asker, dataclasses.replace(q, call_id=call.id)),
@@ -489,6 +493,7 @@ def _context(session: LiveSession, call: ToolCall, asker: _TurnAsker, emit: Emit
         progress=progress,
         approve=approve,
     )
+    return ctx
 
 
 class _TurnAsker:

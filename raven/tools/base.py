@@ -119,6 +119,9 @@ class Progress:
 
     text: str = ""
     detail: dict[str, Any] | None = None
+    step: str | None = None
+    """What the tool is doing now, shown after the call's title (a sub-agent's current
+    tool call); "" shows the title alone again; None leaves the title as it is."""
 
 
 def _no_progress(progress: Progress) -> None:
@@ -139,6 +142,8 @@ class ToolContext:
     session_id: str = ""
     progress: Callable[[Progress], None] = _no_progress
     """Reports progress; faces show it as an update of this tool call."""
+    title: str = ""
+    """The call's title as the faces show it (known once the call is announced)."""
     approve: Callable[[Permission], Awaitable[Decision | None]] = _no_approval
     """Asks approval through the session's approval path: its mode, its "always" memory;
     None when no one gave an answer (nobody to ask, no answer in time, a policy refused)."""

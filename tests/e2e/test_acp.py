@@ -699,6 +699,12 @@ async def test_a_delegated_sub_agent_works_as_progress_of_the_delegate_call(
         "helper: ✓ Write by-child.txt",
         "helper: Child done.",
     ]
+    # The call's title follows the child's tool call, and comes back once it is done.
+    titles = [u.title for u in agent.editor.of("tool_call_update", sid) if u.title]
+    assert titles == [
+        f"{asked.tool_call.title} · helper: Write by-child.txt",
+        asked.tool_call.title,
+    ]
     done = [u for u in agent.editor.of("tool_call_update", sid) if u.status == "completed"]
     final = done[-1].content[0].content.text
     assert final.startswith("Child done.") and "allow always: Write by-child.txt" in final

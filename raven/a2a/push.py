@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import hashlib
 import hmac
 import json
@@ -33,6 +34,7 @@ import random
 import secrets
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -88,11 +90,18 @@ class _MemoryLog:
     def __init__(self) -> None:
         self._states: dict[str, dict[str, Delivery]] = {}
 
+    async def initialize(self) -> None:
+        pass
+
     async def get(self, task_id: str) -> dict[str, Delivery]:
         return {k: Delivery(**asdict(v)) for k, v in self._states.get(task_id, {}).items()}
 
-    async def put(self, task_id: str, config_id: str, state: Delivery) -> None:
-        self._states.setdefault(task_id, {})[config_id] = Delivery(**asdict(state))
+    async def change(
+        self, task_id: str, config_id: str, how: Callable[[Delivery], None]
+    ) -> Delivery:
+        state = self._states.setdefault(task_id, {}).setdefault(config_id, Delivery())
+        how(state)
+        return Delivery(**asdict(state))
 
     async def drop(self, task_id: str, config_id: str | None) -> None:
         if config_id is None:
@@ -118,7 +127,8 @@ class _TableLog:
         )
         self._ready = False
 
-    async def _initialize(self) -> None:
+    async def initialize(self) -> None:
+        """Create the table (before serving: two replicas creating it at once race)."""
         if not self._ready:
             async with self._engine.begin() as conn:
                 await conn.run_sync(self._metadata.create_all)
@@ -127,7 +137,7 @@ class _TableLog:
     async def get(self, task_id: str) -> dict[str, Delivery]:
         from sqlalchemy import select
 
-        await self._initialize()
+        await self.initialize()
         table = self._table
         async with self._engine.connect() as conn:
             rows = await conn.execute(
@@ -135,27 +145,39 @@ class _TableLog:
             )
             return {config_id: Delivery(**json.loads(state)) for config_id, state in rows}
 
-    async def put(self, task_id: str, config_id: str, state: Delivery) -> None:
-        from sqlalchemy import and_, delete, insert
+    async def change(
+        self, task_id: str, config_id: str, how: Callable[[Delivery], None]
+    ) -> Delivery:
+        """Apply `how` to the config's state in one transaction, the row locked (replicas
+        delivering to one config at once each count theirs)."""
+        from sqlalchemy import and_, insert, select, update
+        from sqlalchemy.exc import IntegrityError
 
-        await self._initialize()
+        await self.initialize()
         table = self._table
-        async with self._engine.begin() as conn:
-            await conn.execute(
-                delete(table).where(
-                    and_(table.c.task_id == task_id, table.c.config_id == config_id)
-                )
-            )
-            await conn.execute(
-                insert(table).values(
-                    task_id=task_id, config_id=config_id, state=json.dumps(asdict(state))
-                )
-            )
+        key = and_(table.c.task_id == task_id, table.c.config_id == config_id)
+        for _ in range(3):
+            try:
+                async with self._engine.begin() as conn:
+                    row = await conn.execute(select(table.c.state).where(key).with_for_update())
+                    found = row.scalar()
+                    state = Delivery(**json.loads(found)) if found else Delivery()
+                    how(state)
+                    text = json.dumps(asdict(state))
+                    if found:
+                        await conn.execute(update(table).where(key).values(state=text))
+                    else:
+                        values = {"task_id": task_id, "config_id": config_id, "state": text}
+                        await conn.execute(insert(table).values(**values))
+                return state
+            except IntegrityError:  # another replica wrote the first state meanwhile
+                continue
+        raise RuntimeError(f"push: the delivery state of config {config_id} keeps changing")
 
     async def drop(self, task_id: str, config_id: str | None) -> None:
         from sqlalchemy import delete
 
-        await self._initialize()
+        await self.initialize()
         table = self._table
         where = table.c.task_id == task_id
         if config_id is not None:
@@ -200,6 +222,10 @@ class Push:
         self._dispatcher: asyncio.Task[None] | None = None
         self._outboxes: dict[tuple[str, str], _Outbox] = {}
         self._session: aiohttp.ClientSession | None = None
+
+    async def initialize(self) -> None:
+        """Before serving: the delivery states' table, with a database."""
+        await self._log.initialize()
 
     # -- configs ----------------------------------------------------------------------
 
@@ -303,8 +329,12 @@ class Push:
         try:
             while not outbox.queue.empty():
                 config, note = outbox.queue.get_nowait()
-                error = await self._send(config, note)
-                state = await self._record(note.task_id, config.id, error, outbox)
+                try:
+                    error = await self._send(config, note)
+                    state = await self._record(note.task_id, config.id, error, outbox)
+                except Exception:  # the state's store failed: the next notification goes on
+                    log.exception("push: delivering to config %s of task %s failed", *key[::-1])
+                    continue
                 if state.disabled:
                     log.warning(
                         "push: config %s of task %s is disabled after %d failed notifications",
@@ -313,27 +343,26 @@ class Push:
                         state.failed_in_a_row,
                     )
                     return
-        except Exception:
-            log.exception("push: delivering to config %s of task %s failed", *key[::-1])
         finally:
             self._outboxes.pop(key, None)
 
     async def _record(
         self, task_id: str, config_id: str, error: str | None, outbox: _Outbox
     ) -> Delivery:
-        state = (await self._log.get(task_id)).get(config_id, Delivery())
-        state.dropped += outbox.dropped
-        outbox.dropped = 0
-        if error is None:
-            state.delivered += 1
-            state.failed_in_a_row = 0
-            state.last_success = datetime.now(UTC).isoformat(timespec="seconds")
-        else:
-            state.failed_in_a_row += 1
-            state.last_error = error
-            state.disabled = state.failed_in_a_row >= self._settings.disable_after
-        await self._log.put(task_id, config_id, state)
-        return state
+        dropped, outbox.dropped = outbox.dropped, 0
+
+        def how(state: Delivery) -> None:
+            state.dropped += dropped
+            if error is None:
+                state.delivered += 1
+                state.failed_in_a_row = 0
+                state.last_success = datetime.now(UTC).isoformat(timespec="seconds")
+            else:
+                state.failed_in_a_row += 1
+                state.last_error = error
+                state.disabled = state.failed_in_a_row >= self._settings.disable_after
+
+        return await self._log.change(task_id, config_id, how)
 
     async def _send(self, config: TaskPushNotificationConfig, note: _Note) -> str | None:
         """Deliver `note`, trying again as the settings say; None, or the last error."""
@@ -346,10 +375,7 @@ class Push:
             error, again = await self._attempt(config, note)
             if error is None:
                 return None
-            state = (await self._log.get(note.task_id)).get(config.id, Delivery())
-            state.failed_attempts += 1
-            state.last_error = error
-            await self._log.put(note.task_id, config.id, state)
+            await self._log.change(note.task_id, config.id, functools.partial(_failed, error))
             log.info("push: config %s of task %s: %s", config.id, note.task_id, error)
             if not again:
                 break
@@ -412,6 +438,11 @@ class Push:
         if len(body) <= self._settings.max_body_bytes:
             return body
         return json.dumps(to_json(to_stream_response(_slim(event, len(body))))).encode()
+
+
+def _failed(error: str, state: Delivery) -> None:
+    state.failed_attempts += 1
+    state.last_error = error
 
 
 def _copy(event: Event) -> Event:

@@ -162,6 +162,7 @@ class TaskService:
         """Before serving: with a shared store, end the tasks whose runner is gone."""
         if self._shared is not None:
             await self._shared.initialize()
+            await self.push.initialize()
             await self._sweep()
             self._watcher = asyncio.create_task(self._watch(), name="a2a:watch")
 

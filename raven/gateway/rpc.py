@@ -55,6 +55,7 @@ from raven.jsonrpc import (
 from raven.messages import TextPart
 from raven.redact import redact_json
 from raven.rpc import contract as c
+from raven.usage import as_json, totals
 
 log = logging.getLogger(__name__)
 
@@ -325,11 +326,16 @@ class Peer:
             await live.catch_up()
             snapshot = live.snapshot(p.history_limit)
             record, events, cursor = live.record, snapshot.events(), snapshot.cursor
+        spent = totals(await runtime.transcript(p.session_id))
+        usage = None
+        if not spent.empty:
+            usage = c.SessionUsage.model_validate(as_json(spent, runtime.config.prices()))
         return c.SessionDetail(
             session=self._info(record),
             history=[event_json(e) for e in events],
             cursor=cursor,
             pending=self._hub.waiting(record.id),
+            usage=usage,
         )
 
     async def _session_delete(self, p: c.SessionRef) -> c.Accepted:

@@ -18,7 +18,7 @@ from raven import __version__
 from raven.jsonrpc import errors as jsonrpc
 from raven.tools.base import DECISION_LABELS, Decision, ToolKind
 
-RPC_VERSION = "2.1.0"
+RPC_VERSION = "2.2.0"
 
 
 class Wire(BaseModel):
@@ -99,6 +99,25 @@ class SessionSubscribe(Wire):
     )
 
 
+class Spent(Wire):
+    """What one spender (a model, a sub-agent) used in a session."""
+
+    input_tokens: int
+    output_tokens: int
+    calls: int
+    estimated_calls: int = Field(description="Calls whose server reported no usage (estimated)")
+
+
+class SessionUsage(Wire):
+    """Tokens a session used, as `raven sessions show --json` gives them."""
+
+    models: dict[str, Spent] = Field(description="By model id")
+    agents: dict[str, Spent] = Field(description="By sub-agent, what its tasks reported")
+    cost_usd: float | None = Field(
+        default=None, description="From the models' configured prices; null when none has one"
+    )
+
+
 class SessionDetail(Wire):
     session: SessionInfo
     history: list[dict[str, Any]]
@@ -111,6 +130,8 @@ class SessionDetail(Wire):
     pending: list[dict[str, Any]] = Field(default_factory=list)
     """Permission requests and questions still waiting for an answer, as they were announced
     (`permission.requested` / `question.asked` params, with `method`)."""
+    usage: SessionUsage | None = None
+    """What the whole session used so far (None before any model call)."""
 
 
 class SessionRename(Wire):

@@ -197,6 +197,8 @@ async def test_a_turn_streams_and_an_approval_is_answered_over_rpc(
     detail = await ui.call("session.get", sessionId=sid)
     types = [e["type"] for e in detail["history"]]
     assert types[0] == "TurnStarted" and types.count("ToolCallStarted") == 1
+    (spent,) = detail["usage"]["models"].values()  # two model calls, added up
+    assert spent["calls"] == 2 and spent["inputTokens"] > 0 and detail["usage"]["costUsd"] is None
     assert types[-1] == "TurnEnded"  # the turn as it was shown live, to its end
     listed = await ui.call("session.list", cwd=str(tmp_path))
     assert [s["sessionId"] for s in listed["sessions"]] == [sid]

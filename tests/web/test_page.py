@@ -94,6 +94,7 @@ def test_log_in_create_a_session_and_see_the_answer_stream(page: Page, web: WebG
     expect(answer.locator("li input[type=checkbox]:checked")).to_have_count(1)
     expect(answer).to_contain_text("Done now.")
     expect(page.locator(".turn-end")).to_contain_text("tokens")
+    expect(page.locator("#session-usage")).to_contain_text(" out")
     expect(page.locator(".prompt-text")).to_have_text("show me the plan")
     item = page.locator("#sessions li").filter(has_text="show me the plan")
     expect(item).to_be_visible()
@@ -225,6 +226,9 @@ def test_a_sub_agents_escalated_command_is_decided_in_the_page(page: Page, web: 
     child = result.get_by_label("What helper does")  # its work, under the delegate call
     expect(child.locator(".child-calls li")).to_have_text(["✓ Run `echo from-kid > kid.txt`"])
     expect(child.locator(".child-text")).to_have_text("Kid did it.")
+    usage = page.locator("#session-usage")  # the session's tokens, the helper's among them
+    expect(usage).to_contain_text(" in · ")
+    expect(usage).to_contain_text("helper ")
     result.get_by_text("Output", exact=True).click()
     expect(result).to_contain_text("allow once: Run `echo from-kid > kid.txt` (by you)")
 

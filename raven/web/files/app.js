@@ -157,6 +157,7 @@ function onSessionEvent(sessionId, event, isCurrent) {
     setBusy(true);
   } else if (event.type === "TurnEnded") {
     setBusy(false);
+    refreshUsage(sessionId);
   } else if (event.type === "TitleChanged") {
     setTitle(event.title);
   } else if (event.type === "ModeChanged") {
@@ -352,6 +353,7 @@ async function openSession(sessionId) {
   $("empty").hidden = true;
   $("session").hidden = false;
   setTitle(detail.session.title);
+  showUsage(detail.usage);
   $("session-cwd").textContent = displayPath(detail.session.cwd);
   fillPicker($("model"), state.models, detail.session.model || state.defaults.model);
   fillPicker($("mode"), state.modes, detail.session.mode || state.defaults.mode);
@@ -378,6 +380,7 @@ function showDraft() {
   $("empty").hidden = true;
   $("session").hidden = false;
   $("session").dataset.draft = "true";
+  showUsage(null);
   transcript.clear();
   $("title").textContent = "New session";
   $("session-cwd").textContent = $("new-cwd").value;
@@ -412,6 +415,37 @@ function setBusy(busy) {
   $("cancel").hidden = !busy;
   $("session").dataset.busy = busy ? "true" : "false";
   showSessionState();
+}
+
+// What the session used, its sub-agents' tasks included: "1,204 in · 87 out · helper 310 · $0.0123".
+function showUsage(usage) {
+  const line = $("session-usage");
+  line.textContent = "";
+  if (!usage) return;
+  const count = (n) => n.toLocaleString();
+  let input = 0;
+  let output = 0;
+  let estimated = 0;
+  for (const spent of Object.values(usage.models)) {
+    input += spent.inputTokens;
+    output += spent.outputTokens;
+    estimated += spent.estimatedCalls;
+  }
+  const parts = [`${estimated ? "~" : ""}${count(input)} in · ${count(output)} out`];
+  for (const [agent, spent] of Object.entries(usage.agents)) {
+    parts.push(`${agent} ${count(spent.inputTokens + spent.outputTokens)}`);
+  }
+  if (typeof usage.costUsd === "number") parts.push(`$${usage.costUsd.toFixed(4)}`);
+  line.textContent = parts.join(" · ");
+}
+
+async function refreshUsage(sessionId) {
+  try {
+    const detail = await call("session.get", { sessionId, historyLimit: 0 });
+    if (state.current?.info.sessionId === sessionId) showUsage(detail.usage);
+  } catch {
+    // The next turn's end tries again.
+  }
 }
 
 function showSessionState() {

@@ -49,6 +49,7 @@ from a2a.utils.proto_utils import to_stream_response
 from raven.a2a.push_targets import GuardedResolver, PushRefused, PushTargets
 from raven.a2a.wire import to_json
 from raven.config import A2APushConfig
+from raven.deadlines import finish_within
 
 if TYPE_CHECKING:
     import aiohttp
@@ -286,12 +287,7 @@ class Push:
         if self._dispatcher is not None:
             self._inbox.put_nowait(None)
             work.append(self._dispatcher)
-        if work:
-            _, pending = await asyncio.wait(work, timeout=CLOSE_S)
-            for stuck in pending:
-                stuck.cancel()
-            if pending:
-                await asyncio.wait(pending, timeout=CLOSE_S)
+        await finish_within(work, CLOSE_S)
         if self._session is not None:
             await self._session.close()
 

@@ -68,6 +68,7 @@ from raven.a2a.push import Push, PushRefused
 from raven.a2a.store import SETTLED, TERMINAL, BoundedMemoryTaskStore, Shared
 from raven.a2a.turn import Asked, Chunk, Conversations, Ended, LocalAsker, Progress, TaskTurn
 from raven.config import A2AServerConfig
+from raven.deadlines import finish_within
 from raven.engine import Runtime
 
 log = logging.getLogger(__name__)
@@ -178,12 +179,7 @@ class TaskService:
         work = [t.runner for t in self._live.values() if t.runner is not None]
         if self._watcher is not None:
             work.append(self._watcher)  # it stops at `_stopping`, between two looks
-        if work:
-            _, pending = await asyncio.wait(work, timeout=STOP_TURN_S)
-            for stuck in pending:
-                stuck.cancel()
-            if pending:
-                await asyncio.wait(pending, timeout=STOP_TURN_S)
+        await finish_within(work, STOP_TURN_S)
         for task in list(self._live.values()):
             self._close(task, ended=True)
         await self.push.aclose()

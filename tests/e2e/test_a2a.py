@@ -9,7 +9,6 @@ import os
 import socket
 import sqlite3
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,21 +39,6 @@ from tests.e2e.postgres import postgres_server, server_binaries
 from tests.e2e.webhooks import Receiver, pushed_states
 from tests.mcp.conftest import free_port
 from tests.processes import alive, pid_from
-
-
-@pytest.fixture
-def serve(env: dict[str, str], home: Path) -> Iterator[Any]:
-    servers: list[A2AServer] = []
-
-    def launch(steps: list[dict[str, Any]] | None = None, **server: Any) -> A2AServer:
-        configure(home, steps, **server)
-        servers.append(start(env))
-        return servers[-1]
-
-    yield launch
-    for server in servers:
-        assert server.stop() == 0
-
 
 BINDINGS = ("JSONRPC", "HTTP+JSON")
 

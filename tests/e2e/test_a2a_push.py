@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,26 +18,12 @@ from a2a.types import (
     a2a_pb2_grpc,
 )
 
-from tests.e2e.a2a_server import A2AServer, configure, message, start
+from tests.e2e.a2a_server import A2AServer, message, start
 from tests.e2e.test_a2a import asks
 from tests.e2e.webhooks import Receiver, pushed_states
 
 LOOPBACK = {"allowPrivate": ["127.0.0.1"]}
 QUICK = {"retryBaseS": 0.05, "retryMaxS": 0.2}
-
-
-@pytest.fixture
-def serve(env: dict[str, str], home: Path) -> Iterator[Any]:
-    servers: list[A2AServer] = []
-
-    def launch(steps: list[dict[str, Any]] | None = None, **server: Any) -> A2AServer:
-        configure(home, steps, **server)
-        servers.append(start(env))
-        return servers[-1]
-
-    yield launch
-    for server in servers:
-        assert server.stop() == 0
 
 
 def with_push(text: str, config: dict[str, Any], **ids: str) -> dict[str, Any]:

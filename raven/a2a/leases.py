@@ -6,22 +6,17 @@ every third of `a2a.server.leaseS`. A lease whose holder stopped renewing it, or
 holder is a process of this machine that no longer runs (a kill -9, a reboot), has
 lapsed: any replica then ends the task failed (`TaskService`), and a follow-up to a
 task waiting for input is taken over by whichever replica receives it. The holder is
-a digest of the host and its boot plus the pid: peers never learn a host's name.
-Never writes a task.
+named as `raven.holders` names it. Never writes a task.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import socket
 import time
-from pathlib import Path
-from typing import Any
 
 from sqlalchemy import Column, Float, MetaData, String, Table, and_, delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
+
+from raven.holders import gone, parse, this_holder
 
 _metadata = MetaData()
 _leases = Table(
@@ -33,36 +28,13 @@ _leases = Table(
 )
 
 
-def this_process() -> dict[str, Any]:
-    """This process: which machine, which boot of it, which pid."""
-    return {"host": _digest(socket.gethostname()), "boot": _digest(_boot_id()), "pid": os.getpid()}
-
-
-def gone(holder: Any) -> bool:
-    """True when `holder` names a process of this machine that no longer runs."""
-    if not isinstance(holder, dict) or holder.get("host") != _digest(socket.gethostname()):
-        return False  # another machine's: only its lease's expiry tells
-    if holder.get("boot") != _digest(_boot_id()):
-        return True  # this machine restarted since
-    pid = holder.get("pid")
-    if not isinstance(pid, int) or pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
-
-
 class Leases:
     """The leases of one task store's tasks."""
 
     def __init__(self, engine: AsyncEngine, lease_s: float) -> None:
         self._engine = engine
         self.lease_s = lease_s
-        self._me = json.dumps(this_process(), sort_keys=True)
+        self._me = this_holder()
         self._ready = False
 
     async def initialize(self) -> None:
@@ -118,21 +90,8 @@ class Leases:
             return {
                 task_id
                 for task_id, holder, until in rows
-                if until >= now
-                and not gone(json.loads(holder))
-                and not (others and holder == self._me)
+                if until >= now and not gone(parse(holder)) and not (others and holder == self._me)
             }
 
     def _until(self) -> float:
         return time.time() + self.lease_s
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(f"raven-runner:{text}".encode()).hexdigest()[:16]
-
-
-def _boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return ""

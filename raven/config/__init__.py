@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         ModelSpec,
         ModeSpec,
         RavenConfig,
+        SessionsConfig,
         ToolFilter,
     )
     from raven.config.store import (
@@ -61,6 +62,7 @@ _LAZY = {
             "ModelSpec",
             "ModeSpec",
             "RavenConfig",
+            "SessionsConfig",
             "ToolFilter",
         ),
         "schema",
@@ -100,6 +102,7 @@ __all__ = [
     "ModelSpec",
     "Paths",
     "RavenConfig",
+    "SessionsConfig",
     "ToolFilter",
     "is_subagent",
     "load_config",

@@ -275,6 +275,30 @@ class A2AConfig(_Model):
     client: A2AClientConfig = Field(default_factory=A2AClientConfig)
 
 
+class SessionsConfig(_Model):
+    """Where sessions live: SQLite in the data directory, or a PostgreSQL server that
+    replicas share."""
+
+    url: str | None = None
+    """`postgresql://user@host:port/db` (needs the `postgresql` extra); None: SQLite."""
+    lease_s: float = Field(default=15.0, ge=1.0)
+    """With PostgreSQL: how long a turn's claim on its session lasts unless its replica
+    renews it (every third of it); a lapsed turn ends failed."""
+    listen: bool = True
+    """With PostgreSQL: hear other replicas' changes through LISTEN/NOTIFY; false polls
+    every `pollS` instead (for a pooler that cannot LISTEN, such as PgBouncer in
+    transaction mode)."""
+    poll_s: float = Field(default=0.25, gt=0)
+    """With PostgreSQL and `listen` false: how often a replica looks for changes."""
+
+    @field_validator("url")
+    @classmethod
+    def _postgresql(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("postgresql://", "postgres://")):
+            raise ValueError("must be a postgresql:// URL (or leave it out for SQLite)")
+        return value
+
+
 class Limits(_Model):
     max_turn_steps: int = Field(default=50, gt=0)
     """Model calls in one turn before it ends with `max_turn_requests`."""
@@ -296,6 +320,7 @@ class RavenConfig(_Model):
     agents: list[AgentSpec] = Field(default_factory=list)
     a2a: A2AConfig = Field(default_factory=A2AConfig, alias="a2a")
     gateway: GatewayConfig = Field(default_factory=lambda: GatewayConfig())
+    sessions: SessionsConfig = Field(default_factory=lambda: SessionsConfig())
 
     @model_validator(mode="after")
     def _check_references(self) -> RavenConfig:

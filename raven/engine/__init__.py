@@ -41,8 +41,7 @@ from raven.engine.log import LogEvent, Logged, Snapshot
 from raven.engine.runtime import Runtime
 from raven.engine.session import LiveSession
 from raven.engine.turn import run_turn, start_turn
-from raven.sessions import SearchHit, SessionPage, SessionRecord
-from raven.sessions.store import MATCH_END, MATCH_START
+from raven.sessions import MATCH_END, MATCH_START, SearchHit, SessionPage, SessionRecord
 from raven.tools import DECISION_LABELS, FileDiff, Preview, Question, preview_lines
 
 __all__ = [

@@ -62,15 +62,18 @@ class SessionClosed(RavenError):
 
 
 class SessionBusy(RavenError):
-    """`pid` names the other Raven process whose turn holds the session, if it is not this one."""
+    """`pid` names the other Raven process whose turn holds the session, if it is not this
+    one (`remote`: a process of another machine, a replica)."""
 
-    def __init__(self, session_id: str, pid: int | None = None) -> None:
-        where = f" (in another Raven process, pid {pid})" if pid is not None else ""
+    def __init__(self, session_id: str, pid: int | None = None, remote: bool = False) -> None:
+        machine = " on another machine" if remote else ""
+        where = f" (in another Raven process, pid {pid}{machine})" if pid is not None else ""
         super().__init__(
             f"a turn is already running in session {session_id}{where}; wait for it or cancel it"
         )
         self.session_id = session_id
         self.pid = pid
+        self.remote = remote
 
 
 class CursorExpired(RavenError):

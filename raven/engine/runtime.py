@@ -6,10 +6,9 @@ Creates, opens and switches sessions; never runs a turn itself.
 from __future__ import annotations
 
 import logging
-import os
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from raven.config import ECHO_MODEL_ID, ConfigError, ModelSpec, ModeSpec, Paths, RavenConfig
 from raven.engine.errors import (
@@ -28,11 +27,11 @@ from raven.sessions import (
     SearchHit,
     SessionPage,
     SessionRecord,
-    SessionStore,
     TurnElsewhere,
     new_record,
+    open_sessions,
 )
-from raven.sessions.store import DEFAULT_PAGE_SIZE
+from raven.sessions.records import DEFAULT_PAGE_SIZE
 from raven.tools import ToolSource, builtin_tools
 
 log = logging.getLogger(__name__)
@@ -60,7 +59,7 @@ class Runtime:
         self.paths = paths
         self.face = face
         self.tool_sources = list(tool_sources)
-        self.store = SessionStore(paths.database)
+        self.store = open_sessions(config.sessions, paths)
         self._providers: dict[str, Provider] = {}
         self._live: dict[str, LiveSession] = {}
 
@@ -73,7 +72,7 @@ class Runtime:
             await provider.aclose()
         self._providers.clear()
         self._live.clear()
-        self.store.close()
+        await self.store.aclose()
 
     def model(self, model_id: str | None) -> ModelSpec:
         """The named model, else the default; raises `UnknownModel` or `NoModelConfigured`."""
@@ -133,7 +132,7 @@ class Runtime:
         if deferred:
             record = new_record(*args)
         else:
-            record = await self.store.call(self.store.create, *args)
+            record = await self.store.create(*args)
         return self._keep(
             LiveSession(
                 record=record,
@@ -159,27 +158,27 @@ class Runtime:
     ) -> SessionPage:
         """Stored sessions, most recently updated first; `cursor` continues a page; `query`
         keeps those whose title or directory contains it."""
-        return await self.store.call(self.store.page, cwd, cursor, limit, query)
+        return await self.store.page(cwd, cursor, limit, query)
 
     async def get_session(self, session_id: str) -> SessionRecord:
         """The stored session; raises `SessionNotFound`."""
-        return await self.store.call(self.store.get, session_id)
+        return await self.store.get(session_id)
 
     async def history(self, session_id: str, last: int | None = None) -> list[HistoryEvent]:
         """The session's transcript (its newest `last` messages) as the events a turn emits."""
-        messages = await self.store.call(self.store.messages, session_id, last)
+        messages = await self.store.messages(session_id, last)
         return list(history_events(messages))
 
     async def transcript(self, session_id: str) -> list[Message]:
         """The session's stored messages, in order (for printing or exporting it)."""
-        return await self.store.call(self.store.messages, session_id)
+        return await self.store.messages(session_id)
 
     async def search_sessions(
         self, text: str, cwd: str | None = None, limit: int = 20
     ) -> list[SearchHit]:
         """Sessions whose transcripts hold every word of `text`, best first; each hit's
         snippet marks the words found between `MATCH_START` and `MATCH_END`."""
-        return await self.store.call(self.store.search, text, cwd, limit)
+        return await self.store.search(text, cwd, limit)
 
     async def rename_session(self, session_id: str, title: str) -> SessionRecord:
         """Give the session a new title; its subscribers hear of it."""
@@ -187,14 +186,14 @@ class Runtime:
         if live is not None:
             await live.set_title(title)
             return live.record
-        return await self.store.call(self.store.update, session_id, title=title)
+        return await self.store.update(session_id, title=title)
 
     async def find_session(self, prefix: str) -> str:
         """The id of the one stored session `prefix` names (a whole id or a unique prefix).
 
         Raises `SessionNotFound` or `AmbiguousSession`.
         """
-        return await self.store.call(self.store.resolve, prefix)
+        return await self.store.resolve(prefix)
 
     async def open_session(
         self, session_id: str, create_in: Path | None = None, reopen: bool = False
@@ -210,8 +209,7 @@ class Runtime:
             return self._live[session_id]
         if create_in is not None:
             model, mode = self.model(None), self.mode(None)
-            record, history = await self.store.call(
-                self.store.get_or_create,
+            record, history = await self.store.get_or_create(
                 session_id,
                 str(create_in),
                 self.face,
@@ -219,10 +217,10 @@ class Runtime:
                 model.id,
             )
         else:
-            record = await self.store.call(self.store.get, session_id)
-            history = await self.store.call(self.store.messages, session_id)
+            record = await self.store.get(session_id)
+            history = await self.store.messages(session_id)
         for result in interrupted_results(history):
-            await self.store.call(self.store.append, session_id, result)
+            await self.store.append(session_id, result)
             history.append(result)
         model = self._stored_model(record.model)
         mode = self.config.find_mode(record.mode) if record.mode else None
@@ -230,7 +228,7 @@ class Runtime:
         if record.closed and not reopen:
             raise SessionClosed(session_id)
         if record.closed:
-            record = await self.store.call(self.store.update, session_id, closed=False)
+            record = await self.store.update(session_id, closed=False)
         return self._keep(
             LiveSession(
                 record=record,
@@ -252,14 +250,14 @@ class Runtime:
         session.instructions = self.instructions(model, session.mode)
         session.provider = self.provider(model)
         session.model = model
-        session.record = await self.store.call(self.store.update, session.id, model=model.id)
+        session.record = await self.store.update(session.id, model=model.id)
         session.publish(ModelChanged(model.id))
 
     async def set_mode(self, session: LiveSession, mode_id: str) -> None:
         mode = self.mode(mode_id)
         session.instructions = self.instructions(session.model, mode)
         session.mode = mode
-        session.record = await self.store.call(self.store.update, session.id, mode=mode_id)
+        session.record = await self.store.update(session.id, mode=mode_id)
         session.publish(ModeChanged(mode_id))
 
     def set_system_prompt(self, session: LiveSession, text: str | None) -> None:
@@ -280,7 +278,7 @@ class Runtime:
         `SessionBusy` while another Raven process runs a turn in it."""
         live = await self._stopped(session_id)
         record = await self._elsewhere_refused(
-            self.store.update, session_id, closed=True, pid=os.getpid()
+            self.store.update(session_id, closed=True, guarded=True)
         )
         self._end(live, record)
         await self._release(session_id)
@@ -289,7 +287,7 @@ class Runtime:
         """Stop the session's turn as `close_session` does, then remove it and its
         transcript; False when there was none."""
         live = await self._stopped(session_id)
-        deleted = await self._elsewhere_refused(self.store.delete, session_id, pid=os.getpid())
+        deleted = await self._elsewhere_refused(self.store.delete(session_id, guarded=True))
         if live is not None:
             self._end(live, live.record)
         await self._release(session_id)
@@ -301,11 +299,11 @@ class Runtime:
             await live.stop_turn(STOP_TURN_S)
         return live
 
-    async def _elsewhere_refused(self, write: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    async def _elsewhere_refused(self, write: Awaitable[T]) -> T:
         try:
-            return await self.store.call(write, *args, **kwargs)
+            return await write
         except TurnElsewhere as exc:
-            raise SessionBusy(exc.session_id, exc.pid) from None
+            raise SessionBusy(exc.session_id, exc.pid, exc.remote) from None
 
     def _end(self, live: LiveSession | None, record: SessionRecord) -> None:
         if live is not None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import fnmatch
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +19,7 @@ from raven.engine.events import SessionEnded, TitleChanged
 from raven.engine.log import EventLog, Listener, LogEvent, Snapshot
 from raven.messages import Message
 from raven.providers import Provider
-from raven.sessions import SessionRecord, SessionStore, TurnElsewhere
+from raven.sessions import SessionRecord, Sessions, TurnElsewhere
 from raven.tools import Tool, ToolSource
 
 Remembered = dict[str, bool]
@@ -29,7 +28,7 @@ Remembered = dict[str, bool]
 @dataclass
 class LiveSession:
     record: SessionRecord
-    store: SessionStore
+    store: Sessions
     history: list[Message]
     model: ModelSpec
     provider: Provider
@@ -142,11 +141,10 @@ class LiveSession:
         processes wrote since; raises `SessionBusy` while another process has a turn here."""
         if self.deferred:
             return
-        pid = os.getpid()
         try:
-            version = await self.store.call(self.store.claim_turn, self.id, pid)
+            version = await self.store.claim_turn(self.id)
         except TurnElsewhere as exc:
-            raise SessionBusy(self.id, exc.pid) from None
+            raise SessionBusy(self.id, exc.pid, exc.remote) from None
         self._claimed = True
         if version != self.version:
             await self._reload(version)
@@ -155,12 +153,12 @@ class LiveSession:
         """Take in what other processes wrote to the session while no turn ran here."""
         if self.deferred or self._busy:
             return
-        version = await self.store.call(self.store.version, self.id)
+        version = await self.store.version(self.id)
         if version != self.version and not self._busy:
             await self._reload(version)
 
     async def _reload(self, version: int) -> None:
-        self.history = await self.store.call(self.store.messages, self.id)
+        self.history = await self.store.messages(self.id)
         self.version = version
         self.log.rebase(len(self.history))
 
@@ -170,7 +168,7 @@ class LiveSession:
         claimed, self._claimed = self._claimed, False
         if claimed or (failure is not None and not self.deferred):
             self.record = dataclasses.replace(self.record, failure=failure)
-            release = self.store.call(self.store.release_turn, self.id, os.getpid(), failure)
+            release = self.store.release_turn(self.id, failure)
             await asyncio.shield(release)
 
     def cancel_turn(self) -> bool:
@@ -240,12 +238,10 @@ class LiveSession:
         self.version += 1
         if title is not None:
             self.record = dataclasses.replace(self.record, title=title)
-        return asyncio.create_task(
-            self.store.call(self.store.append, self.id, message, title, create)
-        )
+        return asyncio.create_task(self.store.append(self.id, message, title, create))
 
     async def set_title(self, title: str) -> None:
-        self.record = await self.store.call(self.store.update, self.id, title=title)
+        self.record = await self.store.update(self.id, title=title)
         self.publish(TitleChanged(title))
 
 

@@ -1,33 +1,44 @@
-"""Persistent sessions: records and transcripts in SQLite (WAL).
+"""Persistent sessions: records and transcripts, in SQLite (WAL) or PostgreSQL.
 
-Owns `raven.db`. Methods are synchronous and thread-safe; async callers run them
-through `SessionStore.call`: small writes right away when the database is free,
-everything else on the store's own thread. Never blocks an event loop waiting for
-another process. Knows nothing of turns, tools or faces.
+Owns `raven.db` and, when the config names one, the PostgreSQL tables of sessions.
+Every store is a `Sessions` (`raven.sessions.store`); one that replicas share also keeps
+each session's event log, its turn's claim as a lease and an inbox for its running turn.
+Never blocks an event loop waiting for another process. Knows nothing of turns, tools
+or faces.
 """
 
-from raven.sessions.store import (
+from raven.sessions.records import (
+    MATCH_END,
+    MATCH_START,
     AmbiguousSession,
     BadCursor,
     SearchHit,
     SessionNotFound,
     SessionPage,
     SessionRecord,
-    SessionStore,
     StoreUnavailable,
     TurnElsewhere,
     new_record,
 )
+from raven.sessions.sqlite import SqliteStore
+from raven.sessions.store import InboxItem, LoggedRow, Sessions, SharedSessions, open_sessions
 
 __all__ = [
+    "MATCH_END",
+    "MATCH_START",
     "AmbiguousSession",
     "BadCursor",
+    "InboxItem",
+    "LoggedRow",
     "SearchHit",
     "SessionNotFound",
     "SessionPage",
     "SessionRecord",
-    "SessionStore",
+    "Sessions",
+    "SharedSessions",
+    "SqliteStore",
     "StoreUnavailable",
     "TurnElsewhere",
     "new_record",
+    "open_sessions",
 ]

@@ -1,261 +1,36 @@
-"""The SQLite session store: records, transcripts, paging. One writer at a time, any process."""
+"""The session store the engine uses, whatever it is kept in, and how the config picks one.
+
+`Sessions` is what every store does (SQLite, the default and embedded; PostgreSQL, for
+replicas). A store that replicas share (`shared`) also keeps the sessions' event logs,
+the claims as leases that their holders renew, and an inbox for each running turn:
+`SharedSessions`. Knows nothing of turns, tools or faces.
+"""
 
 from __future__ import annotations
 
-import base64
-import functools
-import json
-import logging
-import os
-import re
-import sqlite3
-import threading
-import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Protocol
 
-from raven.errors import RavenError
-from raven.messages import MESSAGE_ADAPTER, Message
-from raven.private_files import private_file
-from raven.sessions.migrations import index_pending, migrate
-from raven.sessions.worker import StoreWorker
+from raven.messages import Message
+from raven.sessions.records import DEFAULT_PAGE_SIZE, SearchHit, SessionPage, SessionRecord
 
-T = TypeVar("T")
-log = logging.getLogger(__name__)
-BUSY_TIMEOUT_MS = 10_000
-DEFAULT_PAGE_SIZE = 50
-MAX_SHOWN_MATCHES = 10
-MATCH_START, MATCH_END = "\x02", "\x03"
-"""Around the words found, in search snippets."""
-SESSION_ID_PREFIX = "ses_"
-CHECKPOINT_EVERY = 256
-"""Commits between WAL checkpoints, which run on the store's thread, never on an event loop
-(and index the words of the messages written since the last one, see `index_pending`).
-
-A commit writes about 15 pages, so the log stays under about 16 MB; fewer, larger
-checkpoints copy the pages every commit touches (the session row, the index) once, and
-their disk flush holds up writes less often (bench/a2a.py: 10 % more tasks a second at
-one client than checkpoints every 64 commits, p99 6 ms instead of 8)."""
-_LOOP_WRITES = frozenset({"create", "append", "claim_turn", "release_turn", "update"})
-"""Small writes `call` runs on the caller's own thread when the store is free at once."""
+if TYPE_CHECKING:
+    from raven.config import Paths, SessionsConfig
 
 
-class SessionNotFound(RavenError):
-    """No session has that id."""
+class Sessions(Protocol):
+    """Records and transcripts; every write is committed before its call returns.
 
-    def __init__(self, session_id: str) -> None:
-        super().__init__(f"no session {session_id!r}")
-        self.session_id = session_id
-
-
-class AmbiguousSession(RavenError):
-    """A session id prefix that matches more than one session."""
-
-    exit_code = 2
-
-    def __init__(self, prefix: str, matches: list[str]) -> None:
-        shown = ", ".join(matches[:MAX_SHOWN_MATCHES])
-        more = "…" if len(matches) > MAX_SHOWN_MATCHES else ""
-        super().__init__(f"{prefix!r} matches several sessions: {shown}{more}; give more of the id")
-        self.matches = matches
-
-
-class TurnElsewhere(RavenError):
-    """Another live process runs a turn in the session."""
-
-    def __init__(self, session_id: str, pid: int) -> None:
-        super().__init__(f"session {session_id} has a turn running in process {pid}")
-        self.session_id = session_id
-        self.pid = pid
-
-
-class StoreUnavailable(RavenError):
-    """The database file cannot be opened or is not a Raven session store."""
-
-
-class BadCursor(RavenError):
-    """A list cursor that this store did not hand out."""
-
-
-@dataclass(frozen=True)
-class SessionRecord:
-    id: str
-    cwd: str
-    title: str
-    mode: str | None
-    model: str | None
-    face: str
-    created_at: str
-    updated_at: str
-    closed: bool
-    failure: str | None = None
-    """The error the last turn ended with; None when it ended well (or none ran)."""
-
-
-@dataclass(frozen=True)
-class SearchHit:
-    record: SessionRecord
-    snippet: str
-
-
-@dataclass(frozen=True)
-class SessionPage:
-    sessions: list[SessionRecord]
-    next_cursor: str | None
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-class SessionStore:
-    """Thread-safe access to one raven.db; each write commits before returning.
-
-    Async callers use `call`, which runs a method on the store's own thread.
+    Raises `SessionNotFound` for an unknown id; `TurnElsewhere` where a guarded change
+    meets another process's turn; `StoreUnavailable` when the store cannot be reached.
     """
 
-    def __init__(self, path: Path) -> None:
-        self._lock = threading.RLock()
-        self._grouped = False
-        """True while `group` holds a transaction that writes join as savepoints."""
-        try:
-            private_file(path)
-            self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-            self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            self._db.execute("PRAGMA journal_mode = WAL")
-            self._db.execute("PRAGMA foreign_keys = ON")
-            self._db.execute("PRAGMA synchronous = NORMAL")
-            self._db.execute("PRAGMA wal_autocheckpoint = 0")  # see `_grouping`
-            with self._lock:
-                migrate(self._db)
-        except (sqlite3.Error, OSError) as exc:
-            raise StoreUnavailable(f"cannot open the session store {path}: {exc}") from exc
-        self._commits = 0
-        self._worker = StoreWorker(group=self.group)
+    shared: bool
+    """Replicas on other machines share it: see `SharedSessions`."""
 
-    async def call(self, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run `method(*args, **kwargs)` (a method of this store) without blocking the loop.
+    async def aclose(self) -> None: ...
 
-        A small write runs right here when nothing waits for the store's thread and the
-        database can be written at once (no thread hop; committed before this returns,
-        in the order calls were made). Anything else goes to the store's thread, which
-        waits for other processes' writes and commits in groups; so do writes once an
-        upkeep is due, which the thread does first (back-to-back writes here could
-        otherwise keep it from the lock and the log would grow).
-        """
-        call = functools.partial(method, *args, **kwargs)
-        due = self._commits >= CHECKPOINT_EVERY
-        if method.__name__ in _LOOP_WRITES and self._worker.idle and not due:
-            with self._try_group() as free:
-                if free:
-                    return call()
-        return await self._worker.call(call)
-
-    def close(self) -> None:
-        """Finish queued calls, index the words of new messages, and close."""
-        self._worker.stop()
-        with self._lock:
-            self._upkeep()
-            self._db.close()
-
-    @contextmanager
-    def group(self) -> Iterator[None]:
-        """One transaction for several writes (group commit); each stays all-or-nothing."""
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            with self._grouping():
-                yield
-            if self._commits >= CHECKPOINT_EVERY:
-                self._upkeep()
-
-    def _upkeep(self) -> None:
-        """Index the words of new messages and checkpoint the log (on the store's thread,
-        or on closing).
-
-        A failure (another process holding the write lock for long) is logged and tried
-        again after the next `CHECKPOINT_EVERY` commits; the commits made stay made.
-        """
-        try:
-            self._index_pending()
-            self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
-        except sqlite3.Error:
-            log.warning("session store upkeep failed; tried again later", exc_info=True)
-        finally:
-            self._commits = 0
-
-    def _index_pending(self) -> None:
-        """`index_pending`, taking the write lock only when a writer noted something."""
-        with self._lock:
-            if self._db.execute("SELECT 1 FROM messages_unindexed LIMIT 1").fetchone():
-                with self._write() as db:
-                    index_pending(db)
-
-    @contextmanager
-    def _try_group(self) -> Iterator[bool]:
-        """`group`, yielding True, when the connection is free and no other process is
-        writing right now; else yields False, having done nothing (never waits)."""
-        if not self._lock.acquire(blocking=False):
-            yield False
-            return
-        try:
-            self._db.execute("PRAGMA busy_timeout = 0")
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError:  # another process holds the write lock
-                yield False
-                return
-            finally:
-                self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            with self._grouping():
-                yield True
-            if self._commits == CHECKPOINT_EVERY:  # once: until it runs, commits go past
-                self._worker.wake()  # its batch does the upkeep, off this thread
-        finally:
-            self._lock.release()
-
-    @contextmanager
-    def _grouping(self) -> Iterator[None]:
-        """Inside BEGIN: writes join as savepoints; COMMIT at the end, ROLLBACK on error.
-
-        Checkpoints are Raven's own (`wal_autocheckpoint` is off for this connection): a
-        commit that triggered one would copy the log into the database on the committing
-        thread, an event loop's included.
-        """
-        self._grouped = True
-        try:
-            yield
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        else:
-            self._db.execute("COMMIT")
-            self._commits += 1
-        finally:
-            self._grouped = False
-
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            begin, undo, done = (
-                ("SAVEPOINT w", "ROLLBACK TO w", "RELEASE w")
-                if self._grouped
-                else ("BEGIN IMMEDIATE", "ROLLBACK", "COMMIT")
-            )
-            self._db.execute(begin)
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute(undo)
-                if self._grouped:
-                    self._db.execute(done)
-                raise
-            self._db.execute(done)
-
-    def create(
+    async def create(
         self,
         cwd: str,
         face: str,
@@ -264,154 +39,68 @@ class SessionStore:
         session_id: str | None = None,
     ) -> SessionRecord:
         """A new session; `session_id` lets a face derive ids (it must be unused)."""
-        record = new_record(cwd, face, mode, model, session_id)
-        with self._write() as db:
-            _insert_session(db, record)
-        return record
+        ...
 
-    def get_or_create(
+    async def get_or_create(
         self, session_id: str, cwd: str, face: str, mode: str | None, model: str | None
     ) -> tuple[SessionRecord, list[Message]]:
         """The session and its transcript, created empty first if it does not exist."""
-        try:
-            return self.get(session_id), self.messages(session_id)
-        except SessionNotFound:
-            return self.create(cwd, face, mode, model, session_id), []
+        ...
 
-    def get(self, session_id: str) -> SessionRecord:
-        with self._lock:
-            row = self._db.execute(_SELECT + " WHERE id = ?", (session_id,)).fetchone()
-        if row is None:
-            raise SessionNotFound(session_id)
-        return _record(row)
+    async def get(self, session_id: str) -> SessionRecord: ...
 
-    def resolve(self, prefix: str) -> str:
-        """The one session id that is `prefix` or starts with it (`ses_` may be left off).
+    async def resolve(self, prefix: str) -> str:
+        """The one session id that is `prefix` or starts with it (`ses_` may be left off);
+        `SessionNotFound` for none, `AmbiguousSession` for several."""
+        ...
 
-        Raises `SessionNotFound` for none and `AmbiguousSession` for several.
-        """
-        for candidate in dict.fromkeys((prefix, SESSION_ID_PREFIX + prefix)):
-            with self._lock:
-                if self._db.execute("SELECT 1 FROM sessions WHERE id = ?", (candidate,)).fetchone():
-                    return candidate
-                rows = self._db.execute(
-                    "SELECT id FROM sessions WHERE substr(id, 1, ?) = ? ORDER BY updated_at DESC"
-                    " LIMIT ?",
-                    (len(candidate), candidate, MAX_SHOWN_MATCHES + 1),
-                ).fetchall()
-            if len(rows) == 1:
-                return str(rows[0][0])
-            if rows:
-                raise AmbiguousSession(prefix, [str(r[0]) for r in rows])
-        raise SessionNotFound(prefix)
-
-    def page(
+    async def page(
         self,
         cwd: str | None = None,
         cursor: str | None = None,
         limit: int = DEFAULT_PAGE_SIZE,
         query: str | None = None,
     ) -> SessionPage:
-        """Newest first; `cursor` continues a previous page; `query` is a piece of the title
-        or the directory (any case)."""
-        where, params = [], []
-        if cwd is not None:
-            where.append("cwd = ?")
-            params.append(cwd)
-        if query:
-            pattern = "%" + re.sub(r"([\\%_])", r"\\\1", query) + "%"
-            where.append("(title LIKE ? ESCAPE '\\' OR cwd LIKE ? ESCAPE '\\')")
-            params += [pattern, pattern]
-        if cursor:
-            updated_at, last_id = _decode_cursor(cursor)
-            where.append("(updated_at < ? OR (updated_at = ? AND id < ?))")
-            params += [updated_at, updated_at, last_id]
-        sql = _SELECT + (" WHERE " + " AND ".join(where) if where else "")
-        sql += " ORDER BY updated_at DESC, id DESC LIMIT ?"
-        with self._lock:
-            rows = self._db.execute(sql, [*params, limit + 1]).fetchall()
-        records = [_record(r) for r in rows[:limit]]
-        more = len(rows) > limit
-        next_cursor = _encode_cursor(records[-1]) if more and records else None
-        return SessionPage(records, next_cursor)
+        """Newest first; `cursor` continues a previous page (`BadCursor` if not one);
+        `query` is a piece of the title or the directory (any case)."""
+        ...
 
-    def append(
+    async def append(
         self,
         session_id: str,
         message: Message,
         title: str | None = None,
         create: SessionRecord | None = None,
     ) -> None:
-        """Commit one message at the end of the transcript (and a new title, if given).
+        """Commit one message at the end of the transcript (and a new title); with
+        `create`, the session is inserted first, in the same transaction. Appends to one
+        session commit in the order they were called."""
+        ...
 
-        With `create`, the session row is inserted in the same transaction first.
-        """
-        body = MESSAGE_ADAPTER.dump_json(message).decode()
-        stamp = now_iso()
-        with self._write() as db:
-            if create is not None:
-                _insert_session(db, create)
-            touched = db.execute(
-                "UPDATE sessions SET updated_at = ?, title = COALESCE(?, title), "
-                "version = version + 1 WHERE id = ?",
-                (stamp, title, session_id),
-            )
-            if touched.rowcount == 0:
-                raise SessionNotFound(session_id)
-            db.execute(
-                "INSERT INTO messages (session_id, seq, body, created_at) "
-                "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ? FROM messages WHERE session_id = ?",
-                (session_id, body, stamp, session_id),
-            )
-
-    def messages(self, session_id: str, last: int | None = None) -> list[Message]:
+    async def messages(self, session_id: str, last: int | None = None) -> list[Message]:
         """The transcript in order; with `last`, only its newest `last` messages."""
-        self.get(session_id)
-        sql = "SELECT body FROM messages WHERE session_id = ? ORDER BY seq DESC"
-        params: list[object] = [session_id]
-        if last is not None:
-            sql += " LIMIT ?"
-            params.append(last)
-        with self._lock:
-            rows = self._db.execute(sql, params).fetchall()
-        return [MESSAGE_ADAPTER.validate_json(body) for (body,) in reversed(rows)]
+        ...
 
-    def claim_turn(self, session_id: str, pid: int) -> int:
-        """Mark a turn of process `pid` as running in the session; returns its version (the
-        number of messages written). Raises `TurnElsewhere` while another live process has
-        a turn there; a claim left by a process that died is taken over."""
-        with self._write() as db:
-            row = db.execute(
-                "SELECT turn_pid, version FROM sessions WHERE id = ?", (session_id,)
-            ).fetchone()
-            if row is None:
-                raise SessionNotFound(session_id)
-            holder, version = row
-            _refuse_elsewhere(session_id, holder, pid)
-            db.execute("UPDATE sessions SET turn_pid = ? WHERE id = ?", (pid, session_id))
-        return int(version)
-
-    def version(self, session_id: str) -> int:
+    async def version(self, session_id: str) -> int:
         """The number of messages written to the session, by any process."""
-        with self._lock:
-            row = self._db.execute(
-                "SELECT version FROM sessions WHERE id = ?", (session_id,)
-            ).fetchone()
-        if row is None:
-            raise SessionNotFound(session_id)
-        return int(row[0])
+        ...
 
-    def release_turn(self, session_id: str, pid: int, failure: str | None = None) -> None:
-        """End the turn of process `pid`: its claim, if `claim_turn` made one, and the
-        session's last `failure`. A no-op while another process holds the session."""
-        with self._write() as db:
-            db.execute(
-                "UPDATE sessions SET turn_pid = NULL, failure = ? "
-                "WHERE id = ? AND (turn_pid = ? OR turn_pid IS NULL)",
-                (failure, session_id, pid),
-            )
+    async def claim_turn(self, session_id: str) -> int:
+        """Claim the session for a turn of this process; returns its version. Raises
+        `TurnElsewhere` while another live process holds it; a claim whose holder is gone
+        (or, shared, whose lease lapsed) is taken over."""
+        ...
 
-    def update(
+    async def renew_claims(self, session_ids: list[str]) -> None:
+        """Keep this process's claims on these sessions from lapsing."""
+        ...
+
+    async def release_turn(self, session_id: str, failure: str | None = None) -> None:
+        """End this process's claim, if it holds one, and keep `failure` (what the turn
+        failed with, or None) as the session's; a no-op while another process holds it."""
+        ...
+
+    async def update(
         self,
         session_id: str,
         *,
@@ -419,149 +108,110 @@ class SessionStore:
         mode: str | None = None,
         model: str | None = None,
         closed: bool | None = None,
-        pid: int | None = None,
+        guarded: bool = False,
     ) -> SessionRecord:
-        """Change what is given; with `pid`, refuse (`TurnElsewhere`) while a process other
-        than `pid` runs a turn in the session."""
-        changes = {"title": title, "mode": mode, "model": model, "closed": closed}
-        sets = {k: v for k, v in changes.items() if v is not None}
-        with self._write() as db:
-            if pid is not None:
-                self._check_turn(db, session_id, pid)
-            if sets:
-                assignments = ", ".join(f"{k} = ?" for k in sets)
-                cur = db.execute(
-                    f"UPDATE sessions SET {assignments}, updated_at = ? WHERE id = ?",
-                    [*sets.values(), now_iso(), session_id],
-                )
-                if cur.rowcount == 0:
-                    raise SessionNotFound(session_id)
-        return self.get(session_id)
+        """Change what is given; `guarded` refuses (`TurnElsewhere`) while another
+        process holds the session."""
+        ...
 
-    def search(self, text: str, cwd: str | None = None, limit: int = 20) -> list[SearchHit]:
-        """Sessions whose transcripts hold `text` (all its words), best match first, each with
-        a snippet where `MATCH_START` and `MATCH_END` mark the words found."""
-        words = [w for w in re.findall(r"\w+", text) if w]
-        if not words:
-            return []
-        query = " ".join('"' + w.replace('"', '""') + '"' for w in words)
-        sql = (
-            "SELECT m.session_id, snippet(messages_fts, 0, char(2), char(3), '…', 12) "
-            "FROM messages_fts JOIN messages m ON m.rowid = messages_fts.rowid "
-            "JOIN sessions s ON s.id = m.session_id "
-            "WHERE messages_fts MATCH ?" + (" AND s.cwd = ?" if cwd else "") + " ORDER BY rank"
-        )
-        params: list[object] = [query, *([cwd] if cwd else [])]
-        hits: dict[str, str] = {}
-        self._index_pending()
-        with self._lock:
-            for session_id, snippet in self._db.execute(sql, params):
-                hits.setdefault(str(session_id), " ".join(str(snippet).split()))
-                if len(hits) >= limit:
-                    break
-        return [SearchHit(self.get(sid), snippet) for sid, snippet in hits.items()]
+    async def search(self, text: str, cwd: str | None = None, limit: int = 20) -> list[SearchHit]:
+        """Sessions whose transcripts hold every word of `text`, best first, each with a
+        snippet where `MATCH_START` and `MATCH_END` mark the words found."""
+        ...
 
-    def _check_turn(self, db: sqlite3.Connection, session_id: str, pid: int) -> None:
-        row = db.execute("SELECT turn_pid FROM sessions WHERE id = ?", (session_id,)).fetchone()
-        if row is not None:
-            _refuse_elsewhere(session_id, row[0], pid)
-
-    def delete(self, session_id: str, pid: int | None = None) -> bool:
-        """Remove the session and its transcript; False when there was none. With `pid`,
-        refuse (`TurnElsewhere`) while a process other than `pid` runs a turn in it."""
-        with self._write() as db:
-            if pid is not None:
-                self._check_turn(db, session_id, pid)
-            db.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
-            cur = db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
-        return cur.rowcount > 0
+    async def delete(self, session_id: str, guarded: bool = False) -> bool:
+        """Remove the session and its transcript; False when there was none."""
+        ...
 
 
-def _refuse_elsewhere(session_id: str, holder: int | None, pid: int) -> None:
-    """`TurnElsewhere` when `holder` is a live process other than `pid` (a claim left by a
-    process that died counts as none)."""
-    if holder is not None and holder != pid and _process_alive(holder):
-        raise TurnElsewhere(session_id, holder)
+@dataclass(frozen=True)
+class LoggedRow:
+    """One event of a session's shared log as stored: its number, the transcript length
+    when it happened, and the event as JSON (`raven.events_json`)."""
+
+    seq: int
+    version: int
+    body: str
 
 
-def new_record(
-    cwd: str, face: str, mode: str | None, model: str | None, session_id: str | None = None
-) -> SessionRecord:
-    """A record for a session not stored yet."""
-    stamp = now_iso()
-    return SessionRecord(
-        id=session_id or f"{SESSION_ID_PREFIX}{uuid.uuid4().hex}",
-        cwd=cwd,
-        title="",
-        mode=mode,
-        model=model,
-        face=face,
-        created_at=stamp,
-        updated_at=stamp,
-        closed=False,
-    )
+@dataclass(frozen=True)
+class InboxItem:
+    """Something sent to the turn running in a session, from another process."""
+
+    session_id: str
+    kind: str
+    text: str
 
 
-def _process_alive(pid: int) -> bool:
+class SharedSessions(Sessions, Protocol):
+    """A store several replicas share. Beside `Sessions`:
+
+    - each session's event log, numbered by the store in one order for every replica;
+      a cursor is `epoch.seq`, the epoch the session's own;
+    - claims are leases (`lease_s`), renewed by their holder, taken over once lapsed;
+    - an inbox per session, for what other replicas send its running turn;
+    - `watch` wakes a callback when a session's log or inbox changes.
+    """
+
+    lease_s: float
+
+    async def log_head(self, session_id: str) -> tuple[str, int]:
+        """(epoch, newest seq) of the session's log."""
+        ...
+
+    async def log_since(self, session_id: str, after: int) -> list[LoggedRow]:
+        """The logged events after `after`, in order (from the oldest kept)."""
+        ...
+
+    async def log_append(
+        self, session_id: str, rows: list[tuple[int, str]], release: bool = False
+    ) -> None:
+        """Append (version, body) rows in order. With `release`, in the same
+        transaction: end this process's claim, keeping the failure the last row's
+        TurnEnded carries, and let the oldest turns leave the log."""
+        ...
+
+    async def send(self, session_id: str, kind: str, text: str = "") -> bool:
+        """Put `kind` in the inbox of the turn running in the session; False when no
+        turn runs there."""
+        ...
+
+    async def take_inbox(self, session_ids: list[str]) -> list[InboxItem]:
+        """What was sent to these sessions' turns, oldest first; taken (once)."""
+        ...
+
+    async def lapsed(self) -> list[str]:
+        """Sessions whose claim has lapsed (holder gone or lease expired)."""
+        ...
+
+    async def end_lapsed(self, session_id: str, rows: list[tuple[int, str]]) -> bool:
+        """If the session's claim has still lapsed: append `rows` (the turn's end) to its
+        log and clear the claim, keeping the failure; False when it had not lapsed."""
+        ...
+
+    async def watch(self, woken: WakeUp) -> None:
+        """Call `woken(session_id)` whenever a session's log or inbox changes, from now
+        until `aclose` (it may also be called when nothing changed)."""
+        ...
+
+
+class WakeUp(Protocol):
+    def __call__(self, session_id: str) -> None: ...
+
+
+def open_sessions(settings: SessionsConfig, paths: Paths) -> Sessions:
+    """The store the config names: SQLite in the data directory, or PostgreSQL."""
+    if settings.url is None:
+        from raven.sessions.sqlite import SqliteSessions
+
+        return SqliteSessions(paths.database)
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        from raven.sessions.postgres import PostgresSessions
+    except ImportError as exc:
+        from raven.config import ConfigError
 
-
-def _insert_session(db: sqlite3.Connection, record: SessionRecord) -> None:
-    db.execute(
-        "INSERT INTO sessions (id, cwd, title, mode, model, face, created_at, updated_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            record.id,
-            record.cwd,
-            record.title,
-            record.mode,
-            record.model,
-            record.face,
-            record.created_at,
-            record.updated_at,
-        ),
-    )
-
-
-_SELECT = (
-    "SELECT id, cwd, title, mode, model, face, created_at, updated_at, closed, failure"
-    " FROM sessions"
-)
-
-
-def _record(row: tuple[Any, ...]) -> SessionRecord:
-    sid, cwd, title, mode, model, face, created, updated, closed, failure = row
-    return SessionRecord(
-        id=str(sid),
-        cwd=str(cwd),
-        title=str(title),
-        mode=mode,
-        model=model,
-        face=str(face),
-        created_at=str(created),
-        updated_at=str(updated),
-        closed=bool(closed),
-        failure=failure,
-    )
-
-
-def _encode_cursor(record: SessionRecord) -> str:
-    raw = json.dumps([record.updated_at, record.id]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _decode_cursor(cursor: str) -> tuple[str, str]:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        updated_at, last_id = json.loads(raw)
-        if isinstance(updated_at, str) and isinstance(last_id, str):
-            return updated_at, last_id
-    except (ValueError, TypeError):
-        pass
-    raise BadCursor(f"invalid cursor {cursor!r}")
+        raise ConfigError(
+            f"sessions.url names PostgreSQL, which needs the postgresql extra "
+            f"(pip install 'raven-agents[postgresql]'): {exc}"
+        ) from exc
+    return PostgresSessions(settings)

@@ -32,7 +32,7 @@ from a2a.types import (
     a2a_pb2_grpc,
 )
 
-from raven.sessions import SessionStore
+from raven.sessions import SqliteStore
 from tests.conftest import raven, write_config
 from tests.e2e.a2a_server import TOKEN, A2AServer, configure, message, start
 from tests.e2e.postgres import postgres_server, server_binaries
@@ -593,7 +593,7 @@ async def test_context_id_continues_one_session(serve: Any, home: Path) -> None:
     ]["task"]
     assert second["contextId"] == first["contextId"] and second["id"] != first["id"]
     other = server.call("SendMessage", message("elsewhere"))["result"]["task"]
-    store = SessionStore(home / "data" / "raven.db")
+    store = SqliteStore(home / "data" / "raven.db")
     sessions = store.page().sessions
     texts = {s.id: [getattr(m, "text", "") for m in store.messages(s.id)] for s in sessions}
     store.close()
@@ -842,7 +842,7 @@ async def test_replicas_on_postgresql_reach_the_running_turn_and_never_change_an
             assert steered["status"]["state"] == "TASK_STATE_WORKING"
             tidied = await reaches(b, tidy["id"], "TASK_STATE_COMPLETED")
             assert tidied["status"]["message"]["parts"][0]["text"] == "tidied, the tests too"
-            store = SessionStore(homes[0] / "data" / "raven.db")
+            store = SqliteStore(homes[0] / "data" / "raven.db")
             try:
                 said = [
                     m.text
@@ -878,7 +878,7 @@ IMMEDIATELY = {"configuration": {"returnImmediately": True}}
 
 def transcript(home: Path) -> list[tuple[str, str]]:
     """(role, text) of the one A2A session's messages, in order."""
-    store = SessionStore(home / "data" / "raven.db")
+    store = SqliteStore(home / "data" / "raven.db")
     try:
         (record,) = [r for r in store.page().sessions if r.face == "a2a"]
         messages = store.messages(record.id)

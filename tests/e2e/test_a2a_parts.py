@@ -104,9 +104,9 @@ def test_a_very_long_file_name_or_context_id_is_shortened_not_fatal(serve: Any, 
 
 
 def transcript_prompt(home: Path) -> str:
-    from raven.sessions import SessionStore
+    from raven.sessions import SqliteStore
 
-    store = SessionStore(home / "data" / "raven.db")
+    store = SqliteStore(home / "data" / "raven.db")
     try:
         (record,) = store.page().sessions
         return store.messages(record.id)[0].text  # type: ignore[union-attr]

@@ -17,7 +17,7 @@ import pytest
 from acp import schema
 
 from raven.messages import AssistantMessage, user_text
-from raven.sessions import SessionStore
+from raven.sessions import SqliteStore
 from tests.children import scripted_child
 from tests.conftest import write_config
 from tests.e2e.acp_harness import Editor, RavenAcp
@@ -359,7 +359,7 @@ async def test_load_replays_the_newest_500_messages_bounded_in_size(
     start: Any, home: Path, tmp_path: Path
 ) -> None:
     agent = await start()
-    store = SessionStore(home / "data" / "raven.db")
+    store = SqliteStore(home / "data" / "raven.db")
     record = store.create(str(tmp_path), face="test", model="scripted")
     store.append(record.id, user_text("x" * 40_000))
     for i in range(599):
@@ -379,7 +379,7 @@ async def test_load_replays_the_newest_500_messages_bounded_in_size(
 
 async def test_long_messages_are_capped_in_replay(start: Any, home: Path, tmp_path: Path) -> None:
     agent = await start()
-    store = SessionStore(home / "data" / "raven.db")
+    store = SqliteStore(home / "data" / "raven.db")
     record = store.create(str(tmp_path), face="test", model="scripted")
     store.append(record.id, user_text("y" * 40_000))
     store.close()
@@ -413,7 +413,7 @@ async def test_list_pages_newest_first_with_cwd_filter(
     start: Any, home: Path, tmp_path: Path
 ) -> None:
     agent = await start()
-    store = SessionStore(home / "data" / "raven.db")
+    store = SqliteStore(home / "data" / "raven.db")
     other = tmp_path / "other"
     other.mkdir()
     ids = [store.create(str(tmp_path if i % 3 else other), face="test").id for i in range(60)]

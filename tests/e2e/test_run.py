@@ -377,9 +377,9 @@ def test_sessions_show_json_is_camel_case_throughout(
 def test_session_ids_are_whole_and_take_unique_prefixes(
     env: dict[str, str], home: Path, tmp_path: Path
 ) -> None:
-    from raven.sessions import SessionStore
+    from raven.sessions import SqliteStore
 
-    store = SessionStore(home / "data" / "raven.db")
+    store = SqliteStore(home / "data" / "raven.db")
     for sid in ("ses_aaaa1111", "ses_aaaa2222", "ses_bbbb3333"):
         store.create(str(tmp_path), face="test", model="echo", session_id=sid)
     store.close()

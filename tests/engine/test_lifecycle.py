@@ -73,12 +73,12 @@ async def test_close_and_delete_refuse_while_another_process_runs_a_turn(
 ) -> None:
     runtime = make_runtime()
     live = await runtime.new_session(tmp_path)
-    runtime.store.claim_turn(live.id, other_process)
+    runtime.store.db.claim_turn(live.id, other_process)  # SQLite: claimed by that pid
     for refused in (runtime.close_session, runtime.delete_session):
         with pytest.raises(SessionBusy, match=f"pid {other_process}") as caught:
             await refused(live.id)
         assert caught.value.pid == other_process
     record = await runtime.get_session(live.id)  # still there, still open
     assert not record.closed and not live.closed
-    runtime.store.release_turn(live.id, other_process)
+    runtime.store.db.release_turn(live.id, other_process)
     assert await runtime.delete_session(live.id) is True

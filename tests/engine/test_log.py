@@ -117,7 +117,7 @@ async def test_a_snapshot_mid_turn_shows_the_streamed_text_before_it_is_stored(
     shown = [e for e in snapshot.events() if isinstance(e, AgentText | TurnStarted)]
     said = "".join(f"[{e.parts[0].text}]" if isinstance(e, TurnStarted) else e.text for e in shown)
     assert said == "[first]earlier answer[second]" + "".join(texts)
-    stored = await runtime.store.call(runtime.store.messages, session.id)
+    stored = await runtime.store.messages(session.id)
     assert not any("partial" in m.text for m in stored)  # only the log has it yet
     later: list[Logged] = []
     session.follow(later.append, after=snapshot.cursor)

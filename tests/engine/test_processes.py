@@ -35,7 +35,7 @@ async def test_a_turn_sees_what_another_process_wrote_since(
         assert other.returncode == 0, other.stderr
         await run_turn(session, [TextPart(text="third")], RecordingAsker(), lambda e: None)
         prompts = [m.text for m in session.history if isinstance(m, UserMessage)]
-        stored = runtime.store.messages(session.id)
+        stored = await runtime.store.messages(session.id)
     finally:
         await runtime.aclose()
     assert prompts == ["first", "from the other process", "third"]

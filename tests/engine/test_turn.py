@@ -56,7 +56,7 @@ async def test_echo_turn_streams_text_and_stores_the_transcript(
     assert events.of(TitleChanged) == [TitleChanged("hello world")]
     assert events.of(UsageUpdated)
     assert events[-1] == TurnEnded("end_turn")
-    stored = runtime.store.messages(session.id)
+    stored = await runtime.store.messages(session.id)
     assert [type(m) for m in stored] == [UserMessage, AssistantMessage]
 
 
@@ -211,7 +211,7 @@ async def test_read_tools_never_ask_and_modes_decide(
     await run_turn(session, prompt("two"), asker, Events().append)
     assert not (tmp_path / "denied.txt").exists()
     assert asker.approvals == []
-    assert runtime.store.get(session.id).mode == "ro"
+    assert (await runtime.store.get(session.id)).mode == "ro"
 
 
 async def test_a_faces_standing_policy_decides_after_the_mode(
@@ -422,14 +422,14 @@ async def test_opening_a_session_answers_tool_calls_a_killed_process_left_open(
     from raven.messages import ToolCall, user_text
 
     runtime = make_runtime()
-    record = runtime.store.create(str(tmp_path), face="test", model="test")
-    runtime.store.append(record.id, user_text("go"))
+    record = await runtime.store.create(str(tmp_path), face="test", model="test")
+    await runtime.store.append(record.id, user_text("go"))
     calls = [ToolCall(id="k1", name="run_command", arguments={"command": "sleep 9"})]
-    runtime.store.append(record.id, AssistantMessage(tool_calls=calls))
+    await runtime.store.append(record.id, AssistantMessage(tool_calls=calls))
     session = await runtime.open_session(record.id)
     result = session.history[-1]
     assert isinstance(result, ToolResultMessage) and result.call_id == "k1" and result.is_error
-    assert len(runtime.store.messages(record.id)) == 3
+    assert len(await runtime.store.messages(record.id)) == 3
 
 
 async def test_update_plan_emits_the_whole_plan(make_runtime: MakeRuntime, tmp_path: Path) -> None:
@@ -488,7 +488,7 @@ async def test_history_replays_as_the_events_a_turn_emitted(
     session = await runtime.new_session(tmp_path)
     live = Events()
     await run_turn(session, prompt("read it"), RecordingAsker(), live.append)
-    stored = runtime.store.messages(session.id)
+    stored = await runtime.store.messages(session.id)
     (called,) = [m for m in stored if isinstance(m, AssistantMessage) and m.tool_calls]
     assert (called.tool_calls[0].title, called.tool_calls[0].kind) == ("Read notes.txt", "read")
     replayed = await runtime.history(session.id)

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from raven.messages import AssistantMessage, ToolCall, ToolResultMessage, user_text
-from raven.sessions import BadCursor, SessionNotFound, SessionStore
-from raven.sessions.store import CHECKPOINT_EVERY
+from raven.sessions import BadCursor, SessionNotFound, SqliteStore
+from raven.sessions.sqlite import CHECKPOINT_EVERY
 
 
-async def upkeep_done(store: SessionStore) -> None:
+async def upkeep_done(store: SqliteStore) -> None:
     """Until the store's thread has done the upkeep due (word index and WAL checkpoint)."""
     async with asyncio.timeout(10):
         while store._commits >= CHECKPOINT_EVERY or not store._worker.idle:
@@ -25,13 +25,13 @@ async def upkeep_done(store: SessionStore) -> None:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> SessionStore:
-    s = SessionStore(tmp_path / "raven.db")
+def store(tmp_path: Path) -> SqliteStore:
+    s = SqliteStore(tmp_path / "raven.db")
     yield s  # type: ignore[misc]
     s.close()
 
 
-def test_messages_round_trip_in_order(store: SessionStore) -> None:
+def test_messages_round_trip_in_order(store: SqliteStore) -> None:
     rec = store.create("/work", face="cli", model="echo")
     msgs = [
         user_text("hi"),
@@ -47,7 +47,7 @@ def test_messages_round_trip_in_order(store: SessionStore) -> None:
     assert len(store.messages(rec.id)) == 3
 
 
-def test_list_pages_newest_first_with_cwd_filter(store: SessionStore) -> None:
+def test_list_pages_newest_first_with_cwd_filter(store: SqliteStore) -> None:
     ids = [store.create("/a" if i % 2 else "/b", face="cli").id for i in range(7)]
     seen, cursor = [], None
     while True:
@@ -61,7 +61,7 @@ def test_list_pages_newest_first_with_cwd_filter(store: SessionStore) -> None:
     assert store.page(cwd="/nowhere").sessions == []
 
 
-def test_list_filters_by_a_piece_of_the_title_or_directory(store: SessionStore) -> None:
+def test_list_filters_by_a_piece_of_the_title_or_directory(store: SqliteStore) -> None:
     lemon = store.create("/home/me/Lemons", face="cli").id
     store.update(store.create("/srv", face="cli").id, title="Fix 100% of the_bugs")
     store.create("/srv/other", face="cli")
@@ -72,12 +72,12 @@ def test_list_filters_by_a_piece_of_the_title_or_directory(store: SessionStore) 
     assert store.page(query="x_y").sessions == []
 
 
-def test_bad_cursor_is_refused(store: SessionStore) -> None:
+def test_bad_cursor_is_refused(store: SqliteStore) -> None:
     with pytest.raises(BadCursor):
         store.page(cursor="not-a-cursor")
 
 
-def test_update_delete_and_not_found(store: SessionStore) -> None:
+def test_update_delete_and_not_found(store: SqliteStore) -> None:
     rec = store.create("/w", face="acp")
     assert store.update(rec.id, title="Fix the bug", closed=True).title == "Fix the bug"
     assert store.get(rec.id).closed
@@ -90,8 +90,8 @@ def test_update_delete_and_not_found(store: SessionStore) -> None:
 
 
 def test_migrations_apply_once(tmp_path: Path) -> None:
-    SessionStore(tmp_path / "raven.db").close()
-    again = SessionStore(tmp_path / "raven.db")
+    SqliteStore(tmp_path / "raven.db").close()
+    again = SqliteStore(tmp_path / "raven.db")
     rows = again._db.execute("SELECT version, name FROM schema_migrations").fetchall()
     again.close()
     assert [name for _, name in rows] == [
@@ -105,7 +105,7 @@ def test_migrations_apply_once(tmp_path: Path) -> None:
 
 
 def test_a_turns_failure_is_kept_until_the_next_turn_ends_and_never_over_anothers_claim(
-    store: SessionStore,
+    store: SqliteStore,
 ) -> None:
     record = store.create("/w", "test")
     store.claim_turn(record.id, 1)
@@ -123,8 +123,8 @@ _WRITER = textwrap.dedent("""
     import sys
     from pathlib import Path
     from raven.messages import user_text
-    from raven.sessions import SessionStore
-    store = SessionStore(Path(sys.argv[1]))
+    from raven.sessions import SqliteStore
+    store = SqliteStore(Path(sys.argv[1]))
     for i in range(int(sys.argv[3])):
         store.append(sys.argv[2], user_text(f"{sys.argv[4]}-{i}"))
         if len(sys.argv) > 5:
@@ -134,7 +134,7 @@ _WRITER = textwrap.dedent("""
 
 def test_two_writer_processes_corrupt_nothing(tmp_path: Path) -> None:
     db = tmp_path / "raven.db"
-    store = SessionStore(db)
+    store = SqliteStore(db)
     rec = store.create("/w", face="cli")
     procs = [
         subprocess.Popen([sys.executable, "-c", _WRITER, str(db), rec.id, "150", tag])
@@ -151,7 +151,7 @@ def test_two_writer_processes_corrupt_nothing(tmp_path: Path) -> None:
 
 def test_sigkill_mid_write_keeps_committed_messages(tmp_path: Path) -> None:
     db = tmp_path / "raven.db"
-    store = SessionStore(db)
+    store = SqliteStore(db)
     rec = store.create("/w", face="cli")
     proc = subprocess.Popen(
         [sys.executable, "-c", _WRITER, str(db), rec.id, "100000", "k", "report"],
@@ -173,7 +173,7 @@ def test_sigkill_mid_write_keeps_committed_messages(tmp_path: Path) -> None:
     store.close()
 
 
-def test_a_deferred_session_is_stored_with_its_first_message(store: SessionStore) -> None:
+def test_a_deferred_session_is_stored_with_its_first_message(store: SqliteStore) -> None:
     from raven.sessions import new_record
 
     record = new_record("/w", "a2a", None, "echo", "a2a_fixed")
@@ -186,7 +186,7 @@ def test_a_deferred_session_is_stored_with_its_first_message(store: SessionStore
 
 def test_the_store_is_the_users_alone(tmp_path: Path) -> None:
     path = tmp_path / "data" / "raven.db"
-    store = SessionStore(path)
+    store = SqliteStore(path)
     record = store.create(str(tmp_path), face="test", model="m")
     store.append(record.id, user_text("hello"))
     modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in path.parent.iterdir()}
@@ -197,9 +197,9 @@ def test_the_store_is_the_users_alone(tmp_path: Path) -> None:
 
 def test_an_existing_store_others_could_read_is_narrowed(tmp_path: Path) -> None:
     path = tmp_path / "raven.db"
-    SessionStore(path).close()
+    SqliteStore(path).close()
     path.chmod(0o644)
-    SessionStore(path).close()
+    SqliteStore(path).close()
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
@@ -208,7 +208,7 @@ def test_the_migration_gives_old_tool_calls_a_title_and_kind(tmp_path: Path) -> 
     import sqlite3
 
     path = tmp_path / "raven.db"
-    store = SessionStore(path)
+    store = SqliteStore(path)
     record = store.create(str(tmp_path), face="test", model="m")
     old_body = {
         "role": "assistant",
@@ -228,7 +228,7 @@ def test_the_migration_gives_old_tool_calls_a_title_and_kind(tmp_path: Path) -> 
     db.execute("DELETE FROM schema_migrations WHERE version = 2")
     db.commit()
     db.close()
-    reopened = SessionStore(path)
+    reopened = SqliteStore(path)
     (message,) = reopened.messages(record.id)
     reopened.close()
     assert isinstance(message, AssistantMessage)
@@ -243,7 +243,7 @@ def test_search_finds_words_in_tool_results_and_in_sessions_older_than_the_index
     import sqlite3
 
     path = tmp_path / "raven.db"
-    store = SessionStore(path)
+    store = SqliteStore(path)
     old = store.create(str(tmp_path), face="test", model="m")
     store.append(old.id, user_text("remember the marigolds"))
     store.close()
@@ -255,7 +255,7 @@ def test_search_finds_words_in_tool_results_and_in_sessions_older_than_the_index
     db.execute("DELETE FROM schema_migrations WHERE version IN (4, 5)")
     db.commit()
     db.close()
-    store = SessionStore(path)
+    store = SqliteStore(path)
     new = store.create(str(tmp_path), face="test", model="m")
     store.append(new.id, user_text("read the log"))
     store.append(
@@ -272,7 +272,7 @@ def test_search_finds_words_in_tool_results_and_in_sessions_older_than_the_index
     store.close()
 
 
-async def test_small_writes_commit_on_the_loop_without_a_thread_hop(store: SessionStore) -> None:
+async def test_small_writes_commit_on_the_loop_without_a_thread_hop(store: SqliteStore) -> None:
     import threading
 
     rec = store.create("/w", face="cli")
@@ -286,7 +286,7 @@ async def test_small_writes_commit_on_the_loop_without_a_thread_hop(store: Sessi
     append.__name__ = "append"
     await store.call(append, rec.id, user_text("hello"))
     assert threads == [threading.get_ident()]
-    other = SessionStore(Path(store._db.execute("PRAGMA database_list").fetchone()[2]))
+    other = SqliteStore(Path(store._db.execute("PRAGMA database_list").fetchone()[2]))
     try:
         assert [m.text for m in other.messages(rec.id)] == ["hello"]  # type: ignore[union-attr]
     finally:
@@ -296,7 +296,7 @@ async def test_small_writes_commit_on_the_loop_without_a_thread_hop(store: Sessi
 async def test_another_process_writing_never_blocks_the_loop(tmp_path: Path) -> None:
     import sqlite3
 
-    store = SessionStore(tmp_path / "raven.db")
+    store = SqliteStore(tmp_path / "raven.db")
     rec = store.create("/w", face="cli")
     holder = sqlite3.connect(tmp_path / "raven.db", isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")  # another process's write transaction
@@ -315,7 +315,7 @@ async def test_another_process_writing_never_blocks_the_loop(tmp_path: Path) -> 
 
 
 async def test_the_write_ahead_log_is_checkpointed_off_the_loop(tmp_path: Path) -> None:
-    store = SessionStore(tmp_path / "raven.db")
+    store = SqliteStore(tmp_path / "raven.db")
     rec = store.create("/w", face="cli")
     wal = tmp_path / "raven.db-wal"
     for i in range(CHECKPOINT_EVERY):
@@ -336,7 +336,7 @@ async def test_search_finds_every_message_while_the_index_catches_up_off_the_loo
     import sqlite3
 
     path = tmp_path / "raven.db"
-    store = SessionStore(path)
+    store = SqliteStore(path)
     rec = store.create("/w", face="cli")
     gone = store.create("/w", face="cli")
     await store.call(store.append, gone.id, user_text("zinnias in the window"))
@@ -346,7 +346,7 @@ async def test_search_finds_every_message_while_the_index_catches_up_off_the_loo
     await upkeep_done(store)  # the store's thread indexes them with its checkpoint
     (unindexed,) = store._db.execute("SELECT COUNT(*) FROM messages_unindexed").fetchone()
     assert unindexed <= store._commits  # only what was committed after the upkeep
-    other = SessionStore(path)  # another process's writer: indexes what it wrote as it closes
+    other = SqliteStore(path)  # another process's writer: indexes what it wrote as it closes
     other.append(rec.id, user_text("asters by the fence"))
     other.close()
     assert store._db.execute("SELECT COUNT(*) FROM messages_unindexed").fetchone() == (0,)

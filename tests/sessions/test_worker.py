@@ -37,9 +37,9 @@ async def test_exceptions_reach_the_caller() -> None:
 
 async def test_grouped_writes_fail_alone_and_land_together(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from raven.messages import user_text
-    from raven.sessions import SessionNotFound, SessionStore
+    from raven.sessions import SessionNotFound, SqliteStore
 
-    store = SessionStore(tmp_path / "raven.db")
+    store = SqliteStore(tmp_path / "raven.db")
     record = store.create("/w", face="test")
     calls = [store.call(store.append, record.id, user_text(f"m{i}")) for i in range(20)]
     calls.insert(10, store.call(store.append, "ses_missing", user_text("lost")))

@@ -1,0 +1,136 @@
+"""What every session store hands out and raises: records, pages, hits, cursors, errors.
+
+Pure values; no store, no I/O.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from raven.errors import RavenError
+
+DEFAULT_PAGE_SIZE = 50
+MAX_SHOWN_MATCHES = 10
+MATCH_START, MATCH_END = "\x02", "\x03"
+"""Around the words found, in search snippets."""
+SESSION_ID_PREFIX = "ses_"
+
+
+class SessionNotFound(RavenError):
+    """No session has that id."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"no session {session_id!r}")
+        self.session_id = session_id
+
+
+class AmbiguousSession(RavenError):
+    """A session id prefix that matches more than one session."""
+
+    exit_code = 2
+
+    def __init__(self, prefix: str, matches: list[str]) -> None:
+        shown = ", ".join(matches[:MAX_SHOWN_MATCHES])
+        more = "…" if len(matches) > MAX_SHOWN_MATCHES else ""
+        super().__init__(f"{prefix!r} matches several sessions: {shown}{more}; give more of the id")
+        self.matches = matches
+
+
+class TurnElsewhere(RavenError):
+    """Another live process runs a turn in the session (`remote`: on another machine)."""
+
+    def __init__(self, session_id: str, pid: int, remote: bool = False) -> None:
+        where = f"process {pid}" + (" on another machine" if remote else "")
+        super().__init__(f"session {session_id} has a turn running in {where}")
+        self.session_id = session_id
+        self.pid = pid
+        self.remote = remote
+
+
+class StoreUnavailable(RavenError):
+    """The store cannot be opened or reached, or is not a Raven session store."""
+
+
+class BadCursor(RavenError):
+    """A list cursor that this store did not hand out."""
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    id: str
+    cwd: str
+    title: str
+    mode: str | None
+    model: str | None
+    face: str
+    created_at: str
+    updated_at: str
+    closed: bool
+    failure: str | None = None
+    """The error the last turn ended with; None when it ended well (or none ran)."""
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    record: SessionRecord
+    snippet: str
+
+
+@dataclass(frozen=True)
+class SessionPage:
+    sessions: list[SessionRecord]
+    next_cursor: str | None
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def new_record(
+    cwd: str, face: str, mode: str | None, model: str | None, session_id: str | None = None
+) -> SessionRecord:
+    """A record for a session not stored yet."""
+    stamp = now_iso()
+    return SessionRecord(
+        id=session_id or f"{SESSION_ID_PREFIX}{uuid.uuid4().hex}",
+        cwd=cwd,
+        title="",
+        mode=mode,
+        model=model,
+        face=face,
+        created_at=stamp,
+        updated_at=stamp,
+        closed=False,
+    )
+
+
+def search_words(text: str) -> list[str]:
+    """The words a search looks for, each found whole (any case)."""
+    return [w for w in re.findall(r"\w+", text) if w]
+
+
+def like_pattern(query: str) -> str:
+    """`query` as a LIKE pattern matching it anywhere, `%` and `_` literal (escape `\\`)."""
+    return "%" + re.sub(r"([\\%_])", r"\\\1", query) + "%"
+
+
+def encode_cursor(record: SessionRecord) -> str:
+    raw = json.dumps([record.updated_at, record.id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[str, str]:
+    """(updated_at, id) of the last record of the page before; `BadCursor` if not ours."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        updated_at, last_id = json.loads(raw)
+        if isinstance(updated_at, str) and isinstance(last_id, str):
+            return updated_at, last_id
+    except (ValueError, TypeError):
+        pass
+    raise BadCursor(f"invalid cursor {cursor!r}")

@@ -74,3 +74,22 @@ def model_server() -> Iterator[FakeModelServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server_url() -> Iterator[str]:
+    """One throwaway PostgreSQL server for the whole run, started when a test first needs it."""
+    from tests.postgres import postgres_server, require_server
+
+    require_server()
+    with postgres_server() as url:
+        yield url
+
+
+@pytest.fixture
+def pg_url(postgres_server_url: str) -> Iterator[str]:
+    """A fresh, empty database on the shared PostgreSQL server: `postgresql://…`."""
+    from tests.postgres import fresh_database
+
+    with fresh_database(postgres_server_url) as url:
+        yield url

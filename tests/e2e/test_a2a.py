@@ -35,9 +35,9 @@ from a2a.types import (
 from raven.sessions import SqliteStore
 from tests.conftest import raven, write_config
 from tests.e2e.a2a_server import TOKEN, A2AServer, configure, message, start
-from tests.e2e.postgres import postgres_server, server_binaries
 from tests.e2e.webhooks import Receiver, pushed_states
 from tests.mcp.conftest import free_port
+from tests.postgres import sqlalchemy_url
 from tests.processes import alive, pid_from
 
 BINDINGS = ("JSONRPC", "HTTP+JSON")
@@ -761,9 +761,8 @@ async def test_a_full_queue_rejects_new_tasks_clearly(serve: Any) -> None:
     assert "busy" in second["status"]["message"]["parts"][0]["text"]
 
 
-@pytest.mark.skipif(server_binaries() is None, reason="no PostgreSQL server on this machine")
 async def test_replicas_on_postgresql_reach_the_running_turn_and_never_change_an_end(
-    env: dict[str, str], tmp_path: Path, receiver: Receiver
+    env: dict[str, str], tmp_path: Path, receiver: Receiver, pg_url: str
 ) -> None:
     homes = [tmp_path / "replica-a", tmp_path / "replica-b"]
     pidfile = tmp_path / "command.pid"
@@ -780,97 +779,97 @@ async def test_replicas_on_postgresql_reach_the_running_turn_and_never_change_an
         ],
         [{"text": "replica b never runs these turns"}],
     ]
-    with postgres_server() as url:
-        for home, steps in zip(homes, scripts, strict=True):
-            home.mkdir()
-            configure(
-                home,
-                steps,
-                task_store=url,
-                lease_s=2,
-                approvals="auto",
-                push={"allowPrivate": ["127.0.0.1"]},
-            )
-        replicas = [start({**env, "RAVEN_HOME": str(home)}) for home in homes]
-        a, b = replicas
+    url = sqlalchemy_url(pg_url)
+    for home, steps in zip(homes, scripts, strict=True):
+        home.mkdir()
+        configure(
+            home,
+            steps,
+            task_store=url,
+            lease_s=2,
+            approvals="auto",
+            push={"allowPrivate": ["127.0.0.1"]},
+        )
+    replicas = [start({**env, "RAVEN_HOME": str(home)}) for home in homes]
+    a, b = replicas
+    try:
+        # A question parked on A and answered through B reaches A's turn, which answers.
+        task = a.call("SendMessage", message("deploy"))["result"]["task"]
+        assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        seen = b.call("GetTask", {"id": task["id"]})["result"]
+        assert seen["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        assert [t["id"] for t in b.call("ListTasks", {})["result"]["tasks"]] == [task["id"]]
+        hook = {"taskId": task["id"], "id": "hook", "url": receiver.url("/ok"), "token": "t"}
+        assert b.call("CreateTaskPushNotificationConfig", hook)["result"]["id"] == "hook"
+        client, http = await sdk_client(b, streaming=True)
         try:
-            # A question parked on A and answered through B reaches A's turn, which answers.
-            task = a.call("SendMessage", message("deploy"))["result"]["task"]
-            assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
-            seen = b.call("GetTask", {"id": task["id"]})["result"]
-            assert seen["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
-            assert [t["id"] for t in b.call("ListTasks", {})["result"]["tasks"]] == [task["id"]]
-            hook = {"taskId": task["id"], "id": "hook", "url": receiver.url("/ok"), "token": "t"}
-            assert b.call("CreateTaskPushNotificationConfig", hook)["result"]["id"] == "hook"
-            client, http = await sdk_client(b, streaming=True)
-            try:
-                watched = client.subscribe(SubscribeToTaskRequest(id=task["id"]))
-                first = await anext(watched)  # B follows a task A runs, from the snapshot on
-                assert first.task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
-                reply = b.call("SendMessage", message("main", taskId=task["id"]))["result"]
-                assert reply["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
-                assert reply["task"]["status"]["message"]["parts"][0]["text"] == "Deployed main."
-                states = [u.status_update.status.state async for u in watched if u.status_update]
-                assert states[-1] == TaskState.TASK_STATE_COMPLETED
-                assert TaskState.TASK_STATE_WORKING in states
-            finally:
-                await http.aclose()
-            final = a.call("GetTask", {"id": task["id"]})["result"]
-            assert final["status"]["message"]["parts"][0]["text"] == "Deployed main."
-            # A's turn pushed its updates to the config made through B.
-            told = await receiver.until("/ok", lambda hits: "COMPLETED" in pushed_states(hits))
-            assert pushed_states(told)[0] == "WORKING" and all(h.signed_with("t") for h in told)
-
-            # Cancelled through B while it runs on A: A's turn stops and never overwrites it.
-            slow = a.call("SendMessage", message("slow") | IMMEDIATELY)["result"]["task"]
-            await reaches(a, slow["id"], "TASK_STATE_WORKING")
-            cancelled = b.call("CancelTask", {"id": slow["id"]})["result"]
-            assert cancelled["status"]["state"] == "TASK_STATE_CANCELED"
-            after = message("next", contextId=slow["contextId"])  # runs once that turn is over
-            nxt = a.call("SendMessage", after)["result"]["task"]
-            assert nxt["status"]["message"]["parts"][0]["text"] == "after the cancelled one"
-            for replica in replicas:
-                kept = replica.call("GetTask", {"id": slow["id"]})["result"]
-                assert kept["status"]["state"] == "TASK_STATE_CANCELED"
-                assert "never told" not in json.dumps(kept)
-
-            # A follow-up through B to the task working on A steers A's turn.
-            tidy = a.call("SendMessage", message("tidy up") | IMMEDIATELY)["result"]["task"]
-            await reaches(a, tidy["id"], "TASK_STATE_WORKING")
-            steer = message("check the tests too", taskId=tidy["id"])
-            steered = b.call("SendMessage", steer | IMMEDIATELY)["result"]["task"]
-            assert steered["status"]["state"] == "TASK_STATE_WORKING"
-            tidied = await reaches(b, tidy["id"], "TASK_STATE_COMPLETED")
-            assert tidied["status"]["message"]["parts"][0]["text"] == "tidied, the tests too"
-            store = SqliteStore(homes[0] / "data" / "raven.db")
-            try:
-                said = [
-                    m.text
-                    for r in store.page().sessions
-                    for m in store.messages(r.id)
-                    if m.role == "user"
-                ]
-            finally:
-                store.close()
-            assert "check the tests too" in said  # the model saw it, in A's session
-
-            # A killed mid-turn: its lease lapses and B ends the task failed.
-            left = a.call("SendMessage", message("work") | IMMEDIATELY)["result"]["task"]
-            await pid_from(pidfile)
-            watch = {"taskId": left["id"], "id": "watch", "url": receiver.url("/left")}
-            assert "result" in b.call("CreateTaskPushNotificationConfig", watch)
-            a.proc.kill()
-            failed = await reaches(b, left["id"], "TASK_STATE_FAILED")
-            text = failed["status"]["message"]["parts"][0]["text"]
-            assert text == "Raven stopped before this task finished; send it again."
-            # B, which ended it, told the webhook.
-            await receiver.until("/left", lambda hits: pushed_states(hits) == ["FAILED"])
+            watched = client.subscribe(SubscribeToTaskRequest(id=task["id"]))
+            first = await anext(watched)  # B follows a task A runs, from the snapshot on
+            assert first.task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+            reply = b.call("SendMessage", message("main", taskId=task["id"]))["result"]
+            assert reply["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+            assert reply["task"]["status"]["message"]["parts"][0]["text"] == "Deployed main."
+            states = [u.status_update.status.state async for u in watched if u.status_update]
+            assert states[-1] == TaskState.TASK_STATE_COMPLETED
+            assert TaskState.TASK_STATE_WORKING in states
         finally:
-            if pidfile.exists():
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(int(pidfile.read_text()), 9)
-            a.stop()
-            assert b.stop() == 0
+            await http.aclose()
+        final = a.call("GetTask", {"id": task["id"]})["result"]
+        assert final["status"]["message"]["parts"][0]["text"] == "Deployed main."
+        # A's turn pushed its updates to the config made through B.
+        told = await receiver.until("/ok", lambda hits: "COMPLETED" in pushed_states(hits))
+        assert pushed_states(told)[0] == "WORKING" and all(h.signed_with("t") for h in told)
+
+        # Cancelled through B while it runs on A: A's turn stops and never overwrites it.
+        slow = a.call("SendMessage", message("slow") | IMMEDIATELY)["result"]["task"]
+        await reaches(a, slow["id"], "TASK_STATE_WORKING")
+        cancelled = b.call("CancelTask", {"id": slow["id"]})["result"]
+        assert cancelled["status"]["state"] == "TASK_STATE_CANCELED"
+        after = message("next", contextId=slow["contextId"])  # runs once that turn is over
+        nxt = a.call("SendMessage", after)["result"]["task"]
+        assert nxt["status"]["message"]["parts"][0]["text"] == "after the cancelled one"
+        for replica in replicas:
+            kept = replica.call("GetTask", {"id": slow["id"]})["result"]
+            assert kept["status"]["state"] == "TASK_STATE_CANCELED"
+            assert "never told" not in json.dumps(kept)
+
+        # A follow-up through B to the task working on A steers A's turn.
+        tidy = a.call("SendMessage", message("tidy up") | IMMEDIATELY)["result"]["task"]
+        await reaches(a, tidy["id"], "TASK_STATE_WORKING")
+        steer = message("check the tests too", taskId=tidy["id"])
+        steered = b.call("SendMessage", steer | IMMEDIATELY)["result"]["task"]
+        assert steered["status"]["state"] == "TASK_STATE_WORKING"
+        tidied = await reaches(b, tidy["id"], "TASK_STATE_COMPLETED")
+        assert tidied["status"]["message"]["parts"][0]["text"] == "tidied, the tests too"
+        store = SqliteStore(homes[0] / "data" / "raven.db")
+        try:
+            said = [
+                m.text
+                for r in store.page().sessions
+                for m in store.messages(r.id)
+                if m.role == "user"
+            ]
+        finally:
+            store.close()
+        assert "check the tests too" in said  # the model saw it, in A's session
+
+        # A killed mid-turn: its lease lapses and B ends the task failed.
+        left = a.call("SendMessage", message("work") | IMMEDIATELY)["result"]["task"]
+        await pid_from(pidfile)
+        watch = {"taskId": left["id"], "id": "watch", "url": receiver.url("/left")}
+        assert "result" in b.call("CreateTaskPushNotificationConfig", watch)
+        a.proc.kill()
+        failed = await reaches(b, left["id"], "TASK_STATE_FAILED")
+        text = failed["status"]["message"]["parts"][0]["text"]
+        assert text == "Raven stopped before this task finished; send it again."
+        # B, which ended it, told the webhook.
+        await receiver.until("/left", lambda hits: pushed_states(hits) == ["FAILED"])
+    finally:
+        if pidfile.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pidfile.read_text()), 9)
+        a.stop()
+        assert b.stop() == 0
 
 
 IMMEDIATELY = {"configuration": {"returnImmediately": True}}

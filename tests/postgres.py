@@ -1,4 +1,5 @@
-"""A throwaway PostgreSQL server on loopback for tests, from the machine's server binaries."""
+"""A throwaway PostgreSQL server on loopback for tests, from the machine's server binaries,
+and a fresh database on it for each test that needs one."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ import os
 import shutil
 import subprocess
 import tempfile
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+import pytest
 
 from tests.mcp.conftest import free_port
 
@@ -23,9 +27,19 @@ def server_binaries() -> Path | None:
     return Path(versions[-1]).parent if versions else None
 
 
+def require_server() -> None:
+    """Skip without a PostgreSQL server, in one line naming what to install; under .ci/run
+    (`RAVEN_TEST_STRICT`) fail instead, since there every test must run."""
+    if server_binaries() is None:
+        missing = "no PostgreSQL server: apt install postgresql to run the replica tests"
+        if os.environ.get("RAVEN_TEST_STRICT"):
+            pytest.fail(missing)
+        pytest.skip(missing)
+
+
 @contextmanager
 def postgres_server() -> Iterator[str]:
-    """Start a throwaway cluster; yields an SQLAlchemy async URL; stops and removes it."""
+    """Start a throwaway cluster; yields its `postgresql://` URL; stops and removes it."""
     bin_dir = server_binaries()
     assert bin_dir is not None
     as_user: list[str] = []
@@ -48,11 +62,34 @@ def postgres_server() -> Iterator[str]:
         "-l",
         str(workdir / "pg.log"),
         "-o",
-        f"-p {port} -k {workdir} -c listen_addresses=127.0.0.1",
+        f"-p {port} -k {workdir} -c listen_addresses=127.0.0.1 -c fsync=off",
         "start",
     )
     try:
-        yield f"postgresql+asyncpg://postgres@127.0.0.1:{port}/postgres"
+        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
     finally:
         run(str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop")
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def sqlalchemy_url(url: str) -> str:
+    """The same database as an SQLAlchemy async URL (A2A's `taskStore`)."""
+    return url.replace("postgresql://", "postgresql+asyncpg://", 1)
+
+
+@contextmanager
+def fresh_database(server_url: str) -> Iterator[str]:
+    """A new, empty database on the server for one test; dropped after it."""
+    bin_dir = server_binaries()
+    assert bin_dir is not None
+    name = f"t_{uuid.uuid4().hex[:12]}"
+
+    def sql(statement: str) -> None:
+        psql = [str(bin_dir / "psql"), server_url, "-q", "-v", "ON_ERROR_STOP=1", "-c"]
+        subprocess.run([*psql, statement], check=True, capture_output=True, timeout=60)
+
+    sql(f"CREATE DATABASE {name}")
+    try:
+        yield server_url.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        sql(f"DROP DATABASE {name} WITH (FORCE)")

@@ -1,0 +1,652 @@
+"""The PostgreSQL session store, which replicas share: records, transcripts, word search,
+the sessions' event logs, turn claims as leases, and each running turn's inbox.
+
+A claim names its holder (`raven.holders`) and lasts `leaseS` past its last renewal,
+by the database's clock, so replicas on machines whose clocks disagree still agree on
+it. Every change another replica must hear of is announced with NOTIFY on the
+`raven_session_log` or `raven_session_inbox` channel (its payload the session id), for
+`watch`. Opens its connections on first use; every wait on the server ends
+(`COMMAND_TIMEOUT_S`). Knows nothing of turns, tools or faces.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
+
+import asyncpg
+
+from raven.holders import gone, on_this_machine, parse, this_holder
+from raven.messages import MESSAGE_ADAPTER, AssistantMessage, Message, ToolResultMessage
+from raven.sessions.postgres_schema import migrate
+from raven.sessions.records import (
+    DEFAULT_PAGE_SIZE,
+    MAX_SHOWN_MATCHES,
+    SESSION_ID_PREFIX,
+    AmbiguousSession,
+    SearchHit,
+    SessionNotFound,
+    SessionPage,
+    SessionRecord,
+    StoreUnavailable,
+    TurnElsewhere,
+    decode_cursor,
+    encode_cursor,
+    like_pattern,
+    new_record,
+    now_iso,
+    search_words,
+)
+from raven.sessions.store import InboxItem, LoggedRow
+
+if TYPE_CHECKING:
+    from raven.config import SessionsConfig
+
+log = logging.getLogger(__name__)
+
+COMMAND_TIMEOUT_S = 30.0
+CONNECT_TIMEOUT_S = 10.0
+POOL_SIZE = 10
+MAX_LOGGED_EVENTS = 10_000
+"""Events a session's log keeps past a turn's end; the oldest whole turns leave first."""
+LOG_CHANNEL, INBOX_CHANNEL = "raven_session_log", "raven_session_inbox"
+RECONNECT_S = 1.0
+"""Between attempts to listen again after the listening connection was lost."""
+_UNREACHABLE = (
+    OSError,
+    asyncpg.InterfaceError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.exceptions.OperatorInterventionError,
+)
+_NOW = "extract(epoch FROM clock_timestamp())"
+_SELECT = (
+    "SELECT id, cwd, title, mode, model, face, created_at, updated_at, closed, failure"
+    " FROM raven_sessions"
+)
+_HEADLINE = (
+    "StartSel=\x02, StopSel=\x03, MaxWords=12, MinWords=4, ShortWord=0, MaxFragments=1,"
+    " FragmentDelimiter=…"
+)
+
+
+class PostgresSessions:
+    shared = True
+
+    def __init__(self, settings: SessionsConfig) -> None:
+        assert settings.url is not None
+        self._dsn = settings.url
+        self.lease_s = settings.lease_s
+        self.listening = settings.listen
+        self.poll_s = settings.poll_s
+        self._me = this_holder()
+        self._pool: asyncpg.Pool | None = None
+        self._opening = asyncio.Lock()
+        self._order: dict[str, tuple[asyncio.Lock, int]] = {}
+        """Per session: the lock that keeps its appends in call order, and its users."""
+        self._listener: asyncio.Task[None] | None = None
+        self._closed = False
+
+    # -- connections ---------------------------------------------------------------------
+
+    async def _connect(self) -> asyncpg.Pool:
+        if self._pool is None:
+            async with self._opening:
+                if self._pool is None:
+                    if self._closed:
+                        raise StoreUnavailable("the session store is closed")
+                    try:
+                        pool = await asyncpg.create_pool(
+                            self._dsn,
+                            min_size=1,
+                            max_size=POOL_SIZE,
+                            timeout=CONNECT_TIMEOUT_S,
+                            command_timeout=COMMAND_TIMEOUT_S,
+                        )
+                        async with pool.acquire() as conn:
+                            await migrate(conn)
+                    except (*_UNREACHABLE, asyncpg.PostgresError) as exc:
+                        raise StoreUnavailable(
+                            f"cannot open the session store at {_safe(self._dsn)}: {exc}"
+                        ) from None
+                    self._pool = pool
+        return self._pool
+
+    @contextlib.asynccontextmanager
+    async def _conn(self, transaction: bool = False) -> AsyncIterator[asyncpg.Connection]:
+        pool = await self._connect()
+        try:
+            async with pool.acquire(timeout=COMMAND_TIMEOUT_S) as conn:
+                if transaction:
+                    async with conn.transaction():
+                        yield conn
+                else:
+                    yield conn
+        except (*_UNREACHABLE, TimeoutError) as exc:
+            raise StoreUnavailable(f"the session store is unreachable: {exc}") from None
+
+    async def aclose(self) -> None:
+        self._closed = True
+        if self._listener is not None:
+            self._listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._listener
+        if self._pool is not None:
+            try:
+                async with asyncio.timeout(COMMAND_TIMEOUT_S):
+                    await self._pool.close()
+            except TimeoutError:
+                self._pool.terminate()
+            self._pool = None
+
+    # -- sessions and transcripts --------------------------------------------------------
+
+    async def create(
+        self,
+        cwd: str,
+        face: str,
+        mode: str | None = None,
+        model: str | None = None,
+        session_id: str | None = None,
+    ) -> SessionRecord:
+        record = new_record(cwd, face, mode, model, session_id)
+        async with self._conn() as conn:
+            await _insert_session(conn, record)
+        return record
+
+    async def get_or_create(
+        self, session_id: str, cwd: str, face: str, mode: str | None, model: str | None
+    ) -> tuple[SessionRecord, list[Message]]:
+        async with self._conn() as conn:
+            await _insert_session(conn, new_record(cwd, face, mode, model, session_id), True)
+        return await self.get(session_id), await self.messages(session_id)
+
+    async def get(self, session_id: str) -> SessionRecord:
+        async with self._conn() as conn:
+            row = await conn.fetchrow(_SELECT + " WHERE id = $1", session_id)
+        if row is None:
+            raise SessionNotFound(session_id)
+        return _record(row)
+
+    async def resolve(self, prefix: str) -> str:
+        async with self._conn() as conn:
+            for candidate in dict.fromkeys((prefix, SESSION_ID_PREFIX + prefix)):
+                if await conn.fetchval("SELECT 1 FROM raven_sessions WHERE id = $1", candidate):
+                    return candidate
+                rows = await conn.fetch(
+                    "SELECT id FROM raven_sessions WHERE left(id, length($1)) = $1"
+                    " ORDER BY updated_at DESC LIMIT $2",
+                    candidate,
+                    MAX_SHOWN_MATCHES + 1,
+                )
+                if len(rows) == 1:
+                    return str(rows[0]["id"])
+                if rows:
+                    raise AmbiguousSession(prefix, [str(r["id"]) for r in rows])
+        raise SessionNotFound(prefix)
+
+    async def page(
+        self,
+        cwd: str | None = None,
+        cursor: str | None = None,
+        limit: int = DEFAULT_PAGE_SIZE,
+        query: str | None = None,
+    ) -> SessionPage:
+        where: list[str] = []
+        params: list[object] = []
+
+        def param(value: object) -> str:
+            params.append(value)
+            return f"${len(params)}"
+
+        if cwd is not None:
+            where.append(f"cwd = {param(cwd)}")
+        if query:
+            pattern = param(like_pattern(query))
+            where.append(f"(title ILIKE {pattern} ESCAPE '\\' OR cwd ILIKE {pattern} ESCAPE '\\')")
+        if cursor:
+            updated_at, last_id = decode_cursor(cursor)
+            stamp, after = param(updated_at), param(last_id)
+            where.append(f"(updated_at < {stamp} OR (updated_at = {stamp} AND id < {after}))")
+        sql = _SELECT + (" WHERE " + " AND ".join(where) if where else "")
+        sql += f" ORDER BY updated_at DESC, id DESC LIMIT {param(limit + 1)}"
+        async with self._conn() as conn:
+            rows = await conn.fetch(sql, *params)
+        records = [_record(r) for r in rows[:limit]]
+        more = len(rows) > limit
+        return SessionPage(records, encode_cursor(records[-1]) if more and records else None)
+
+    async def append(
+        self,
+        session_id: str,
+        message: Message,
+        title: str | None = None,
+        create: SessionRecord | None = None,
+    ) -> None:
+        body = MESSAGE_ADAPTER.dump_json(message).decode()
+        async with self._in_order(session_id), self._conn(transaction=True) as conn:
+            if create is not None:
+                await _insert_session(conn, create)
+            # The message's number is the session's version once it counts the message.
+            added = await conn.execute(
+                "WITH s AS (UPDATE raven_sessions SET updated_at = $2, "
+                "title = COALESCE($3, title), version = version + 1 WHERE id = $1 "
+                "RETURNING version) INSERT INTO raven_messages "
+                "(session_id, seq, body, created_at, search_text) "
+                "SELECT $1, s.version, $4, $2, $5 FROM s",
+                session_id,
+                now_iso(),
+                title,
+                body,
+                _searchable(message),
+            )
+            if added.endswith(" 0"):
+                raise SessionNotFound(session_id)
+
+    @contextlib.asynccontextmanager
+    async def _in_order(self, session_id: str) -> AsyncIterator[None]:
+        """Appends to one session, one at a time, in the order they were called."""
+        lock, users = self._order.get(session_id, (asyncio.Lock(), 0))
+        self._order[session_id] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._order[session_id]
+            if users == 1:
+                del self._order[session_id]
+            else:
+                self._order[session_id] = (lock, users - 1)
+
+    async def messages(self, session_id: str, last: int | None = None) -> list[Message]:
+        async with self._conn() as conn:
+            if not await conn.fetchval("SELECT 1 FROM raven_sessions WHERE id = $1", session_id):
+                raise SessionNotFound(session_id)
+            rows = await conn.fetch(
+                "SELECT body FROM raven_messages WHERE session_id = $1 ORDER BY seq DESC"
+                + (" LIMIT $2" if last is not None else ""),
+                session_id,
+                *([last] if last is not None else []),
+            )
+        return [MESSAGE_ADAPTER.validate_json(r["body"]) for r in reversed(rows)]
+
+    async def version(self, session_id: str) -> int:
+        async with self._conn() as conn:
+            version = await conn.fetchval(
+                "SELECT version FROM raven_sessions WHERE id = $1", session_id
+            )
+        if version is None:
+            raise SessionNotFound(session_id)
+        return int(version)
+
+    async def update(
+        self,
+        session_id: str,
+        *,
+        title: str | None = None,
+        mode: str | None = None,
+        model: str | None = None,
+        closed: bool | None = None,
+        guarded: bool = False,
+    ) -> SessionRecord:
+        changes = {"title": title, "mode": mode, "model": model, "closed": closed}
+        sets = {k: v for k, v in changes.items() if v is not None}
+        async with self._conn(transaction=True) as conn:
+            if await self._check_turn(conn, session_id, guarded) is None:
+                raise SessionNotFound(session_id)
+            if sets:
+                assignments = ", ".join(f"{k} = ${i}" for i, k in enumerate(sets, start=3))
+                await conn.execute(
+                    f"UPDATE raven_sessions SET {assignments}, updated_at = $2 WHERE id = $1",
+                    session_id,
+                    now_iso(),
+                    *sets.values(),
+                )
+            row = await conn.fetchrow(_SELECT + " WHERE id = $1", session_id)
+        return _record(row)
+
+    async def delete(self, session_id: str, guarded: bool = False) -> bool:
+        async with self._conn(transaction=True) as conn:
+            await self._check_turn(conn, session_id, guarded)
+            done = await conn.execute("DELETE FROM raven_sessions WHERE id = $1", session_id)
+        return not done.endswith(" 0")
+
+    async def search(self, text: str, cwd: str | None = None, limit: int = 20) -> list[SearchHit]:
+        words = search_words(text)
+        if not words:
+            return []
+        async with self._conn() as conn:
+            rows = await conn.fetch(
+                "SELECT best.session_id, ts_headline('simple', best.search_text, q, $4) AS snippet"
+                " FROM (SELECT DISTINCT ON (m.session_id) m.session_id, m.search_text,"
+                " ts_rank(m.words, q) AS rank"
+                " FROM raven_messages m JOIN raven_sessions s ON s.id = m.session_id,"
+                " plainto_tsquery('simple', $1) q"
+                " WHERE m.words @@ q AND ($2::text IS NULL OR s.cwd = $2)"
+                " ORDER BY m.session_id, rank DESC) best, plainto_tsquery('simple', $1) q"
+                " ORDER BY best.rank DESC LIMIT $3",
+                " ".join(words),
+                cwd,
+                limit,
+                _HEADLINE,
+            )
+            found = [(r["session_id"], " ".join(r["snippet"].split())) for r in rows]
+            records = {
+                r["id"]: _record(r)
+                for r in await conn.fetch(
+                    _SELECT + " WHERE id = ANY($1::text[])", [sid for sid, _ in found]
+                )
+            }
+        return [SearchHit(records[sid], snippet) for sid, snippet in found if sid in records]
+
+    # -- claims ----------------------------------------------------------------------------
+
+    async def claim_turn(self, session_id: str) -> int:
+        async with self._conn(transaction=True) as conn:
+            version = await self._check_turn(conn, session_id, guarded=True)
+            if version is None:
+                raise SessionNotFound(session_id)
+            await conn.execute(
+                f"UPDATE raven_sessions SET turn_holder = $2, turn_until = {_NOW} + $3"
+                " WHERE id = $1",
+                session_id,
+                self._me,
+                self.lease_s,
+            )
+        return version
+
+    async def _check_turn(
+        self, conn: asyncpg.Connection, session_id: str, guarded: bool
+    ) -> int | None:
+        """The session's version, its row locked (None when there is no such session);
+        with `guarded`, `TurnElsewhere` while another live process holds it."""
+        row = await conn.fetchrow(
+            f"SELECT version, turn_holder, turn_until >= {_NOW} AS held"
+            " FROM raven_sessions WHERE id = $1 FOR UPDATE",
+            session_id,
+        )
+        if row is None:
+            return None
+        holder = row["turn_holder"]
+        if guarded and holder is not None and holder != self._me and row["held"]:
+            named = parse(holder)
+            if not gone(named):
+                pid = named.get("pid")
+                raise TurnElsewhere(
+                    session_id, pid if isinstance(pid, int) else 0, not on_this_machine(named)
+                )
+        return int(row["version"])
+
+    async def renew_claims(self, session_ids: list[str]) -> None:
+        if session_ids:
+            async with self._conn() as conn:
+                await conn.execute(
+                    f"UPDATE raven_sessions SET turn_until = {_NOW} + $3"
+                    " WHERE id = ANY($1::text[]) AND turn_holder = $2",
+                    session_ids,
+                    self._me,
+                    self.lease_s,
+                )
+
+    async def release_turn(
+        self,
+        session_id: str,
+        failure: str | None = None,
+        logged: list[tuple[int, str, str]] | None = None,
+    ) -> None:
+        """`Sessions.release_turn`; `logged` (version, kind, body) rows are appended to the
+        log first, in the same transaction (the turn's last events, its end among them)."""
+        async with self._conn(transaction=True) as conn:
+            if logged:
+                await _append_rows(conn, session_id, logged)
+            await conn.execute(
+                "UPDATE raven_sessions SET turn_holder = NULL, turn_until = NULL, failure = $2"
+                " WHERE id = $1 AND (turn_holder = $3 OR turn_holder IS NULL)",
+                session_id,
+                failure,
+                self._me,
+            )
+            await _after_turn(conn, session_id)
+
+    async def lapsed(self) -> list[str]:
+        async with self._conn() as conn:
+            rows = await conn.fetch(
+                f"SELECT id, turn_holder, turn_until < {_NOW} AS expired FROM raven_sessions"
+                " WHERE turn_holder IS NOT NULL"
+            )
+        return [r["id"] for r in rows if r["expired"] or gone(parse(r["turn_holder"]))]
+
+    async def end_lapsed(
+        self, session_id: str, failure: str, logged: list[tuple[int, str, str]]
+    ) -> bool:
+        """If the session's claim has lapsed (its holder is gone, or stopped renewing it):
+        append `logged` to its log, clear the claim and keep `failure`; else False."""
+        async with self._conn(transaction=True) as conn:
+            row = await conn.fetchrow(
+                f"SELECT turn_holder, turn_until < {_NOW} AS expired FROM raven_sessions"
+                " WHERE id = $1 FOR UPDATE",
+                session_id,
+            )
+            holder = row["turn_holder"] if row is not None else None
+            if holder is None or not (row["expired"] or gone(parse(holder))):
+                return False
+            await _append_rows(conn, session_id, logged)
+            await conn.execute(
+                "UPDATE raven_sessions SET turn_holder = NULL, turn_until = NULL, failure = $2"
+                " WHERE id = $1",
+                session_id,
+                failure,
+            )
+            await _after_turn(conn, session_id)
+        return True
+
+    # -- the event log ---------------------------------------------------------------------
+
+    async def log_head(self, session_id: str) -> tuple[str, int]:
+        async with self._conn() as conn:
+            row = await conn.fetchrow(
+                "SELECT log_epoch, log_seq FROM raven_sessions WHERE id = $1", session_id
+            )
+        if row is None:
+            raise SessionNotFound(session_id)
+        return str(row["log_epoch"]), int(row["log_seq"])
+
+    async def log_since(self, session_id: str, after: int) -> list[LoggedRow]:
+        async with self._conn() as conn:
+            rows = await conn.fetch(
+                "SELECT seq, version, body FROM raven_session_events"
+                " WHERE session_id = $1 AND seq > $2 ORDER BY seq",
+                session_id,
+                after,
+            )
+        return [LoggedRow(r["seq"], r["version"], r["body"]) for r in rows]
+
+    async def log_append(self, session_id: str, rows: list[tuple[int, str, str]]) -> None:
+        """Append (version, kind, body) rows to the session's log, numbered in order."""
+        async with self._conn(transaction=True) as conn:
+            await _append_rows(conn, session_id, rows)
+
+    # -- the inbox ---------------------------------------------------------------------------
+
+    async def send(self, session_id: str, kind: str, text: str = "") -> bool:
+        async with self._conn(transaction=True) as conn:
+            sent = await conn.execute(
+                "INSERT INTO raven_session_inbox (session_id, kind, text)"
+                " SELECT id, $2, $3 FROM raven_sessions WHERE id = $1 AND turn_holder IS NOT NULL",
+                session_id,
+                kind,
+                text,
+            )
+            if sent.endswith(" 0"):
+                return False
+            await conn.execute("SELECT pg_notify($1, $2)", INBOX_CHANNEL, session_id)
+        return True
+
+    async def take_inbox(self, session_ids: list[str]) -> list[InboxItem]:
+        if not session_ids:
+            return []
+        async with self._conn() as conn:
+            rows = await conn.fetch(
+                "DELETE FROM raven_session_inbox WHERE session_id = ANY($1::text[])"
+                " RETURNING id, session_id, kind, text",
+                session_ids,
+            )
+        return [InboxItem(r["session_id"], r["kind"], r["text"]) for r in sorted(rows, key=_by_id)]
+
+    # -- hearing of changes ------------------------------------------------------------------
+
+    async def watch(self, woken: Callable[[str | None], None]) -> None:
+        """Call `woken(session_id)` whenever a session's log or inbox changes, and
+        `woken(None)` whenever something may have been missed (listening began again
+        after a lost connection), until `aclose`. Without `listen`, does nothing."""
+        if self.listening and self._listener is None:
+            await self._connect()
+            ready = asyncio.get_running_loop().create_future()
+            self._listener = asyncio.create_task(self._listen(woken, ready), name="sessions:listen")
+            await ready
+
+    async def _listen(
+        self, woken: Callable[[str | None], None], ready: asyncio.Future[None]
+    ) -> None:
+        def heard(_conn: Any, _pid: int, _channel: str, payload: str) -> None:
+            woken(payload)
+
+        while not self._closed:
+            lost = asyncio.Event()
+            try:
+                conn = await asyncpg.connect(self._dsn, timeout=CONNECT_TIMEOUT_S)
+            except (*_UNREACHABLE, asyncpg.PostgresError, TimeoutError) as exc:
+                log.warning("cannot listen to the session store (%s); trying again", exc)
+                if not ready.done():
+                    ready.set_result(None)
+                await asyncio.sleep(RECONNECT_S)
+                continue
+            try:
+                conn.add_termination_listener(functools.partial(_set, lost))
+                await conn.add_listener(LOG_CHANNEL, heard)
+                await conn.add_listener(INBOX_CHANNEL, heard)
+                if ready.done():
+                    woken(None)  # what changed while nobody listened is looked up again
+                else:
+                    ready.set_result(None)
+                await lost.wait()
+                log.warning("the session store's listening connection was lost; listening again")
+            except _UNREACHABLE as exc:
+                log.warning("listening to the session store failed (%s); trying again", exc)
+            finally:
+                with contextlib.suppress(*_UNREACHABLE, TimeoutError):
+                    async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                        await conn.close()
+            await asyncio.sleep(RECONNECT_S)
+
+
+async def _append_rows(
+    conn: asyncpg.Connection, session_id: str, rows: list[tuple[int, str, str]]
+) -> None:
+    if not rows:
+        return
+    head = await conn.fetchval(
+        "UPDATE raven_sessions SET log_seq = log_seq + $2 WHERE id = $1 RETURNING log_seq",
+        session_id,
+        len(rows),
+    )
+    if head is None:
+        raise SessionNotFound(session_id)
+    first = head - len(rows) + 1
+    await conn.execute(
+        "INSERT INTO raven_session_events (session_id, seq, version, kind, body)"
+        " SELECT $1, s, v, k, b FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[])"
+        " AS t(s, v, k, b)",
+        session_id,
+        list(range(first, head + 1)),
+        [version for version, _, _ in rows],
+        [kind for _, kind, _ in rows],
+        [body for _, _, body in rows],
+    )
+    await conn.execute("SELECT pg_notify($1, $2)", LOG_CHANNEL, session_id)
+
+
+async def _after_turn(conn: asyncpg.Connection, session_id: str) -> None:
+    """A turn is over: what was sent to it is moot, and the log's oldest turns leave it
+    once it holds more than `MAX_LOGGED_EVENTS` (the newest turn always stays)."""
+    await conn.execute("DELETE FROM raven_session_inbox WHERE session_id = $1", session_id)
+    await conn.execute(
+        "DELETE FROM raven_session_events WHERE session_id = $1 AND seq < COALESCE("
+        " (SELECT min(seq) FROM raven_session_events WHERE session_id = $1"
+        "  AND kind = 'TurnStarted' AND seq > (SELECT log_seq FROM raven_sessions"
+        "  WHERE id = $1) - $2),"
+        " (SELECT max(seq) FROM raven_session_events WHERE session_id = $1"
+        "  AND kind = 'TurnStarted'), 0)",
+        session_id,
+        MAX_LOGGED_EVENTS,
+    )
+
+
+async def _insert_session(
+    conn: asyncpg.Connection, record: SessionRecord, if_new: bool = False
+) -> None:
+    await conn.execute(
+        "INSERT INTO raven_sessions (id, cwd, title, mode, model, face, created_at, updated_at)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+        + (" ON CONFLICT (id) DO NOTHING" if if_new else ""),
+        record.id,
+        record.cwd,
+        record.title,
+        record.mode,
+        record.model,
+        record.face,
+        record.created_at,
+        record.updated_at,
+    )
+
+
+def _record(row: Any) -> SessionRecord:
+    return SessionRecord(
+        id=row["id"],
+        cwd=row["cwd"],
+        title=row["title"],
+        mode=row["mode"],
+        model=row["model"],
+        face=row["face"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        closed=bool(row["closed"]),
+        failure=row["failure"],
+    )
+
+
+def _searchable(message: Message) -> str:
+    """The words of a message that search finds, as words alone (PostgreSQL's parser
+    would keep `notes.txt` whole; SQLite's finds `notes`): its text, thought and content,
+    its parts' text and its tool calls' arguments."""
+    pieces: list[str] = []
+    if isinstance(message, AssistantMessage):
+        pieces += [message.text, message.thought]
+        pieces += [json.dumps(c.arguments, ensure_ascii=False) for c in message.tool_calls]
+    elif isinstance(message, ToolResultMessage):
+        pieces.append(message.content)
+    else:
+        pieces.append(message.text)
+    return " ".join(search_words(" ".join(pieces)))
+
+
+def _set(event: asyncio.Event, *_: Any) -> None:
+    event.set()
+
+
+def _by_id(row: Any) -> int:
+    return int(row["id"])
+
+
+def _safe(dsn: str) -> str:
+    """The URL without its password, for messages."""
+    scheme, sep, rest = dsn.partition("://")
+    credentials, at, place = rest.rpartition("@")
+    if not at:
+        return dsn
+    user = credentials.split(":", 1)[0]
+    return f"{scheme}{sep}{user}@{place}"

@@ -1,0 +1,215 @@
+"""What every session store does, the same on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from raven.config import Paths, SessionsConfig
+from raven.messages import AssistantMessage, ToolCall, ToolResultMessage, user_text
+from raven.sessions import (
+    AmbiguousSession,
+    BadCursor,
+    SessionNotFound,
+    Sessions,
+    TurnElsewhere,
+    new_record,
+    open_sessions,
+)
+
+KINDS = ["sqlite", "postgresql"]
+
+
+@pytest.fixture(params=KINDS)
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Sessions]:
+    url = request.getfixturevalue("pg_url") if request.param == "postgresql" else None
+    paths = Paths(config_file=tmp_path / "config.json", data_dir=tmp_path / "data")
+    opened = open_sessions(SessionsConfig(url=url), paths)
+    yield opened
+    await opened.aclose()
+
+
+async def test_messages_round_trip_in_order(store: Sessions) -> None:
+    rec = await store.create("/work", face="cli", model="echo")
+    msgs = [
+        user_text("hi"),
+        AssistantMessage(
+            text="calling", tool_calls=[ToolCall(id="c", name="t", arguments={"a": 1})]
+        ),
+        ToolResultMessage(call_id="c", name="t", content="out", is_error=True),
+    ]
+    for m in msgs:
+        await store.append(rec.id, m)
+    assert await store.messages(rec.id) == msgs
+    assert await store.messages(rec.id, last=2) == msgs[1:]
+    assert await store.version(rec.id) == 3
+
+
+async def test_pages_newest_first_with_a_directory_filter(store: Sessions) -> None:
+    ids = [(await store.create("/a" if i % 2 else "/b", face="cli")).id for i in range(7)]
+    seen, cursor = [], None
+    while True:
+        page = await store.page(cursor=cursor, limit=3)
+        seen += [r.id for r in page.sessions]
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert seen == list(reversed(ids))
+    assert [r.cwd for r in (await store.page(cwd="/a")).sessions] == ["/a"] * 3
+    assert (await store.page(cwd="/nowhere")).sessions == []
+    with pytest.raises(BadCursor):
+        await store.page(cursor="not-a-cursor")
+
+
+async def test_pages_filter_by_a_piece_of_the_title_or_directory(store: Sessions) -> None:
+    lemon = (await store.create("/home/me/Lemons", face="cli")).id
+    await store.update((await store.create("/srv", face="cli")).id, title="Fix 100% of the_bugs")
+    await store.create("/srv/other", face="cli")
+    assert [r.id for r in (await store.page(query="lemon")).sessions] == [lemon]  # any case
+    titles = [r.title for r in (await store.page(query="100%")).sessions]
+    assert titles == ["Fix 100% of the_bugs"]
+    assert [r.title for r in (await store.page(query="e_b")).sessions] == titles
+    assert (await store.page(query="0%o")).sessions == []  # % and _ are literal
+    assert (await store.page(query="x_y")).sessions == []
+
+
+async def test_update_delete_and_not_found(store: Sessions) -> None:
+    rec = await store.create("/w", face="acp")
+    assert (await store.update(rec.id, title="Fix the bug", closed=True)).title == "Fix the bug"
+    assert (await store.get(rec.id)).closed
+    assert await store.delete(rec.id) is True
+    assert await store.delete(rec.id) is False
+    for missing in (
+        store.get(rec.id),
+        store.append(rec.id, user_text("x")),
+        store.messages(rec.id),
+        store.update(rec.id, title="x"),
+        store.claim_turn(rec.id),
+    ):
+        with pytest.raises(SessionNotFound):
+            await missing
+
+
+async def test_ids_resolve_from_unique_prefixes(store: Sessions) -> None:
+    first = await store.create("/w", face="cli", session_id="ses_abc1")
+    await store.create("/w", face="cli", session_id="ses_abc2")
+    assert await store.resolve("ses_abc1") == first.id
+    assert await store.resolve("abc1") == first.id  # ses_ may be left off
+    with pytest.raises(AmbiguousSession, match=r"ses_abc1, ses_abc2|ses_abc2, ses_abc1"):
+        await store.resolve("abc")
+    with pytest.raises(SessionNotFound):
+        await store.resolve("zzz")
+    with pytest.raises(SessionNotFound):
+        await store.resolve("%")  # not a wildcard
+
+
+async def test_a_deferred_session_is_stored_with_its_first_message(store: Sessions) -> None:
+    record = new_record("/w", "a2a", None, "echo", "a2a_fixed")
+    with pytest.raises(SessionNotFound):
+        await store.get("a2a_fixed")
+    await store.append(record.id, user_text("first"), "First", record)
+    assert (await store.get("a2a_fixed")).title == "First"
+    assert [m.text for m in await store.messages("a2a_fixed")] == ["first"]  # type: ignore[union-attr]
+
+
+async def test_get_or_create_makes_a_session_once(store: Sessions) -> None:
+    made, history = await store.get_or_create("a2a_x", "/w", "a2a", None, "echo")
+    assert history == [] and made.id == "a2a_x"
+    await store.append("a2a_x", user_text("kept"))
+    again, history = await store.get_or_create("a2a_x", "/elsewhere", "a2a", None, "echo")
+    assert again.cwd == "/w" and [m.text for m in history] == ["kept"]  # type: ignore[union-attr]
+
+
+async def test_search_finds_every_word_with_a_marked_snippet(store: Sessions) -> None:
+    old = await store.create("/w", face="test", model="m")
+    await store.append(old.id, user_text("remember the marigolds"))
+    new = await store.create("/w", face="test", model="m")
+    await store.append(new.id, user_text("read the log"))
+    result = ToolResultMessage(call_id="c", name="read_file", content="ERROR the disk of petunias")
+    await store.append(new.id, result)
+    call = ToolCall(id="k", name="write_file", arguments={"path": "zinnias.txt"})
+    await store.append(new.id, AssistantMessage(text="", tool_calls=[call]))
+    assert [h.record.id for h in await store.search("marigolds")] == [old.id]
+    (hit,) = await store.search("petunias disk")
+    assert hit.record.id == new.id and "\x02petunias\x03" in hit.snippet
+    assert [h.record.id for h in await store.search("zinnias")] == [new.id]  # tool arguments
+    assert await store.search("petunias marigolds") == []  # every word, in one message
+    assert await store.search("petunias", cwd="/elsewhere") == []
+    assert await store.search('"); DROP TABLE x; --') == []
+    await store.delete(new.id)
+    assert await store.search("petunias") == []
+
+
+async def test_a_turns_failure_is_kept_until_a_turn_ends_well(store: Sessions) -> None:
+    record = await store.create("/w", "test")
+    assert await store.claim_turn(record.id) == 0
+    await store.release_turn(record.id, "the model server is down")
+    assert (await store.get(record.id)).failure == "the model server is down"
+    assert (await store.page()).sessions[0].failure == "the model server is down"
+    await store.claim_turn(record.id)
+    await store.release_turn(record.id, None)
+    assert (await store.get(record.id)).failure is None
+
+
+async def test_another_live_process_holding_the_claim_is_refused(
+    store: Sessions, tmp_path: Path
+) -> None:
+    """Claimed by a `raven` process of its own, a session refuses this one's turn and
+    guarded changes; once that process is gone, its claim is taken over at once."""
+    record = await store.create("/w", "test")
+    other = claim_from_another_process(store, tmp_path, record.id)
+    try:
+        for refused in (
+            store.claim_turn(record.id),
+            store.update(record.id, closed=True, guarded=True),
+            store.delete(record.id, guarded=True),
+        ):
+            with pytest.raises(TurnElsewhere) as caught:
+                await refused
+            assert caught.value.pid == other.pid and not caught.value.remote
+        assert (await store.update(record.id, title="unguarded")).title == "unguarded"
+    finally:
+        other.stdin.close()  # type: ignore[union-attr]
+        other.wait(30)
+        other.stdout.close()  # type: ignore[union-attr]
+    assert await store.claim_turn(record.id) == 0  # the holder is gone: taken over
+    await store.release_turn(record.id)
+
+
+def claim_from_another_process(
+    store: Sessions, tmp_path: Path, session_id: str
+) -> subprocess.Popen[str]:
+    """A Python process that claims the session through a store like `store`, says so,
+    and holds the claim until its stdin closes (then exits without releasing it)."""
+    import sys
+
+    url = getattr(store, "_dsn", "")
+    script = """
+import asyncio, sys
+from pathlib import Path
+from raven.config import Paths, SessionsConfig
+from raven.sessions import open_sessions
+
+async def main(url, data, session_id):
+    paths = Paths(config_file=Path(data) / "config.json", data_dir=Path(data))
+    store = open_sessions(SessionsConfig(url=url or None), paths)
+    await store.claim_turn(session_id)
+    print("claimed", flush=True)
+    await asyncio.to_thread(sys.stdin.read)
+    await store.aclose()
+
+asyncio.run(main(*sys.argv[1:]))
+"""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, url, str(tmp_path / "data"), session_id],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=os.getcwd(),
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "claimed"
+    return proc

@@ -1,5 +1,6 @@
 """A stored transcript as the events a live turn emits, so every face replays with its own
-live translator. Pure; never touches the store."""
+live translator, and what a transcript a killed turn left lacks. Pure; never touches the
+store."""
 
 from __future__ import annotations
 
@@ -48,3 +49,18 @@ def _started(call: ToolCall) -> ToolCallStarted:
     """Calls are stored with their title and kind (older ones were given them by a migration)."""
     kind: ToolKind = call.kind if call.kind in _KINDS else "other"  # type: ignore[assignment]
     return ToolCallStarted(call.id, call.name, call.title or call.name, kind, call.arguments)
+
+
+INTERRUPTED_RESULT = "Interrupted: Raven stopped before this tool call finished."
+
+
+def interrupted_results(history: Sequence[Message]) -> list[ToolResultMessage]:
+    """Results for tool calls a killed process left unanswered, so providers accept the history."""
+    answered = {m.call_id for m in history if isinstance(m, ToolResultMessage)}
+    return [
+        ToolResultMessage(call_id=c.id, name=c.name, content=INTERRUPTED_RESULT, is_error=True)
+        for m in history
+        if isinstance(m, AssistantMessage)
+        for c in m.tool_calls
+        if c.id not in answered
+    ]

@@ -11,18 +11,22 @@ The log is kept in memory beside the transcript cache, bounded by whole turns: o
 holds more than `MAX_EVENTS`, the oldest turns leave it (the transcript still has them) and
 a cursor into them expires. A cursor names one log (its epoch), so a cursor from another
 process, or from before the transcript changed under the log, expires instead of
-replaying the wrong events. Knows no protocol; never touches the store.
+replaying the wrong events. With a store that replicas share, the log is the store's:
+the epoch is the session's own and the store numbers the events, which reach this copy
+through `ingest`, so a cursor holds on every replica. Knows no protocol; never touches
+the store.
 """
 
 from __future__ import annotations
 
+import bisect
 import logging
 import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from raven.engine.errors import CursorExpired
-from raven.engine.events import SessionEvent, TurnEvent, TurnStarted
+from raven.engine.events import SessionEvent, TurnEnded, TurnEvent, TurnStarted
 from raven.engine.history import HistoryEvent, history_events
 from raven.messages import Message
 
@@ -67,18 +71,29 @@ class EventLog:
         self._listeners: list[Listener] = []
         self._start(base)
 
-    def _start(self, base: int) -> None:
-        self._epoch = secrets.token_hex(4)
-        self._seq = 0
+    def _start(self, base: int, epoch: str | None = None, seq: int = 0) -> None:
+        self._epoch = epoch or secrets.token_hex(4)
+        self._seq = seq
         self._entries: list[Logged] = []
         self._turns: list[tuple[int, int]] = []
         """(index in `_entries`, transcript length before it) of each logged turn start."""
         self._base = base
+        self.turn_open = False
+        """A turn started and has not ended yet (in this process or, shared, any)."""
 
     @property
     def cursor(self) -> str:
         """The cursor after the newest event."""
         return self._cursor(self._seq)
+
+    @property
+    def epoch(self) -> str:
+        return self._epoch
+
+    @property
+    def seq(self) -> int:
+        """The number of the newest event."""
+        return self._seq
 
     def _cursor(self, seq: int) -> str:
         return f"{self._epoch}.{seq}"
@@ -88,10 +103,22 @@ class EventLog:
 
         `version` is the transcript length as the event happens; a turn start records it.
         """
-        self._seq += 1
-        entry = Logged(self._seq, self._cursor(self._seq), event)
+        self.ingest(self._seq + 1, event, version)
+        return self._entries[-1]
+
+    def ingest(self, seq: int, event: LogEvent | None, version: int) -> None:
+        """Keep the event the shared store numbered `seq` (after every one before it) and
+        give it to every listener; None stands for an event this Raven does not know, whose
+        number is skipped."""
+        self._seq = seq
+        if event is None:
+            return
+        entry = Logged(seq, self._cursor(seq), event)
         if isinstance(event, TurnStarted):
             self._turns.append((len(self._entries), version))
+            self.turn_open = True
+        elif isinstance(event, TurnEnded):
+            self.turn_open = False
         self._entries.append(entry)
         self._trim()
         for listener in list(self._listeners):
@@ -100,7 +127,6 @@ class EventLog:
             except Exception:
                 log.exception("a listener of session %s failed; dropped", self._session_id)
                 self._drop(listener)
-        return entry
 
     def _trim(self) -> None:
         """Let the oldest whole turns go while the log holds too much; never the newest."""
@@ -110,10 +136,11 @@ class EventLog:
             self._turns = [(i - cut, v) for i, v in self._turns[1:]]
             self._base = base
 
-    def rebase(self, base: int) -> None:
-        """The transcript changed beneath the log (another process wrote to the session):
-        start a new log after its `base` messages; every earlier cursor expires."""
-        self._start(base)
+    def rebase(self, base: int, epoch: str | None = None, seq: int = 0) -> None:
+        """Start a new log after the transcript's first `base` messages: the transcript
+        changed beneath it (another process wrote to the session), or this is a copy of
+        the shared log `epoch` from after its event `seq`. Cursors of the old log expire."""
+        self._start(base, epoch, seq)
 
     def snapshot(self, history: Sequence[Message], last: int | None = None) -> Snapshot:
         """The session as events: `history` (the whole transcript) before the log, replayed,
@@ -144,7 +171,7 @@ class EventLog:
         first = self._entries[0].seq if self._entries else self._seq + 1
         if seq < first - 1:
             raise CursorExpired(self._session_id, after)
-        return self._entries[seq - first + 1 :]  # numbered without gaps from `first`
+        return self._entries[bisect.bisect_right(self._entries, seq, key=_seq) :]
 
     def close(self) -> None:
         """No more events: listeners are let go."""
@@ -153,3 +180,7 @@ class EventLog:
     def _drop(self, listener: Listener) -> None:
         if listener in self._listeners:
             self._listeners.remove(listener)
+
+
+def _seq(entry: Logged) -> int:
+    return entry.seq

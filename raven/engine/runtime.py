@@ -5,10 +5,11 @@ Creates, opens and switches sessions; never runs a turn itself.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Awaitable, Sequence
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, cast
 
 from raven.config import ECHO_MODEL_ID, ConfigError, ModelSpec, ModeSpec, Paths, RavenConfig
 from raven.engine.errors import (
@@ -18,15 +19,19 @@ from raven.engine.errors import (
     UnknownModel,
     session_directory,
 )
-from raven.engine.events import ModeChanged, ModelChanged
-from raven.engine.history import HistoryEvent, history_events
+from raven.engine.events import ModeChanged, ModelChanged, SessionEnded, TitleChanged
+from raven.engine.history import HistoryEvent, history_events, interrupted_results
+from raven.engine.log import LogEvent
+from raven.engine.replicas import Replicas
 from raven.engine.session import LiveSession
-from raven.messages import AssistantMessage, Message, ToolResultMessage
+from raven.engine.shared_log import SharedLog
+from raven.messages import Message
 from raven.providers import Provider, create_provider, pick_model
 from raven.sessions import (
     SearchHit,
     SessionPage,
     SessionRecord,
+    SharedSessions,
     TurnElsewhere,
     new_record,
     open_sessions,
@@ -62,8 +67,30 @@ class Runtime:
         self.store = open_sessions(config.sessions, paths)
         self._providers: dict[str, Provider] = {}
         self._live: dict[str, LiveSession] = {}
+        self._shared: SharedLog | None = None
+        self._replicas: Replicas | None = None
+        if self.store.shared:
+            store = cast(SharedSessions, self.store)
+            self._shared = SharedLog(store, self._adopt)
+            self._replicas = Replicas(store, self._shared, lambda: list(self._live.values()))
+
+    @property
+    def shared(self) -> bool:
+        """Replicas share the session store: a session's turn may run in another process."""
+        return self._shared is not None
+
+    async def start(self) -> None:
+        """With a shared store: begin hearing the other replicas, keeping this process's
+        claims and ending lapsed ones. Done at the first session used otherwise; a server
+        calls it on starting, so it does this work before anyone asks it anything."""
+        if self._replicas is not None:
+            await self._replicas.start()
 
     async def aclose(self) -> None:
+        if self._replicas is not None:
+            await self._replicas.aclose()
+        if self._shared is not None:
+            await self._shared.aclose()
         for session_id in list(self._live):
             await self._release(session_id)
         for source in self.tool_sources:
@@ -129,11 +156,12 @@ class Runtime:
         mode = self.mode(mode_id)
         provider = self.provider(model)
         args = (str(cwd), self.face, mode.id if mode else None, model.id, session_id)
+        deferred = deferred and not self.shared  # replicas must find it at once
         if deferred:
             record = new_record(*args)
         else:
             record = await self.store.create(*args)
-        return self._keep(
+        return await self._keep(
             LiveSession(
                 record=record,
                 deferred=deferred,
@@ -229,7 +257,7 @@ class Runtime:
             raise SessionClosed(session_id)
         if record.closed:
             record = await self.store.update(session_id, closed=False)
-        return self._keep(
+        return await self._keep(
             LiveSession(
                 record=record,
                 store=self.store,
@@ -271,6 +299,28 @@ class Runtime:
         live = self._live.get(session_id)
         if live is not None and not live.is_busy:
             del self._live[session_id]
+            if self._shared is not None:
+                self._shared.detach(session_id)
+
+    async def cancel_turn(self, session_id: str) -> bool:
+        """Stop the session's running turn, here or (shared) on the replica running it;
+        False when none runs."""
+        live = self._live.get(session_id)
+        if live is not None and live.cancel_turn():
+            return True
+        if self._shared is not None:
+            return await cast(SharedSessions, self.store).send(session_id, "cancel")
+        return False
+
+    async def steer(self, session_id: str, text: str) -> bool:
+        """Hand `text` to the session's running turn, here or (shared) on the replica
+        running it; False when none runs."""
+        live = self._live.get(session_id)
+        if live is not None and live.steer(text):
+            return True
+        if self._shared is not None:
+            return await cast(SharedSessions, self.store).send(session_id, "steer", text)
+        return False
 
     async def close_session(self, session_id: str) -> None:
         """Stop the session's turn (within `STOP_TURN_S`, else `TurnStuck`), mark it closed
@@ -280,6 +330,8 @@ class Runtime:
         record = await self._elsewhere_refused(
             self.store.update(session_id, closed=True, guarded=True)
         )
+        if live is None and self._shared is not None:  # replicas that have it live hear it
+            await self._shared.publish_stored(session_id, SessionEnded())
         self._end(live, record)
         await self._release(session_id)
 
@@ -317,9 +369,35 @@ class Runtime:
             except Exception:
                 log.exception("a tool source failed to release session %s", session_id)
 
-    def _keep(self, session: LiveSession) -> LiveSession:
+    async def _keep(self, session: LiveSession) -> LiveSession:
         self._live[session.id] = session
+        if self._shared is not None:
+            await self.start()
+            session.shared = self._shared
+            await self._shared.attach(session)
         return session
+
+    def _adopt(self, live: LiveSession, event: LogEvent) -> None:
+        """A session event read back from the shared log, perhaps another replica's."""
+        if isinstance(event, SessionEnded):
+            if self._live.get(live.id) is live:
+                del self._live[live.id]
+            if self._shared is not None:
+                self._shared.detach(live.id)
+            live.ended()
+        elif isinstance(event, TitleChanged):
+            live.record = dataclasses.replace(live.record, title=event.title)
+        elif isinstance(event, ModeChanged) and event.mode_id != live.record.mode:
+            mode = self.config.find_mode(event.mode_id)
+            if mode is not None:
+                live.mode, live.instructions = mode, self.instructions(live.model, mode)
+                live.record = dataclasses.replace(live.record, mode=mode.id)
+        elif isinstance(event, ModelChanged) and event.model_id != live.record.model:
+            model = self.config.find_model(event.model_id)
+            if model is not None:
+                live.model, live.provider = model, self.provider(model)
+                live.instructions = self.instructions(model, live.mode)
+                live.record = dataclasses.replace(live.record, model=model.id)
 
     def _stored_model(self, model_id: str | None) -> ModelSpec:
         if model_id:
@@ -328,18 +406,3 @@ class Runtime:
                 return spec
             log.warning("session model %r is no longer configured; using the default", model_id)
         return self.model(None)
-
-
-INTERRUPTED_RESULT = "Interrupted: Raven stopped before this tool call finished."
-
-
-def interrupted_results(history: Sequence[Message]) -> list[ToolResultMessage]:
-    """Results for tool calls a killed process left unanswered, so providers accept the history."""
-    answered = {m.call_id for m in history if isinstance(m, ToolResultMessage)}
-    return [
-        ToolResultMessage(call_id=c.id, name=c.name, content=INTERRUPTED_RESULT, is_error=True)
-        for m in history
-        if isinstance(m, AssistantMessage)
-        for c in m.tool_calls
-        if c.id not in answered
-    ]

@@ -12,15 +12,19 @@ import fnmatch
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from raven.config import Limits, ModelSpec, ModeSpec
 from raven.engine.errors import SessionBusy, SessionClosed, TurnStuck
-from raven.engine.events import SessionEnded, TitleChanged
+from raven.engine.events import SessionEnded, TitleChanged, TurnEnded
 from raven.engine.log import EventLog, Listener, LogEvent, Snapshot
 from raven.messages import Message
 from raven.providers import Provider
 from raven.sessions import SessionRecord, Sessions, TurnElsewhere
 from raven.tools import Tool, ToolSource
+
+if TYPE_CHECKING:
+    from raven.engine.shared_log import SharedLog
 
 Remembered = dict[str, bool]
 
@@ -55,6 +59,8 @@ class LiveSession:
     _cancel: asyncio.Event | None = None
     _idle: asyncio.Event = field(default_factory=asyncio.Event)
     _claimed: bool = False
+    shared: SharedLog | None = None
+    """The store's log of the session, when replicas share the store: what `log` copies."""
     log: EventLog = field(init=False)
     """Every event of the session, numbered: what faces follow from a cursor."""
 
@@ -72,8 +78,18 @@ class LiveSession:
 
     @property
     def is_busy(self) -> bool:
-        """True while a turn runs."""
+        """True while a turn runs here."""
         return self._busy
+
+    @property
+    def running(self) -> bool:
+        """True while a turn runs: here, or (shared) on another replica."""
+        return self._busy or (self.shared is not None and self.log.turn_open)
+
+    @property
+    def claimed(self) -> bool:
+        """This process holds the session's claim for its turn."""
+        return self._claimed
 
     def offered_tools(self) -> list[Tool]:
         """The tools the current mode allows: built-ins, then sources; first name wins."""
@@ -150,26 +166,43 @@ class LiveSession:
             await self._reload(version)
 
     async def catch_up(self) -> None:
-        """Take in what other processes wrote to the session while no turn ran here."""
+        """Take in what other processes wrote to the session while no turn ran here (and,
+        shared, its log up to the store's newest event)."""
         if self.deferred or self._busy:
             return
         version = await self.store.version(self.id)
         if version != self.version and not self._busy:
             await self._reload(version)
+        if self.shared is not None:
+            await self.shared.catch_up(self)
 
     async def _reload(self, version: int) -> None:
         self.history = await self.store.messages(self.id)
         self.version = version
-        self.log.rebase(len(self.history))
+        if self.shared is None:  # this process's log no longer continues the transcript
+            self.log.rebase(len(self.history))
 
-    async def unclaim(self, failure: str | None = None) -> None:
+    async def unclaim(self, end: TurnEnded) -> None:
         """End this process's claim (done even when the turn was cancelled), and keep what
-        the turn failed with, if it did (or that it did not), as the session's `failure`."""
+        the turn failed with, if it did (or that it did not), as the session's `failure`;
+        shared, the turn's last events and `end` are stored with the release."""
         claimed, self._claimed = self._claimed, False
+        failure = end.error
         if claimed or (failure is not None and not self.deferred):
             self.record = dataclasses.replace(self.record, failure=failure)
-            release = self.store.release_turn(self.id, failure)
+            if self.shared is not None:
+                release = self.shared.end_turn(self, end)
+            else:
+                release = self.store.release_turn(self.id, failure)
             await asyncio.shield(release)
+
+    async def told(self, end: TurnEnded) -> None:
+        """Once the session is free: the log has the turn's end, and its followers heard it
+        (shared: once read back from the store)."""
+        if self.shared is not None:
+            await asyncio.shield(self.shared.turn_told(self))
+        else:
+            self.log.append(end, self.version)
 
     def cancel_turn(self) -> bool:
         """Ask the running turn to stop (it ends `cancelled`); False when none runs."""
@@ -195,15 +228,25 @@ class LiveSession:
 
     def end(self, record: SessionRecord) -> None:
         """The session was closed or deleted (`record` says which state it is left in):
-        no more turns here, and its subscribers hear it ended."""
-        self.record = dataclasses.replace(record, closed=True)
+        no more turns here, and its subscribers hear it ended (shared: once stored)."""
         self.own_tools = None
+        self.record = dataclasses.replace(record, closed=True)
         self.publish(SessionEnded())
+        if self.shared is None:
+            self.log.close()
+
+    def ended(self) -> None:
+        """Another replica closed or deleted the session: closed here, followers let go."""
+        self.record = dataclasses.replace(self.record, closed=True)
+        self.own_tools = None
         self.log.close()
 
     def publish(self, event: LogEvent) -> None:
         """Append the event to the session's log, which gives it to every follower."""
-        self.log.append(event, self.version)
+        if self.shared is not None:
+            self.shared.publish(self, event)
+        else:
+            self.log.append(event, self.version)
 
     def follow(self, listener: Listener, after: str | None = None) -> Callable[[], None]:
         """Every event after the cursor `after` (None: from now on), replayed, then live;

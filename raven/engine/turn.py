@@ -126,9 +126,8 @@ def start_turn(
     taken for the turn before this returns, so `SessionClosed` and `SessionBusy` are raised
     here, and a second turn can never start beside it."""
     stopped = session.reserve()
-    logged, turn_asker = _logging(session, emit), _TurnAsker(asker, approvals)
-    work = _run_reserved(session, prompt, turn_asker, logged, stopped, cancel)
-    task = asyncio.create_task(work)
+    turn_asker = _TurnAsker(asker, approvals)
+    task = asyncio.create_task(_run_reserved(session, prompt, turn_asker, emit, stopped, cancel))
     task.add_done_callback(lambda _: session.free())  # also when cancelled before it began
     return task
 
@@ -141,17 +140,24 @@ async def _run_reserved(
     stopped: asyncio.Event,
     cancel: asyncio.Event | None,
 ) -> StopReason:
+    interrupted = False
+    logged = _logging(session, emit)
     try:
         await session.claim()
         end = TurnEnded("cancelled")
         try:
-            end = await _run_claimed(session, prompt, asker, emit, stopped, cancel)
+            end = await _run_claimed(session, prompt, asker, logged, stopped, cancel)
+        except asyncio.CancelledError:
+            interrupted = True  # the task itself was cancelled: its end is still told
         finally:
-            await session.unclaim(end.error)
+            await session.unclaim(end)
     finally:
         session.free()
-    # Announced once the session is free again, so whoever hears it may start the next turn.
+    # Told once the session is free again, so whoever hears it may start the next turn.
+    await session.told(end)
     emit(end)
+    if interrupted:
+        raise asyncio.CancelledError
     return end.stop_reason
 
 
@@ -181,7 +187,6 @@ async def _run_claimed(
         await asyncio.wait([work, *waiters], return_when="FIRST_COMPLETED")
     except asyncio.CancelledError:
         await _stop(work)
-        emit(TurnEnded("cancelled"))
         raise
     finally:
         for waiter in waiters:

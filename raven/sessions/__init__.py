@@ -18,10 +18,19 @@ from raven.sessions.records import (
     SessionRecord,
     StoreUnavailable,
     TurnElsewhere,
+    TurnLost,
     new_record,
 )
 from raven.sessions.sqlite import SqliteStore
-from raven.sessions.store import InboxItem, LoggedRow, Sessions, SharedSessions, open_sessions
+from raven.sessions.store import (
+    InboxItem,
+    LoggedRow,
+    NewEvent,
+    Sessions,
+    SharedSessions,
+    Watcher,
+    open_sessions,
+)
 
 __all__ = [
     "MATCH_END",
@@ -30,6 +39,7 @@ __all__ = [
     "BadCursor",
     "InboxItem",
     "LoggedRow",
+    "NewEvent",
     "SearchHit",
     "SessionNotFound",
     "SessionPage",
@@ -39,6 +49,8 @@ __all__ = [
     "SqliteStore",
     "StoreUnavailable",
     "TurnElsewhere",
+    "TurnLost",
+    "Watcher",
     "new_record",
     "open_sessions",
 ]

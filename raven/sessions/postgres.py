@@ -16,7 +16,7 @@ import contextlib
 import functools
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
@@ -35,6 +35,7 @@ from raven.sessions.records import (
     SessionRecord,
     StoreUnavailable,
     TurnElsewhere,
+    TurnLost,
     decode_cursor,
     encode_cursor,
     like_pattern,
@@ -42,7 +43,7 @@ from raven.sessions.records import (
     now_iso,
     search_words,
 )
-from raven.sessions.store import InboxItem, LoggedRow
+from raven.sessions.store import InboxItem, LoggedRow, NewEvent, Watcher
 
 if TYPE_CHECKING:
     from raven.config import SessionsConfig
@@ -312,8 +313,14 @@ class PostgresSessions:
     async def delete(self, session_id: str, guarded: bool = False) -> bool:
         async with self._conn(transaction=True) as conn:
             await self._check_turn(conn, session_id, guarded)
-            done = await conn.execute("DELETE FROM raven_sessions WHERE id = $1", session_id)
-        return not done.endswith(" 0")
+            head = await conn.fetchval(
+                "DELETE FROM raven_sessions WHERE id = $1 RETURNING log_seq", session_id
+            )
+            if head is None:
+                return False
+            # Replicas reading its log past its end learn it is gone.
+            await conn.execute("SELECT pg_notify($1, $2)", LOG_CHANNEL, f"{session_id} {head + 1}")
+        return True
 
     async def search(self, text: str, cwd: str | None = None, limit: int = 20) -> list[SearchHit]:
         words = search_words(text)
@@ -381,28 +388,27 @@ class PostgresSessions:
                 )
         return int(row["version"])
 
-    async def renew_claims(self, session_ids: list[str]) -> None:
-        if session_ids:
-            async with self._conn() as conn:
-                await conn.execute(
-                    f"UPDATE raven_sessions SET turn_until = {_NOW} + $3"
-                    " WHERE id = ANY($1::text[]) AND turn_holder = $2",
-                    session_ids,
-                    self._me,
-                    self.lease_s,
-                )
+    async def renew_claims(self, session_ids: list[str]) -> list[str]:
+        if not session_ids:
+            return []
+        async with self._conn() as conn:
+            rows = await conn.fetch(
+                f"UPDATE raven_sessions SET turn_until = {_NOW} + $3"
+                " WHERE id = ANY($1::text[]) AND turn_holder = $2 RETURNING id",
+                session_ids,
+                self._me,
+                self.lease_s,
+            )
+        return [r["id"] for r in rows]
 
-    async def release_turn(
-        self,
-        session_id: str,
-        failure: str | None = None,
-        logged: list[tuple[int, str, str]] | None = None,
-    ) -> None:
-        """`Sessions.release_turn`; `logged` (version, kind, body) rows are appended to the
-        log first, in the same transaction (the turn's last events, its end among them)."""
+    async def release_turn(self, session_id: str, failure: str | None = None) -> None:
+        await self.end_turn(session_id, failure, [])
+
+    async def end_turn(
+        self, session_id: str, failure: str | None, logged: list[NewEvent]
+    ) -> int | None:
         async with self._conn(transaction=True) as conn:
-            if logged:
-                await _append_rows(conn, session_id, logged)
+            first = await _append_rows(conn, session_id, logged, None)
             await conn.execute(
                 "UPDATE raven_sessions SET turn_holder = NULL, turn_until = NULL, failure = $2"
                 " WHERE id = $1 AND (turn_holder = $3 OR turn_holder IS NULL)",
@@ -411,6 +417,7 @@ class PostgresSessions:
                 self._me,
             )
             await _after_turn(conn, session_id)
+        return first
 
     async def lapsed(self) -> list[str]:
         async with self._conn() as conn:
@@ -418,31 +425,11 @@ class PostgresSessions:
                 f"SELECT id, turn_holder, turn_until < {_NOW} AS expired FROM raven_sessions"
                 " WHERE turn_holder IS NOT NULL"
             )
-        return [r["id"] for r in rows if r["expired"] or gone(parse(r["turn_holder"]))]
-
-    async def end_lapsed(
-        self, session_id: str, failure: str, logged: list[tuple[int, str, str]]
-    ) -> bool:
-        """If the session's claim has lapsed (its holder is gone, or stopped renewing it):
-        append `logged` to its log, clear the claim and keep `failure`; else False."""
-        async with self._conn(transaction=True) as conn:
-            row = await conn.fetchrow(
-                f"SELECT turn_holder, turn_until < {_NOW} AS expired FROM raven_sessions"
-                " WHERE id = $1 FOR UPDATE",
-                session_id,
-            )
-            holder = row["turn_holder"] if row is not None else None
-            if holder is None or not (row["expired"] or gone(parse(holder))):
-                return False
-            await _append_rows(conn, session_id, logged)
-            await conn.execute(
-                "UPDATE raven_sessions SET turn_holder = NULL, turn_until = NULL, failure = $2"
-                " WHERE id = $1",
-                session_id,
-                failure,
-            )
-            await _after_turn(conn, session_id)
-        return True
+        return [
+            r["id"]
+            for r in rows
+            if r["turn_holder"] != self._me and (r["expired"] or gone(parse(r["turn_holder"])))
+        ]
 
     # -- the event log ---------------------------------------------------------------------
 
@@ -463,12 +450,17 @@ class PostgresSessions:
                 session_id,
                 after,
             )
+            if not rows and not await conn.fetchval(
+                "SELECT 1 FROM raven_sessions WHERE id = $1", session_id
+            ):
+                raise SessionNotFound(session_id)
         return [LoggedRow(r["seq"], r["version"], r["body"]) for r in rows]
 
-    async def log_append(self, session_id: str, rows: list[tuple[int, str, str]]) -> None:
-        """Append (version, kind, body) rows to the session's log, numbered in order."""
+    async def log_append(self, session_id: str, rows: list[NewEvent], fenced: bool) -> int:
         async with self._conn(transaction=True) as conn:
-            await _append_rows(conn, session_id, rows)
+            first = await _append_rows(conn, session_id, rows, self._me if fenced else None)
+        assert first is not None
+        return first
 
     # -- the inbox ---------------------------------------------------------------------------
 
@@ -499,21 +491,25 @@ class PostgresSessions:
 
     # -- hearing of changes ------------------------------------------------------------------
 
-    async def watch(self, woken: Callable[[str | None], None]) -> None:
-        """Call `woken(session_id)` whenever a session's log or inbox changes, and
-        `woken(None)` whenever something may have been missed (listening began again
-        after a lost connection), until `aclose`. Without `listen`, does nothing."""
+    async def watch(self, watcher: Watcher) -> None:
+        """Start listening (with `listening`), and return once the first attempt is made."""
         if self.listening and self._listener is None:
             await self._connect()
             ready = asyncio.get_running_loop().create_future()
-            self._listener = asyncio.create_task(self._listen(woken, ready), name="sessions:listen")
+            self._listener = asyncio.create_task(
+                self._listen(watcher, ready), name="sessions:listen"
+            )
             await ready
 
-    async def _listen(
-        self, woken: Callable[[str | None], None], ready: asyncio.Future[None]
-    ) -> None:
-        def heard(_conn: Any, _pid: int, _channel: str, payload: str) -> None:
-            woken(payload)
+    async def _listen(self, watcher: Watcher, ready: asyncio.Future[None]) -> None:
+        """Listen until closed, again after every lost connection (then `missed`)."""
+
+        def heard_log(_conn: Any, _pid: int, _channel: str, payload: str) -> None:
+            session_id, _, head = payload.rpartition(" ")
+            watcher.log_changed(session_id, int(head))
+
+        def heard_inbox(_conn: Any, _pid: int, _channel: str, payload: str) -> None:
+            watcher.inbox_changed(payload)
 
         while not self._closed:
             lost = asyncio.Event()
@@ -527,10 +523,10 @@ class PostgresSessions:
                 continue
             try:
                 conn.add_termination_listener(functools.partial(_set, lost))
-                await conn.add_listener(LOG_CHANNEL, heard)
-                await conn.add_listener(INBOX_CHANNEL, heard)
+                await conn.add_listener(LOG_CHANNEL, heard_log)
+                await conn.add_listener(INBOX_CHANNEL, heard_inbox)
                 if ready.done():
-                    woken(None)  # what changed while nobody listened is looked up again
+                    watcher.missed()
                 else:
                     ready.set_result(None)
                 await lost.wait()
@@ -545,29 +541,38 @@ class PostgresSessions:
 
 
 async def _append_rows(
-    conn: asyncpg.Connection, session_id: str, rows: list[tuple[int, str, str]]
-) -> None:
+    conn: asyncpg.Connection, session_id: str, rows: list[NewEvent], holder: str | None
+) -> int | None:
+    """Append `rows`, numbered in order; the first one's number (None for no rows). With
+    `holder`, only while it holds the session's claim (else `TurnLost`)."""
     if not rows:
-        return
+        return None
     head = await conn.fetchval(
-        "UPDATE raven_sessions SET log_seq = log_seq + $2 WHERE id = $1 RETURNING log_seq",
+        "UPDATE raven_sessions SET log_seq = log_seq + $2"
+        " WHERE id = $1 AND ($3::text IS NULL OR turn_holder = $3) RETURNING log_seq",
         session_id,
         len(rows),
+        holder,
     )
     if head is None:
+        if holder is not None and await conn.fetchval(
+            "SELECT 1 FROM raven_sessions WHERE id = $1", session_id
+        ):
+            raise TurnLost(session_id)
         raise SessionNotFound(session_id)
-    first = head - len(rows) + 1
+    first = int(head) - len(rows) + 1
     await conn.execute(
         "INSERT INTO raven_session_events (session_id, seq, version, kind, body)"
         " SELECT $1, s, v, k, b FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[])"
         " AS t(s, v, k, b)",
         session_id,
-        list(range(first, head + 1)),
-        [version for version, _, _ in rows],
-        [kind for _, kind, _ in rows],
-        [body for _, _, body in rows],
+        list(range(first, first + len(rows))),
+        [row.version for row in rows],
+        [row.kind for row in rows],
+        [row.body for row in rows],
     )
-    await conn.execute("SELECT pg_notify($1, $2)", LOG_CHANNEL, session_id)
+    await conn.execute("SELECT pg_notify($1, $2)", LOG_CHANNEL, f"{session_id} {int(head)}")
+    return first
 
 
 async def _after_turn(conn: asyncpg.Connection, session_id: str) -> None:

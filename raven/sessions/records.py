@@ -52,6 +52,17 @@ class TurnElsewhere(RavenError):
         self.remote = remote
 
 
+class TurnLost(RavenError):
+    """This process no longer holds the session's claim: it lapsed (the replica could not
+    renew it in time) and another one ended the turn."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f"session {session_id}: this turn's claim lapsed; another replica ended it"
+        )
+        self.session_id = session_id
+
+
 class StoreUnavailable(RavenError):
     """The store cannot be opened or reached, or is not a Raven session store."""
 

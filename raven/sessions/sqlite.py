@@ -539,8 +539,9 @@ class SqliteSessions:
     async def claim_turn(self, session_id: str) -> int:
         return await self.db.call(self.db.claim_turn, session_id, os.getpid())
 
-    async def renew_claims(self, session_ids: list[str]) -> None:
-        """Nothing: a claim here lasts as long as its process."""
+    async def renew_claims(self, session_ids: list[str]) -> list[str]:
+        """Nothing to renew: a claim here lasts as long as its process."""
+        return session_ids
 
     async def release_turn(self, session_id: str, failure: str | None = None) -> None:
         await self.db.call(self.db.release_turn, session_id, os.getpid(), failure)

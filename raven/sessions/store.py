@@ -9,7 +9,7 @@ the claims as leases that their holders renew, and an inbox for each running tur
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from raven.messages import Message
 from raven.sessions.records import DEFAULT_PAGE_SIZE, SearchHit, SessionPage, SessionRecord
@@ -91,8 +91,8 @@ class Sessions(Protocol):
         (or, shared, whose lease lapsed) is taken over."""
         ...
 
-    async def renew_claims(self, session_ids: list[str]) -> None:
-        """Keep this process's claims on these sessions from lapsing."""
+    async def renew_claims(self, session_ids: list[str]) -> list[str]:
+        """Keep this process's claims on these sessions from lapsing; those it still holds."""
         ...
 
     async def release_turn(self, session_id: str, failure: str | None = None) -> None:
@@ -124,10 +124,18 @@ class Sessions(Protocol):
         ...
 
 
+class NewEvent(NamedTuple):
+    """An event to append to a session's shared log: the transcript length when it
+    happened, its type's name, and the event as JSON (`raven.events_json`)."""
+
+    version: int
+    kind: str
+    body: str
+
+
 @dataclass(frozen=True)
 class LoggedRow:
-    """One event of a session's shared log as stored: its number, the transcript length
-    when it happened, and the event as JSON (`raven.events_json`)."""
+    """One event of a session's shared log as stored, with the number the store gave it."""
 
     seq: int
     version: int
@@ -147,28 +155,37 @@ class SharedSessions(Sessions, Protocol):
     """A store several replicas share. Beside `Sessions`:
 
     - each session's event log, numbered by the store in one order for every replica;
-      a cursor is `epoch.seq`, the epoch the session's own;
-    - claims are leases (`lease_s`), renewed by their holder, taken over once lapsed;
+      its epoch is the session's own, so a cursor holds on every replica;
+    - claims are leases (`lease_s`), renewed by their holder and taken over once
+      lapsed; a turn's events are appended only while its process holds the claim
+      (`TurnLost` once it does not);
     - an inbox per session, for what other replicas send its running turn;
-    - `watch` wakes a callback when a session's log or inbox changes.
+    - `watch` wakes a callback when a session's log or inbox changes (with `listening`;
+      otherwise callers look every `poll_s`).
     """
 
     lease_s: float
+    listening: bool
+    poll_s: float
 
     async def log_head(self, session_id: str) -> tuple[str, int]:
-        """(epoch, newest seq) of the session's log."""
+        """(epoch, newest number) of the session's log."""
         ...
 
     async def log_since(self, session_id: str, after: int) -> list[LoggedRow]:
-        """The logged events after `after`, in order (from the oldest kept)."""
+        """The logged events after number `after`, in order (from the oldest kept)."""
         ...
 
-    async def log_append(
-        self, session_id: str, rows: list[tuple[int, str]], release: bool = False
-    ) -> None:
-        """Append (version, body) rows in order. With `release`, in the same
-        transaction: end this process's claim, keeping the failure the last row's
-        TurnEnded carries, and let the oldest turns leave the log."""
+    async def log_append(self, session_id: str, rows: list[NewEvent], fenced: bool) -> int:
+        """Append `rows` in order; the number the first got. `fenced`: only while this
+        process holds the session's claim (else `TurnLost`)."""
+        ...
+
+    async def end_turn(
+        self, session_id: str, failure: str | None, logged: list[NewEvent]
+    ) -> int | None:
+        """`release_turn`, `logged` appended to the log in the same transaction (the turn's
+        last events and its end); the number the first of them got, if any."""
         ...
 
     async def send(self, session_id: str, kind: str, text: str = "") -> bool:
@@ -181,22 +198,25 @@ class SharedSessions(Sessions, Protocol):
         ...
 
     async def lapsed(self) -> list[str]:
-        """Sessions whose claim has lapsed (holder gone or lease expired)."""
+        """Sessions whose claim has lapsed: its holder is gone or stopped renewing it."""
         ...
 
-    async def end_lapsed(self, session_id: str, rows: list[tuple[int, str]]) -> bool:
-        """If the session's claim has still lapsed: append `rows` (the turn's end) to its
-        log and clear the claim, keeping the failure; False when it had not lapsed."""
-        ...
-
-    async def watch(self, woken: WakeUp) -> None:
-        """Call `woken(session_id)` whenever a session's log or inbox changes, from now
-        until `aclose` (it may also be called when nothing changed)."""
+    async def watch(self, watcher: Watcher) -> None:
+        """Tell `watcher` of every change from now until `aclose` (with `listening`)."""
         ...
 
 
-class WakeUp(Protocol):
-    def __call__(self, session_id: str) -> None: ...
+class Watcher(Protocol):
+    """Hears what other processes changed in a shared store."""
+
+    def log_changed(self, session_id: str, head: int) -> None:
+        """The session's log grew to the event numbered `head`."""
+
+    def inbox_changed(self, session_id: str) -> None:
+        """Something was sent to the turn running in the session."""
+
+    def missed(self) -> None:
+        """Changes may have gone unheard (listening began again after a lost connection)."""
 
 
 def open_sessions(settings: SessionsConfig, paths: Paths) -> Sessions:
@@ -214,4 +234,5 @@ def open_sessions(settings: SessionsConfig, paths: Paths) -> Sessions:
             f"sessions.url names PostgreSQL, which needs the postgresql extra "
             f"(pip install 'raven-agents[postgresql]'): {exc}"
         ) from exc
-    return PostgresSessions(settings)
+    store: SharedSessions = PostgresSessions(settings)
+    return store

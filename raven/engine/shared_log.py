@@ -1,0 +1,226 @@
+"""The event logs of live sessions whose store replicas share: written to the store, read
+back from it.
+
+Each event a live session publishes is appended to the store's log of the session, in
+batches, one at a time per session (what is published during one goes in the next), so
+the store numbers a process's events in the order they happened. Every listener, in this
+process too, hears an event once the store has it, under the store's number, read back
+in the store's order whoever wrote it: a cursor holds on every replica. A turn's events
+are appended only while its process holds the session's claim; its last ones go in the
+transaction that releases the claim. Never runs a turn; knows no face.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+
+from raven.engine.events import SessionEnded, TurnEnded
+from raven.engine.log import LogEvent
+from raven.engine.session import LiveSession
+from raven.events_json import event_from_json, event_json
+from raven.sessions import (
+    LoggedRow,
+    NewEvent,
+    SessionNotFound,
+    SharedSessions,
+    StoreUnavailable,
+    TurnLost,
+)
+
+log = logging.getLogger(__name__)
+
+READ_BACK_S = 10.0
+"""How long a turn's end waits to be read back from the store before going on without."""
+
+Adopt = Callable[[LiveSession, LogEvent], None]
+"""What the runtime does with a session event read back (a mode another replica set)."""
+_Batch = list[tuple[NewEvent, LogEvent]]
+
+
+class SharedLog:
+    def __init__(self, store: SharedSessions, adopt: Adopt) -> None:
+        self._store = store
+        self._adopt = adopt
+        self._sessions: dict[str, LiveSession] = {}
+        """The live sessions whose logs are copies of the store's."""
+        self._pending: dict[str, _Batch] = {}
+        self._flushing: dict[str, asyncio.Task[None]] = {}
+        self._reading: dict[str, asyncio.Task[None]] = {}
+        self._again: set[str] = set()
+        self._ended: dict[str, tuple[int | None, _Batch]] = {}
+        """A turn's last events, stored with its release and not yet read back."""
+
+    def watched(self) -> list[LiveSession]:
+        return list(self._sessions.values())
+
+    async def attach(self, live: LiveSession) -> None:
+        """Make the session's log a copy of the store's, from its oldest event kept."""
+        epoch, head = await self._store.log_head(live.id)
+        rows = await self._store.log_since(live.id, 0)
+        if rows:
+            live.log.rebase(rows[0].version, epoch, rows[0].seq - 1)
+        else:
+            live.log.rebase(live.version, epoch, head)
+        self._sessions[live.id] = live
+        self._ingest(live, rows)
+
+    def detach(self, session_id: str) -> None:
+        """Stop reading the session's log (what it published is still stored)."""
+        self._sessions.pop(session_id, None)
+
+    # -- writing -------------------------------------------------------------------------
+
+    def publish(self, live: LiveSession, event: LogEvent) -> None:
+        """Queue `event` for the store; listeners hear it once it is stored."""
+        body = json.dumps(event_json(event), ensure_ascii=False)
+        row = NewEvent(live.version, type(event).__name__, body)
+        self._pending.setdefault(live.id, []).append((row, event))
+        if live.id not in self._flushing:
+            self._flushing[live.id] = asyncio.create_task(self._flush(live))
+
+    async def publish_stored(self, session_id: str, event: LogEvent) -> None:
+        """Append `event` to the log of a session not live here (a close, say)."""
+        body = json.dumps(event_json(event), ensure_ascii=False)
+        await self._store.log_append(session_id, [NewEvent(0, type(event).__name__, body)], False)
+
+    async def _flush(self, live: LiveSession) -> None:
+        try:
+            while batch := self._pending.pop(live.id, None):
+                rows = [row for row, _ in batch]
+                try:
+                    first = await self._store.log_append(live.id, rows, fenced=live.is_busy)
+                except TurnLost:
+                    log.warning("session %s: another replica ended this turn; stopped", live.id)
+                    live.cancel_turn()
+                    return
+                except SessionNotFound:
+                    return  # deleted: its log went with it
+                except StoreUnavailable as exc:
+                    log.error("session %s: %d events not stored: %s", live.id, len(rows), exc)
+                    continue
+                self._deliver(live, first, batch)
+        finally:
+            self._flushing.pop(live.id, None)
+
+    async def end_turn(self, live: LiveSession, end: TurnEnded) -> None:
+        """While the session is still claimed: store the turn's last events and its end in
+        the transaction that releases the claim (keeping `end.error` as its failure)."""
+        flushing = self._flushing.get(live.id)
+        if flushing is not None:
+            await asyncio.wait([flushing])
+        body = json.dumps(event_json(end), ensure_ascii=False)
+        batch = [*self._pending.pop(live.id, []), (NewEvent(live.version, "TurnEnded", body), end)]
+        try:
+            first = await self._store.end_turn(live.id, end.error, [row for row, _ in batch])
+        except StoreUnavailable as exc:
+            log.error("session %s: the turn's end was not stored: %s", live.id, exc)
+            first = None
+        self._ended[live.id] = (first, batch)
+
+    async def turn_told(self, live: LiveSession) -> None:
+        """Once the session is free: its listeners hear the turn's end, and all before it."""
+        first, batch = self._ended.pop(live.id, (None, []))
+        if first is None:  # not stored: this process's listeners hear it all the same
+            for row, event in batch:
+                live.log.ingest(live.log.seq + 1, event, row.version)
+            return
+        self._deliver(live, first, batch)
+        if live.log.seq < first + len(batch) - 1:  # others' events came first: read them too
+            try:
+                async with asyncio.timeout(READ_BACK_S):
+                    await self._read_now(live.id)
+            except TimeoutError:
+                log.warning("session %s: the turn's end was not read back in time", live.id)
+
+    def _deliver(self, live: LiveSession, first: int, batch: _Batch) -> None:
+        """Events this process stored, numbered from `first`: into the copy right away
+        when they follow what it holds; otherwise others' came first, read back."""
+        if first == live.log.seq + 1:
+            for offset, (row, event) in enumerate(batch):
+                self._take(live, first + offset, event, row.version)
+        elif first > live.log.seq + 1:
+            self.wake(live.id)
+
+    # -- reading -------------------------------------------------------------------------
+
+    def wake(self, session_id: str | None = None, head: int | None = None) -> None:
+        """Read the session's log (None: every session's) from where its copy ends; `head`:
+        the store's newest event, when known (nothing to read if the copy has it)."""
+        ids = list(self._sessions) if session_id is None else [session_id]
+        for sid in ids:
+            live = self._sessions.get(sid)
+            if live is None or (head is not None and live.log.seq >= head):
+                continue
+            if sid in self._reading:
+                self._again.add(sid)
+            else:
+                self._reading[sid] = asyncio.create_task(self._read(sid))
+
+    async def _read_now(self, session_id: str) -> None:
+        reading = self._reading.get(session_id)
+        if reading is None:
+            self._reading[session_id] = reading = asyncio.create_task(self._read(session_id))
+        else:
+            self._again.add(session_id)
+        await asyncio.wait([reading])
+
+    async def catch_up(self, live: LiveSession) -> None:
+        """Read the session's log up to the store's newest event."""
+        if live.id in self._sessions:
+            await self._read_now(live.id)
+
+    async def _read(self, session_id: str) -> None:
+        try:
+            while True:
+                self._again.discard(session_id)
+                live = self._sessions.get(session_id)
+                if live is None:
+                    return
+                try:
+                    rows = await self._store.log_since(session_id, live.log.seq)
+                except SessionNotFound:  # deleted by another replica
+                    self._take(live, live.log.seq + 1, SessionEnded(), live.version)
+                    return
+                except StoreUnavailable as exc:
+                    log.warning("session %s: its log cannot be read now: %s", session_id, exc)
+                    return
+                self._ingest(live, rows)
+                if session_id not in self._again:
+                    return
+        finally:
+            self._reading.pop(session_id, None)
+
+    def _ingest(self, live: LiveSession, rows: list[LoggedRow]) -> None:
+        for row in rows:
+            if row.seq <= live.log.seq:
+                continue  # this copy has it (this process stored it, or read it already)
+            if row.seq > live.log.seq + 1:  # the store let them go before this copy read them
+                live.log.rebase(row.version, live.log.epoch, row.seq - 1)
+            self._take(live, row.seq, _parsed(row), row.version)
+
+    def _take(self, live: LiveSession, seq: int, event: LogEvent | None, version: int) -> None:
+        live.log.ingest(seq, event, version)
+        if event is not None:
+            self._adopt(live, event)
+
+    async def aclose(self) -> None:
+        """Store what is queued (within `READ_BACK_S`) and stop reading."""
+        for task in self._reading.values():
+            task.cancel()
+        work = [*self._flushing.values(), *self._reading.values()]
+        if work:
+            await asyncio.wait(work, timeout=READ_BACK_S)
+        self._sessions.clear()
+
+
+def _parsed(row: LoggedRow) -> LogEvent | None:
+    """The event a row holds; None for one this Raven does not know (a newer replica's)."""
+    try:
+        event = event_from_json(json.loads(row.body))
+    except (ValueError, TypeError, KeyError):
+        log.warning("an event of the shared log could not be read: %.200s", row.body)
+        return None
+    return event  # type: ignore[no-any-return]

@@ -1,0 +1,204 @@
+"""Two runtimes on one PostgreSQL session store, as two replicas see it: a turn on one is
+followed on the other in order from any cursor, session changes reach both, a cancel or a
+steer sent through one reaches the turn on the other, and a turn whose replica died is
+ended by another."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from raven.engine import (
+    AgentText,
+    CursorExpired,
+    Logged,
+    LogEvent,
+    Runtime,
+    SessionEnded,
+    ToolCallStarted,
+    TurnEnded,
+    TurnStarted,
+    run_turn,
+    start_turn,
+)
+from raven.engine.replicas import LAPSED_TURN
+from raven.messages import AssistantMessage, ToolCall, ToolResultMessage, user_text
+from tests.engine.conftest import MakeRuntime, RecordingAsker
+from tests.engine.test_turn import prompt
+
+DEADLINE_S = 10
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    async with asyncio.timeout(DEADLINE_S):
+        while not condition():
+            await asyncio.sleep(0.01)
+
+
+def kinds(entries: list[Logged]) -> list[str]:
+    return [type(e.event).__name__ for e in entries]
+
+
+@pytest.fixture
+def replicas(make_runtime: MakeRuntime, pg_url: str) -> Callable[..., Runtime]:
+    def make(steps: list[dict[str, object]] | None = None, **config: object) -> Runtime:
+        sessions = {"url": pg_url, "leaseS": 1.5}
+        return make_runtime(steps, sessions=sessions, **config)
+
+    return make
+
+
+async def test_a_turn_on_one_replica_is_followed_on_another_in_order_from_any_cursor(
+    replicas: Callable[..., Runtime], tmp_path: Path
+) -> None:
+    a = replicas([{"text": "one two three four", "wordDelayMs": 30}])
+    b = replicas()
+    on_a = await a.new_session(tmp_path)
+    on_b = await b.open_session(on_a.id)
+    mid: list[Logged] = []
+    seen_on_a: list[Logged] = []
+    on_a.follow(seen_on_a.append)
+    seen_on_b: list[Logged] = []
+    streamed = asyncio.Event()
+
+    def watch(entry: Logged) -> None:
+        seen_on_b.append(entry)
+        if isinstance(entry.event, AgentText) and not streamed.is_set():
+            streamed.set()
+            mid.append(entry)
+
+    on_b.follow(watch)
+    turn = start_turn(on_a, prompt("count"), RecordingAsker(), lambda e: None)
+    await streamed.wait()
+    assert on_b.running and not on_b.is_busy  # B knows a turn runs, elsewhere
+    snapshot = on_b.snapshot()  # the running turn, as far as B has it
+    assert isinstance(snapshot.events()[-1], AgentText)
+    assert await turn == "end_turn"
+    await until(lambda: bool(seen_on_b) and isinstance(seen_on_b[-1].event, TurnEnded))
+    assert [(e.seq, e.cursor, e.event) for e in seen_on_b] == [
+        (e.seq, e.cursor, e.event) for e in seen_on_a
+    ]
+    assert kinds(seen_on_b)[0] == "TurnStarted" and not on_b.running
+    text = "".join(e.event.text for e in seen_on_b if isinstance(e.event, AgentText))
+    assert text == "one two three four"
+    # A cursor handed out by A resumes on B, and on a third replica opened later.
+    resumed: list[Logged] = []
+    on_b.follow(resumed.append, after=mid[0].cursor)
+    assert resumed == seen_on_b[seen_on_b.index(mid[0]) + 1 :]
+    c = replicas()
+    on_c = await c.open_session(on_a.id)
+    later: list[Logged] = []
+    on_c.follow(later.append, after=mid[0].cursor)
+    assert [(e.seq, e.event) for e in later] == [(e.seq, e.event) for e in resumed]
+    with pytest.raises(CursorExpired):
+        on_c.follow(later.append, after=f"{on_a.log.epoch}x.1")
+
+
+async def test_changes_to_a_session_reach_every_replica(
+    replicas: Callable[..., Runtime], tmp_path: Path
+) -> None:
+    modes = [{"id": "plan", "name": "Plan"}, {"id": "code", "name": "Code"}]
+    a, b = replicas(modes=modes), replicas(modes=modes)
+    on_a = await a.new_session(tmp_path, mode_id="plan")
+    on_b = await b.open_session(on_a.id)
+    heard: list[LogEvent] = []
+    on_a.follow(lambda entry: heard.append(entry.event))
+    await b.set_mode(on_b, "code")
+    await b.rename_session(on_a.id, "Release notes")
+    await until(lambda: on_a.mode is not None and on_a.mode.id == "code")
+    await until(lambda: on_a.record.title == "Release notes")
+    await b.close_session(on_a.id)
+    await until(lambda: on_a.closed)
+    assert isinstance(heard[-1], SessionEnded) and a.live(on_a.id) is None
+
+
+async def test_a_cancel_and_a_steer_sent_through_one_replica_reach_the_turn_on_another(
+    replicas: Callable[..., Runtime], tmp_path: Path
+) -> None:
+    a = replicas(
+        [
+            {"toolCalls": [{"name": "list_dir", "arguments": {}}], "delayMs": 400},
+            {"text": "looked, and the tests too"},
+            {"text": "never said", "delayMs": 5000},
+        ]
+    )
+    b = replicas()
+    on_a = await a.new_session(tmp_path)
+    await b.open_session(on_a.id)
+    listed = asyncio.Event()
+    turn = start_turn(
+        on_a,
+        prompt("look around"),
+        RecordingAsker(),
+        lambda e: listed.set() if isinstance(e, ToolCallStarted) else None,
+    )
+    await until(lambda: on_a.claimed)
+    assert await b.steer(on_a.id, "check the tests too")
+    assert await turn == "end_turn"
+    said = [m.text for m in on_a.history if m.role == "user"]  # type: ignore[union-attr]
+    assert said == ["look around", "check the tests too"]
+
+    slow = start_turn(on_a, prompt("take your time"), RecordingAsker(), lambda e: None)
+    await until(lambda: on_a.claimed)
+    assert await b.cancel_turn(on_a.id)
+    assert await asyncio.wait_for(slow, DEADLINE_S) == "cancelled"
+    assert not await b.cancel_turn(on_a.id)  # nothing runs any more
+    assert not await b.steer(on_a.id, "too late")
+
+
+async def test_a_turn_whose_replica_died_is_ended_by_another(
+    replicas: Callable[..., Runtime], tmp_path: Path, pg_url: str
+) -> None:
+    b = replicas()
+    record = await b.store.create(str(tmp_path), face="test", model="test")
+    await b.store.append(record.id, user_text("run the build"))
+    calls = [ToolCall(id="k1", name="run_command", arguments={"command": "make"})]
+    await b.store.append(record.id, AssistantMessage(tool_calls=calls))
+    on_b = await b.open_session(record.id)
+    heard: list[LogEvent] = []
+    on_b.follow(lambda entry: heard.append(entry.event))
+    dead = claim_and_die(pg_url, tmp_path, record.id)
+    assert dead > 0
+    await until(lambda: any(isinstance(e, TurnEnded) for e in heard))
+    (end,) = [e for e in heard if isinstance(e, TurnEnded)]
+    assert end.error == LAPSED_TURN
+    assert (await b.get_session(record.id)).failure == LAPSED_TURN
+    stored = await b.store.messages(record.id)
+    assert isinstance(stored[-1], ToolResultMessage) and stored[-1].call_id == "k1"
+    # The session is free again: a turn runs there, on the full transcript.
+    await on_b.catch_up()
+    assert await run_turn(on_b, prompt("again"), RecordingAsker(), lambda e: None) == "end_turn"
+    assert isinstance(on_b.log.snapshot(on_b.history).events()[0], TurnStarted)
+
+
+def claim_and_die(url: str, tmp_path: Path, session_id: str) -> int:
+    """A process that claims the session's turn, then is killed (SIGKILL): its pid."""
+    script = """
+import asyncio, os, sys
+from pathlib import Path
+from raven.config import Paths, SessionsConfig
+from raven.sessions import open_sessions
+
+async def main(url, data, session_id):
+    paths = Paths(config_file=Path(data) / "config.json", data_dir=Path(data))
+    store = open_sessions(SessionsConfig(url=url), paths)
+    await store.claim_turn(session_id)
+    print("claimed", flush=True)
+    await asyncio.sleep(60)
+
+asyncio.run(main(*sys.argv[1:]))
+"""
+    argv = [sys.executable, "-c", script, url, str(tmp_path / "dying"), session_id]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, text=True) as proc:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "claimed"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        proc.stdout.close()
+    return proc.pid

@@ -160,7 +160,9 @@ class TaskService:
     # -- lifetime ---------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Before serving: with a shared store, end the tasks whose runner is gone."""
+        """Before serving: hear the replicas sharing the session store, if they do; with a
+        shared task store, end the tasks whose runner is gone."""
+        await self._runtime.start()
         if self._shared is not None:
             await self._shared.initialize()
             await self.push.initialize()
@@ -389,6 +391,7 @@ class TaskService:
         message.context_id = message.context_id or self._conversations.minted.generate()
         message.task_id = str(uuid.uuid4())
         task = _Task(message.task_id, message.context_id, owner, self.tasks)
+        task.seen.add(message.message_id)  # the prompt: never taken again for a follow-up
         if push is not None:  # before the task is written: its first state is pushed too
             await self._push_config(task.id, push, task.context)
         self._live[task.id] = task
@@ -491,7 +494,7 @@ class TaskService:
                 return  # cancelled while it waited: the cancel wrote CANCELED
             prompt = await self._conversations.prompt(message, task.context_id, data)
             turn = TaskTurn(session, self._local(session.id) if self._local else None)
-            turn.start(prompt, self._settings.approvals)
+            turn.start(prompt, self._settings.approvals, self._settings.input_timeout_s)
             task.turn = turn
             await updater.start_work()
             await self._publish(task, turn, updater)

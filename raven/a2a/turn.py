@@ -183,8 +183,9 @@ class TaskTurn:
         self._work: asyncio.Task[Any] | None = None
         self._stop_following: Callable[[], None] = _told_by_the_log
 
-    def start(self, prompt: str, approvals: ApprovalPolicy) -> None:
-        """Start the turn; raises the engine's `SessionBusy` or `SessionClosed`.
+    def start(self, prompt: str, approvals: ApprovalPolicy, wait_s: float) -> None:
+        """Start the turn; raises the engine's `SessionBusy` or `SessionClosed`. A turn of
+        the conversation running on another replica is waited for, up to `wait_s`.
 
         What the turn says is read from the session's ordered log, as every face reads it
         (the engine appends each event once, in order)."""
@@ -197,6 +198,7 @@ class TaskTurn:
                 _told_by_the_log,
                 self._cancel,
                 approvals=approvals,  # the engine applies it, after the mode's
+                wait_s=wait_s,
             )
         except BaseException:
             stop_following()

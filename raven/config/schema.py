@@ -177,6 +177,20 @@ class GatewayConfig(_Model):
     host: str = "127.0.0.1"
     port: int = Field(default=8700, ge=0, le=65535)
     allow_remote: bool = False
+    public_url: str | None = None
+    """Where browsers reach the gateway when that is not its own address (a load balancer
+    in front of replicas, TLS termination): requests naming that host are accepted too."""
+
+    @field_validator("public_url")
+    @classmethod
+    def _valid_public_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            origin_of(value)
+        except BadOrigin as exc:
+            raise ValueError(str(exc)) from None
+        return value.rstrip("/")
 
 
 class A2APushConfig(_Model):

@@ -19,7 +19,7 @@ from raven.engine.errors import (
     UnknownModel,
     session_directory,
 )
-from raven.engine.events import ModeChanged, ModelChanged, SessionEnded, TitleChanged
+from raven.engine.events import ModeChanged, ModelChanged, SessionEnded, TitleChanged, TurnEnded
 from raven.engine.history import HistoryEvent, history_events, interrupted_results
 from raven.engine.log import LogEvent
 from raven.engine.replicas import Replicas
@@ -387,6 +387,8 @@ class Runtime:
             live.ended()
         elif isinstance(event, TitleChanged):
             live.record = dataclasses.replace(live.record, title=event.title)
+        elif isinstance(event, TurnEnded):  # the store kept its error as the failure
+            live.record = dataclasses.replace(live.record, failure=event.error)
         elif isinstance(event, ModeChanged) and event.mode_id != live.record.mode:
             mode = self.config.find_mode(event.mode_id)
             if mode is not None:

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from raven.engine.shared_log import SharedLog
 
 Remembered = dict[str, bool]
+CLAIM_RETRY_S = 0.25
+"""How often a turn waiting for another process's turn to end tries to claim the session."""
 
 
 @dataclass
@@ -152,15 +154,22 @@ class LiveSession:
         self._steering.clear()
         self._idle.set()
 
-    async def claim(self) -> None:
+    async def claim(self, wait_s: float = 0.0, *stops: asyncio.Event | None) -> None:
         """Claim the session for this process's turn, first taking in the messages other
-        processes wrote since; raises `SessionBusy` while another process has a turn here."""
+        processes wrote since; raises `SessionBusy` while another process has a turn here,
+        once `wait_s` has passed (or one of `stops` is set) without it ending."""
         if self.deferred:
             return
-        try:
-            version = await self.store.claim_turn(self.id)
-        except TurnElsewhere as exc:
-            raise SessionBusy(self.id, exc.pid, exc.remote) from None
+        deadline = asyncio.get_running_loop().time() + wait_s
+        while True:
+            try:
+                version = await self.store.claim_turn(self.id)
+                break
+            except TurnElsewhere as exc:
+                left = deadline - asyncio.get_running_loop().time()
+                if left <= 0 or any(stop is not None and stop.is_set() for stop in stops):
+                    raise SessionBusy(self.id, exc.pid, exc.remote) from None
+                await asyncio.sleep(min(CLAIM_RETRY_S, left))
         self._claimed = True
         if version != self.version:
             await self._reload(version)

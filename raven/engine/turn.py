@@ -121,13 +121,16 @@ def start_turn(
     emit: Emit,
     cancel: asyncio.Event | None = None,
     approvals: ApprovalPolicy = "ask",
+    wait_s: float = 0.0,
 ) -> asyncio.Task[StopReason]:
     """`run_turn` as a task, for a face that answers before the turn ends: the session is
     taken for the turn before this returns, so `SessionClosed` and `SessionBusy` are raised
-    here, and a second turn can never start beside it."""
+    here, and a second turn can never start beside it. A turn another process runs in the
+    session raises `SessionBusy` from the task, once `wait_s` passed without it ending."""
     stopped = session.reserve()
     turn_asker = _TurnAsker(asker, approvals)
-    task = asyncio.create_task(_run_reserved(session, prompt, turn_asker, emit, stopped, cancel))
+    work = _run_reserved(session, prompt, turn_asker, emit, stopped, cancel, wait_s)
+    task = asyncio.create_task(work)
     task.add_done_callback(lambda _: session.free())  # also when cancelled before it began
     return task
 
@@ -139,11 +142,12 @@ async def _run_reserved(
     emit: Emit,
     stopped: asyncio.Event,
     cancel: asyncio.Event | None,
+    wait_s: float,
 ) -> StopReason:
     interrupted = False
     logged = _logging(session, emit)
     try:
-        await session.claim()
+        await session.claim(wait_s, stopped, cancel)
         end = TurnEnded("cancelled")
         try:
             end = await _run_claimed(session, prompt, asker, logged, stopped, cancel)

@@ -49,8 +49,14 @@ def make_app(runtime: Runtime, gate: Gatekeeper) -> web.Application:
     app.router.add_get("/", _page)
     app.router.add_static("/app/", FILES, append_version=False)
     app.on_response_prepare.append(_security_headers)
+    app.on_startup.append(_start)
     app.on_shutdown.append(_shutdown)
     return app
+
+
+async def _start(app: web.Application) -> None:
+    """With replicas sharing the session store: hear them before serving anyone."""
+    await app[HUB].runtime.start()
 
 
 CSP = (

@@ -379,12 +379,12 @@ class Peer:
         return c.Accepted()
 
     async def _turn_cancel(self, p: c.SessionRef) -> c.Accepted:
-        live = await self._live(p.session_id)
-        return c.Accepted(accepted=live.cancel_turn())
+        await self._live(p.session_id)  # SessionNotFound, SessionClosed
+        return c.Accepted(accepted=await self._hub.runtime.cancel_turn(p.session_id))
 
     async def _turn_steer(self, p: c.TurnSteer) -> c.Steered:
-        live = await self._live(p.session_id)
-        return c.Steered(steered=live.steer(p.text))
+        await self._live(p.session_id)
+        return c.Steered(steered=await self._hub.runtime.steer(p.session_id, p.text))
 
     async def _permission_respond(self, p: c.PermissionRespond) -> c.Accepted:
         self._hub.settle(p.request_id, p.decision)
@@ -452,7 +452,7 @@ class Peer:
             created_at=record.created_at,
             updated_at=record.updated_at,
             closed=record.closed,
-            busy=live is not None and live.is_busy,
+            busy=live is not None and live.running,
             waiting=len(self._hub.waiting(record.id)),
             failure=record.failure,
         )

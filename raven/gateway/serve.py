@@ -19,6 +19,7 @@ from raven.engine import Runtime
 from raven.errors import RavenError
 from raven.gateway.app import A2A_MOUNTED, make_app
 from raven.gateway.auth import Gatekeeper, load_or_mint_token
+from raven.origins import origin_of
 from raven.running import GATEWAY, forget, record, recorded, running
 from raven.signals import until_stopped
 
@@ -39,7 +40,7 @@ async def serve(
     adds other routes to the app (the A2A face) and says whether it did."""
     token = load_or_mint_token(runtime.paths.config_dir)
     shown = f"[{settings.host}]" if ":" in settings.host else settings.host
-    gate = Gatekeeper(token, _hosts(shown, settings.port))
+    gate = Gatekeeper(token, _hosts(shown, settings.port, settings.public_url))
     app = make_app(runtime, gate)
     if mount is not None:
         app[A2A_MOUNTED] = mount(app)
@@ -54,7 +55,7 @@ async def serve(
                 raise GatewayInUse(_in_use(state, settings.port)) from None
             raise
         port = runner.addresses[0][1]  # the real one when --port 0 let the system pick
-        gate.allowed_hosts = _hosts(shown, port)
+        gate.allowed_hosts = _hosts(shown, port, settings.public_url)
         url = f"http://{shown}:{port}"
         a2a = f"{url}{runtime.config.a2a.server.path}" if app.get(A2A_MOUNTED) else None
         record(state, url=url, a2a=a2a)
@@ -66,9 +67,17 @@ async def serve(
         forget(state)
 
 
-def _hosts(shown: str, port: int) -> set[str]:
-    """The Host headers a browser on this machine sends to the gateway."""
-    return {f"{shown}:{port}".lower(), f"localhost:{port}", f"127.0.0.1:{port}"}
+def _hosts(shown: str, port: int, public_url: str | None) -> set[str]:
+    """The Host headers a browser on this machine sends to the gateway (and, with
+    `publicUrl`, a browser reaching it there)."""
+    hosts = {f"{shown}:{port}".lower(), f"localhost:{port}", f"127.0.0.1:{port}"}
+    if public_url is not None:
+        scheme, host, public_port = origin_of(public_url)
+        named = f"[{host}]" if ":" in host else host
+        hosts.add(f"{named}:{public_port}")
+        if public_port == {"http": 80, "https": 443}[scheme]:
+            hosts.add(named)  # browsers leave the default port out
+    return hosts
 
 
 def _in_use(state: Path, port: int) -> str:

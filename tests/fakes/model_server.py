@@ -28,6 +28,8 @@ class Reply:
     cut: bool = False
     """Close the connection abruptly after the events."""
     delay_s: float = 0.0
+    event_delay_s: float = 0.0
+    """A pause before each event after the first, to stream like a slow model."""
 
 
 @dataclass
@@ -112,7 +114,9 @@ class FakeModelServer:
         response = web.StreamResponse(status=reply.status, headers=reply.headers)
         response.content_type = "text/event-stream"
         await response.prepare(request)
-        for block in reply.events:
+        for index, block in enumerate(reply.events):
+            if index and reply.event_delay_s:
+                await asyncio.sleep(reply.event_delay_s)
             await response.write(block.encode() + b"\n\n")
         if reply.cut:
             assert request.transport is not None

@@ -2,13 +2,13 @@
 back from it.
 
 Each event a live session publishes is appended to the store's log of the session, in
-batches, one at a time per session (what is published during one goes in the next), so
-the store numbers a process's events in the order they happened. Every listener, in this
-process too, hears an event once the store has it, under the store's number, read back
-in the store's order whoever wrote it: a cursor holds on every replica. A turn's events
-are appended only while its process holds the session's claim; its last ones go in the
-transaction that releases the claim. Never runs a turn; knows no face.
-"""
+batches gathered for `FLUSH_S`, one at a time per session (what is published during one
+goes in the next), so the store numbers a process's events in the order they happened.
+Every listener, in this process too, hears an event once the store has it, under the
+store's number, read back in the store's order whoever wrote it: a cursor holds on every
+replica. A turn's events are appended only while its process holds the session's claim;
+its last ones go in the statement that releases the claim. Never runs a turn; knows no
+face."""
 
 from __future__ import annotations
 
@@ -32,6 +32,9 @@ from raven.sessions import (
 
 log = logging.getLogger(__name__)
 
+FLUSH_S = 0.02
+"""How long a session's events gather before they are stored together: a turn's stream
+goes in a few transactions, not one per piece of text (its end goes with the release)."""
 READ_BACK_S = 10.0
 """How long a turn's end waits to be read back from the store before going on without."""
 
@@ -48,6 +51,8 @@ class SharedLog:
         """The live sessions whose logs are copies of the store's."""
         self._pending: dict[str, _Batch] = {}
         self._flushing: dict[str, asyncio.Task[None]] = {}
+        self._gathering: set[str] = set()
+        """Sessions whose flush is still gathering events, before it writes."""
         self._reading: dict[str, asyncio.Task[None]] = {}
         self._again: set[str] = set()
         self._ended: dict[str, tuple[int | None, _Batch]] = {}
@@ -58,8 +63,7 @@ class SharedLog:
 
     async def attach(self, live: LiveSession) -> None:
         """Make the session's log a copy of the store's, from its oldest event kept."""
-        epoch, head = await self._store.log_head(live.id)
-        rows = await self._store.log_since(live.id, 0)
+        epoch, head, rows = await self._store.log_open(live.id)
         if rows:
             live.log.rebase(rows[0].version, epoch, rows[0].seq - 1)
         else:
@@ -88,7 +92,13 @@ class SharedLog:
 
     async def _flush(self, live: LiveSession) -> None:
         try:
-            while batch := self._pending.pop(live.id, None):
+            while live.id in self._pending:
+                self._gathering.add(live.id)
+                try:
+                    await asyncio.sleep(FLUSH_S)
+                finally:
+                    self._gathering.discard(live.id)
+                batch = self._pending.pop(live.id, [])
                 rows = [row for row, _ in batch]
                 try:
                     first = await self._store.log_append(live.id, rows, fenced=live.is_busy)
@@ -98,8 +108,8 @@ class SharedLog:
                     return
                 except SessionNotFound:
                     return  # deleted: its log went with it
-                except StoreUnavailable as exc:
-                    log.error("session %s: %d events not stored: %s", live.id, len(rows), exc)
+                except Exception:  # never the end of the flushing: the next batch is tried
+                    log.exception("session %s: %d events not stored", live.id, len(rows))
                     continue
                 self._deliver(live, first, batch)
         finally:
@@ -110,13 +120,15 @@ class SharedLog:
         the transaction that releases the claim (keeping `end.error` as its failure)."""
         flushing = self._flushing.get(live.id)
         if flushing is not None:
+            if live.id in self._gathering:  # what it gathers goes with the release instead
+                flushing.cancel()
             await asyncio.wait([flushing])
         body = json.dumps(event_json(end), ensure_ascii=False)
         batch = [*self._pending.pop(live.id, []), (NewEvent(live.version, "TurnEnded", body), end)]
         try:
             first = await self._store.end_turn(live.id, end.error, [row for row, _ in batch])
-        except StoreUnavailable as exc:
-            log.error("session %s: the turn's end was not stored: %s", live.id, exc)
+        except Exception:
+            log.exception("session %s: the turn's end was not stored", live.id)
             first = None
         self._ended[live.id] = (first, batch)
 

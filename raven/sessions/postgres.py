@@ -54,7 +54,9 @@ COMMAND_TIMEOUT_S = 30.0
 CONNECT_TIMEOUT_S = 10.0
 POOL_SIZE = 10
 MAX_LOGGED_EVENTS = 10_000
-"""Events a session's log keeps past a turn's end; the oldest whole turns leave first."""
+"""Events a session's log keeps; the oldest whole turns leave first."""
+TRIM_EVERY = 1_000
+"""Events between two trims of a session's log (so it holds up to this many more)."""
 LOG_CHANNEL, INBOX_CHANNEL = "raven_session_log", "raven_session_inbox"
 RECONNECT_S = 1.0
 """Between attempts to listen again after the listening connection was lost."""
@@ -69,6 +71,58 @@ _SELECT = (
     "SELECT id, cwd, title, mode, model, face, created_at, updated_at, closed, failure"
     " FROM raven_sessions"
 )
+_APPEND = (
+    # The message's number is the session's version once it counts the message.
+    "WITH s AS (UPDATE raven_sessions SET updated_at = $2, title = COALESCE($3, title),"
+    " version = version + 1 WHERE id = $1 RETURNING version)"
+    " INSERT INTO raven_messages (session_id, seq, body, created_at, search_text)"
+    " SELECT $1, s.version, $4, $2, $5 FROM s"
+)
+
+
+def _new_events(first: int) -> str:
+    """The CTE inserting the rows whose columns are the parameters from `$first` on,
+    numbered up to the head `s` returns."""
+    v, k, b = (f"${n}" for n in range(first, first + 3))
+    return (
+        "ins AS (INSERT INTO raven_session_events (session_id, seq, version, kind, body)"
+        f" SELECT $1, s.log_seq - cardinality({v}::int[]) + t.n, t.v, t.k, t.b"
+        f" FROM s, unnest({v}::int[], {k}::text[], {b}::text[]) WITH ORDINALITY AS t(v, k, b, n))"
+    )
+
+
+_NOTIFY_HEAD = f"SELECT log_seq, pg_notify('{LOG_CHANNEL}', $1 || ' ' || log_seq) FROM s"
+_LOG_APPEND = (
+    "WITH s AS (UPDATE raven_sessions SET log_seq = log_seq + cardinality($3::int[])"
+    " WHERE id = $1 AND ($2::text IS NULL OR turn_holder = $2) RETURNING log_seq), "
+    + _new_events(3)
+    + " "
+    + _NOTIFY_HEAD
+)
+_END_TURN = (
+    # The claim is released and the failure kept only if this process holds it (or none
+    # does); the turn's last events are appended either way. What was sent to the turn
+    # goes with it.
+    "WITH s AS (UPDATE raven_sessions SET log_seq = log_seq + cardinality($4::int[]),"
+    " failure = CASE WHEN turn_holder IS NULL OR turn_holder = $2 THEN $3 ELSE failure END,"
+    " turn_until = CASE WHEN turn_holder = $2 THEN NULL ELSE turn_until END,"
+    " turn_holder = CASE WHEN turn_holder = $2 THEN NULL ELSE turn_holder END"
+    " WHERE id = $1 RETURNING log_seq), "
+    + _new_events(4)
+    + ", inbox AS (DELETE FROM raven_session_inbox WHERE session_id = $1) "
+    + _NOTIFY_HEAD
+)
+_TRIM = (
+    # The oldest whole turns leave the log while it holds more than $2 events; the
+    # newest turn always stays.
+    "DELETE FROM raven_session_events WHERE session_id = $1 AND seq < COALESCE("
+    " (SELECT min(seq) FROM raven_session_events WHERE session_id = $1"
+    "  AND kind = 'TurnStarted' AND seq > (SELECT log_seq FROM raven_sessions"
+    "  WHERE id = $1) - $2),"
+    " (SELECT max(seq) FROM raven_session_events WHERE session_id = $1"
+    "  AND kind = 'TurnStarted'), 0)"
+)
+_EXISTS = "SELECT 1 FROM raven_sessions WHERE id = $1"
 _HEADLINE = (
     "StartSel=\x02, StopSel=\x03, MaxWords=12, MinWords=4, ShortWord=0, MaxFragments=1,"
     " FragmentDelimiter=…"
@@ -107,6 +161,7 @@ class PostgresSessions:
                             max_size=POOL_SIZE,
                             timeout=CONNECT_TIMEOUT_S,
                             command_timeout=COMMAND_TIMEOUT_S,
+                            reset=_keep,
                         )
                         async with pool.acquire() as conn:
                             await migrate(conn)
@@ -229,24 +284,13 @@ class PostgresSessions:
         create: SessionRecord | None = None,
     ) -> None:
         body = MESSAGE_ADAPTER.dump_json(message).decode()
-        async with self._in_order(session_id), self._conn(transaction=True) as conn:
+        args = (session_id, now_iso(), title, body, _searchable(message))
+        async with self._in_order(session_id), self._conn(transaction=create is not None) as conn:
             if create is not None:
                 await _insert_session(conn, create)
-            # The message's number is the session's version once it counts the message.
-            added = await conn.execute(
-                "WITH s AS (UPDATE raven_sessions SET updated_at = $2, "
-                "title = COALESCE($3, title), version = version + 1 WHERE id = $1 "
-                "RETURNING version) INSERT INTO raven_messages "
-                "(session_id, seq, body, created_at, search_text) "
-                "SELECT $1, s.version, $4, $2, $5 FROM s",
-                session_id,
-                now_iso(),
-                title,
-                body,
-                _searchable(message),
-            )
-            if added.endswith(" 0"):
-                raise SessionNotFound(session_id)
+            added = await conn.execute(_APPEND, *args)
+        if added.endswith(" 0"):
+            raise SessionNotFound(session_id)
 
     @contextlib.asynccontextmanager
     async def _in_order(self, session_id: str) -> AsyncIterator[None]:
@@ -353,18 +397,22 @@ class PostgresSessions:
     # -- claims ----------------------------------------------------------------------------
 
     async def claim_turn(self, session_id: str) -> int:
-        async with self._conn(transaction=True) as conn:
-            version = await self._check_turn(conn, session_id, guarded=True)
-            if version is None:
-                raise SessionNotFound(session_id)
-            await conn.execute(
-                f"UPDATE raven_sessions SET turn_holder = $2, turn_until = {_NOW} + $3"
-                " WHERE id = $1",
-                session_id,
-                self._me,
-                self.lease_s,
-            )
-        return version
+        claim = (
+            f"UPDATE raven_sessions SET turn_holder = $2, turn_until = {_NOW} + $3"
+            " WHERE id = $1{} RETURNING version"
+        )
+        async with self._conn() as conn:
+            # Most claims find the session free: one statement. Otherwise the holder is
+            # judged with its row locked.
+            free = " AND (turn_holder IS NULL OR turn_holder = $2)"
+            version = await conn.fetchval(claim.format(free), session_id, self._me, self.lease_s)
+            if version is not None:
+                return int(version)
+            async with conn.transaction():
+                if await self._check_turn(conn, session_id, guarded=True) is None:
+                    raise SessionNotFound(session_id)
+                version = await conn.fetchval(claim.format(""), session_id, self._me, self.lease_s)
+        return int(version)
 
     async def _check_turn(
         self, conn: asyncpg.Connection, session_id: str, guarded: bool
@@ -407,17 +455,11 @@ class PostgresSessions:
     async def end_turn(
         self, session_id: str, failure: str | None, logged: list[NewEvent]
     ) -> int | None:
-        async with self._conn(transaction=True) as conn:
-            first = await _append_rows(conn, session_id, logged, None)
-            await conn.execute(
-                "UPDATE raven_sessions SET turn_holder = NULL, turn_until = NULL, failure = $2"
-                " WHERE id = $1 AND (turn_holder = $3 OR turn_holder IS NULL)",
-                session_id,
-                failure,
-                self._me,
-            )
-            await _after_turn(conn, session_id)
-        return first
+        async with self._conn() as conn:
+            head = await conn.fetchval(_END_TURN, session_id, self._me, failure, *_columns(logged))
+            if head is not None and _crossed(head, len(logged), TRIM_EVERY):
+                await conn.execute(_TRIM, session_id, MAX_LOGGED_EVENTS)
+        return int(head) - len(logged) + 1 if head is not None and logged else None
 
     async def lapsed(self) -> list[str]:
         async with self._conn() as conn:
@@ -433,14 +475,20 @@ class PostgresSessions:
 
     # -- the event log ---------------------------------------------------------------------
 
-    async def log_head(self, session_id: str) -> tuple[str, int]:
+    async def log_open(self, session_id: str) -> tuple[str, int, list[LoggedRow]]:
         async with self._conn() as conn:
-            row = await conn.fetchrow(
-                "SELECT log_epoch, log_seq FROM raven_sessions WHERE id = $1", session_id
+            rows = await conn.fetch(
+                "SELECT s.log_epoch, s.log_seq, e.seq, e.version, e.body FROM raven_sessions s"
+                " LEFT JOIN raven_session_events e ON e.session_id = s.id WHERE s.id = $1"
+                " ORDER BY e.seq",
+                session_id,
             )
-        if row is None:
+        if not rows:
             raise SessionNotFound(session_id)
-        return str(row["log_epoch"]), int(row["log_seq"])
+        logged = [
+            LoggedRow(r["seq"], r["version"], r["body"]) for r in rows if r["seq"] is not None
+        ]
+        return str(rows[0]["log_epoch"]), int(rows[0]["log_seq"]), logged
 
     async def log_since(self, session_id: str, after: int) -> list[LoggedRow]:
         async with self._conn() as conn:
@@ -457,10 +505,15 @@ class PostgresSessions:
         return [LoggedRow(r["seq"], r["version"], r["body"]) for r in rows]
 
     async def log_append(self, session_id: str, rows: list[NewEvent], fenced: bool) -> int:
-        async with self._conn(transaction=True) as conn:
-            first = await _append_rows(conn, session_id, rows, self._me if fenced else None)
-        assert first is not None
-        return first
+        holder = self._me if fenced else None
+        async with self._conn() as conn:
+            head = await conn.fetchval(_LOG_APPEND, session_id, holder, *_columns(rows))
+            if head is None:
+                exists = await conn.fetchval(
+                    "SELECT 1 FROM raven_sessions WHERE id = $1", session_id
+                )
+                raise TurnLost(session_id) if exists else SessionNotFound(session_id)
+        return int(head) - len(rows) + 1
 
     # -- the inbox ---------------------------------------------------------------------------
 
@@ -540,55 +593,18 @@ class PostgresSessions:
             await asyncio.sleep(RECONNECT_S)
 
 
-async def _append_rows(
-    conn: asyncpg.Connection, session_id: str, rows: list[NewEvent], holder: str | None
-) -> int | None:
-    """Append `rows`, numbered in order; the first one's number (None for no rows). With
-    `holder`, only while it holds the session's claim (else `TurnLost`)."""
-    if not rows:
-        return None
-    head = await conn.fetchval(
-        "UPDATE raven_sessions SET log_seq = log_seq + $2"
-        " WHERE id = $1 AND ($3::text IS NULL OR turn_holder = $3) RETURNING log_seq",
-        session_id,
-        len(rows),
-        holder,
-    )
-    if head is None:
-        if holder is not None and await conn.fetchval(
-            "SELECT 1 FROM raven_sessions WHERE id = $1", session_id
-        ):
-            raise TurnLost(session_id)
-        raise SessionNotFound(session_id)
-    first = int(head) - len(rows) + 1
-    await conn.execute(
-        "INSERT INTO raven_session_events (session_id, seq, version, kind, body)"
-        " SELECT $1, s, v, k, b FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[])"
-        " AS t(s, v, k, b)",
-        session_id,
-        list(range(first, first + len(rows))),
-        [row.version for row in rows],
-        [row.kind for row in rows],
-        [row.body for row in rows],
-    )
-    await conn.execute("SELECT pg_notify($1, $2)", LOG_CHANNEL, f"{session_id} {int(head)}")
-    return first
+def _columns(rows: list[NewEvent]) -> tuple[list[int], list[str], list[str]]:
+    return [r.version for r in rows], [r.kind for r in rows], [r.body for r in rows]
 
 
-async def _after_turn(conn: asyncpg.Connection, session_id: str) -> None:
-    """A turn is over: what was sent to it is moot, and the log's oldest turns leave it
-    once it holds more than `MAX_LOGGED_EVENTS` (the newest turn always stays)."""
-    await conn.execute("DELETE FROM raven_session_inbox WHERE session_id = $1", session_id)
-    await conn.execute(
-        "DELETE FROM raven_session_events WHERE session_id = $1 AND seq < COALESCE("
-        " (SELECT min(seq) FROM raven_session_events WHERE session_id = $1"
-        "  AND kind = 'TurnStarted' AND seq > (SELECT log_seq FROM raven_sessions"
-        "  WHERE id = $1) - $2),"
-        " (SELECT max(seq) FROM raven_session_events WHERE session_id = $1"
-        "  AND kind = 'TurnStarted'), 0)",
-        session_id,
-        MAX_LOGGED_EVENTS,
-    )
+def _crossed(head: int, added: int, every: int) -> bool:
+    """The log's numbers passed a multiple of `every` with the `added` newest."""
+    return head // every != (head - added) // every
+
+
+async def _keep(conn: asyncpg.Connection) -> None:
+    """A connection goes back to the pool as it is: none of them holds session state
+    (the listening connection is not the pool's), so asyncpg's reset query is saved."""
 
 
 async def _insert_session(

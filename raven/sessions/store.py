@@ -168,8 +168,9 @@ class SharedSessions(Sessions, Protocol):
     listening: bool
     poll_s: float
 
-    async def log_head(self, session_id: str) -> tuple[str, int]:
-        """(epoch, newest number) of the session's log."""
+    async def log_open(self, session_id: str) -> tuple[str, int, list[LoggedRow]]:
+        """The session's log as kept: its epoch, its newest number, and its events from
+        the oldest kept."""
         ...
 
     async def log_since(self, session_id: str, after: int) -> list[LoggedRow]:

@@ -1,0 +1,204 @@
+"""Replicas on PostgreSQL: A2A throughput with one, two and three `raven a2a serve` replicas
+behind HAProxy, against one replica on SQLite; the latency PostgreSQL adds to a turn; and
+how soon a UI on one gateway replica hears a turn running on another, with LISTEN/NOTIFY
+and with polling.
+
+Every replica runs the echo model (a real turn per task: a session, its transcript, its
+log); with PostgreSQL, sessions and tasks both live in one throwaway database. Needs
+Debian's postgresql and haproxy packages.
+
+    uv run python bench/replicas.py [--seconds 5] [--rounds 3] [--follow-turns 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from loadgen import TOKEN, free_port, load, wait_listening
+
+sys.path.insert(0, str(Path(__file__).parent.parent))
+from tests.e2e.topology import Replica, haproxy_config, require_haproxy
+from tests.postgres import fresh_database, postgres_server, sqlalchemy_url
+
+LEVELS = (1, 8, 32)
+GATEWAY_TOKEN = "bench-gateway-token-0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def configure(home: Path, sessions: dict[str, Any], task_store: str) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    config = {
+        "defaultModel": "echo",
+        "sessions": sessions,
+        "a2a": {"server": {"token": TOKEN, "maxConcurrentTasks": 64, "taskStore": task_store}},
+    }
+    (home / "config.json").write_text(json.dumps(config))
+    (home / "config.json").chmod(0o600)
+    (home / "gateway.token").write_text(GATEWAY_TOKEN + "\n")
+    (home / "gateway.token").chmod(0o600)
+
+
+@contextmanager
+def servers(homes: list[Path], command: list[str]) -> Any:
+    """One `raven COMMAND --port P` per home; yields the replicas."""
+    replicas = [Replica(f"r{n}", home, free_port()) for n, home in enumerate(homes, start=1)]
+    procs = []
+    try:
+        for replica in replicas:
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "raven", *command, "--port", str(replica.port)],
+                    env={**os.environ, "RAVEN_HOME": str(replica.home)},
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+            wait_listening(replica.port)
+        yield replicas
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(20)
+
+
+@contextmanager
+def balancer(replicas: list[Replica], workdir: Path) -> Any:
+    port = free_port()
+    config = workdir / f"haproxy-{port}.cfg"
+    config.write_text(haproxy_config(port, replicas))
+    proc = subprocess.Popen(
+        [require_haproxy(), "-db", "-f", str(config)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_listening(port)
+        time.sleep(1.0)  # its first health checks find every replica up
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+async def throughput(url: str, seconds: float, rounds: int) -> dict[int, tuple[float, ...]]:
+    """Per level: median (req/s, p50 ms, p99 ms) over `rounds`, and errors."""
+    await load(url, 4, 1.0)  # warm up
+    out = {}
+    for clients in LEVELS:
+        runs = [await load(url, clients, seconds) for _ in range(rounds)]
+        rate, p50, p99 = (statistics.median(r[i] for r in runs) for i in range(3))
+        out[clients] = (rate, p50, p99, sum(r[3] for r in runs))
+    return out
+
+
+async def a2a_section(root: Path, pg_server: str, seconds: float, rounds: int) -> None:
+    results: dict[str, dict[int, tuple[float, ...]]] = {}
+    home = root / "sqlite"
+    configure(home, {}, "memory")
+    with servers([home], ["a2a", "serve"]) as (one,):
+        results["1 replica, SQLite"] = await throughput(
+            f"http://127.0.0.1:{one.port}/a2a", seconds, rounds
+        )
+    for count in (1, 2, 3):
+        with ExitStack() as stack:
+            url = stack.enter_context(fresh_database(pg_server))
+            homes = [root / f"pg{count}-{n}" for n in range(count)]
+            for home in homes:
+                configure(home, {"url": url}, sqlalchemy_url(url))
+            replicas = stack.enter_context(servers(homes, ["a2a", "serve"]))
+            direct = f"http://127.0.0.1:{replicas[0].port}/a2a"
+            if count == 1:
+                results["1 replica, PostgreSQL"] = await throughput(direct, seconds, rounds)
+            front = stack.enter_context(balancer(replicas, root))
+            label = f"{count} replica{'s' if count > 1 else ''}, PostgreSQL, HAProxy"
+            results[label] = await throughput(front + "/a2a", seconds, rounds)
+    print(f"{'topology':38} {'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}")
+    for label, levels in results.items():
+        for clients, (rate, p50, p99, errors) in levels.items():
+            print(f"{label:38} {clients:7} {rate:8.0f} {p50:8.1f} {p99:8.1f} {errors:7.0f}")
+    base = results["1 replica, SQLite"]
+    pg = results["1 replica, PostgreSQL"]
+    print()
+    print(
+        f"PostgreSQL adds {pg[1][1] - base[1][1]:.1f} ms to a turn at 1 client "
+        f"(p50 {pg[1][1]:.1f} against {base[1][1]:.1f} ms on SQLite)"
+    )
+
+
+async def follow_latency(root: Path, pg_server: str, turns: int, listen: bool) -> list[float]:
+    """Seconds from a turn's answer reaching the UI on the replica running it to its
+    reaching a UI on the other replica, for each of `turns` turns."""
+    with fresh_database(pg_server) as url:
+        homes = [root / f"follow-{listen}-{n}" for n in range(2)]
+        for home in homes:
+            configure(home, {"url": url, "listen": listen}, "memory")
+        with servers(homes, ["gateway"]) as (a, b):
+            async with aiohttp.ClientSession() as http:
+                auth = {"Authorization": f"Bearer {GATEWAY_TOKEN}"}
+                near = await http.ws_connect(f"ws://127.0.0.1:{a.port}/rpc", headers=auth)
+                far = await http.ws_connect(f"ws://127.0.0.1:{b.port}/rpc", headers=auth)
+                ids = iter(range(1, 1_000_000))
+
+                async def call(ws: Any, method: str, **params: Any) -> Any:
+                    n = next(ids)
+                    await ws.send_json(
+                        {"jsonrpc": "2.0", "id": n, "method": method, "params": params}
+                    )
+                    while True:
+                        frame = json.loads((await ws.receive()).data)
+                        if frame.get("id") == n:
+                            return frame["result"]
+
+                async def answer_at(ws: Any) -> float:
+                    while True:
+                        frame = json.loads((await ws.receive()).data)
+                        event = frame.get("params", {}).get("event", {})
+                        if event.get("type") == "TurnEnded":
+                            return time.perf_counter()
+
+                sid = (await call(near, "session.create", cwd=str(root)))["sessionId"]
+                await call(far, "session.subscribe", sessionId=sid)
+                delays = []
+                for n in range(turns):
+                    await call(near, "turn.send", sessionId=sid, text=f"turn {n}")
+                    here, there = await asyncio.gather(answer_at(near), answer_at(far))
+                    delays.append(there - here)
+                await near.close()
+                await far.close()
+    return delays
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--follow-turns", type=int, default=30)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp, postgres_server() as pg_server:
+        root = Path(tmp)
+        await a2a_section(root, pg_server, args.seconds, args.rounds)
+        print()
+        for listen in (True, False):
+            delays = await follow_latency(root, pg_server, args.follow_turns, listen)
+            how = "LISTEN/NOTIFY" if listen else "polling every 0.25 s"
+            ms = sorted(d * 1000 for d in delays)
+            print(
+                f"a turn's end on the other replica, {how}: median {statistics.median(ms):.1f} ms"
+                f" later, worst {ms[-1]:.1f} ms ({len(ms)} turns)"
+            )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

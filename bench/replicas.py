@@ -77,7 +77,7 @@ def servers(homes: list[Path], command: list[str]) -> Any:
 def balancer(replicas: list[Replica], workdir: Path) -> Any:
     port = free_port()
     config = workdir / f"haproxy-{port}.cfg"
-    config.write_text(haproxy_config(port, replicas))
+    config.write_text(haproxy_config(port, replicas, check="/.well-known/agent-card.json"))
     proc = subprocess.Popen(
         [require_haproxy(), "-db", "-f", str(config)],
         stdout=subprocess.DEVNULL,

@@ -165,7 +165,8 @@ def start_replica(replica: Replica, env: dict[str, str]) -> None:
     raise AssertionError(f"replica {replica.name} did not start: {stderr}")
 
 
-def haproxy_config(port: int, replicas: list[Replica]) -> str:
+def haproxy_config(port: int, replicas: list[Replica], check: str = "/health") -> str:
+    """HAProxy in front of `replicas` on `port`, each checked with `GET check`."""
     servers = "\n".join(
         f"    server {r.name} 127.0.0.1:{r.port} check inter 300ms fall 2 rise 1" for r in replicas
     )
@@ -191,7 +192,7 @@ frontend raven
 
 backend replicas
     balance roundrobin
-    option httpchk GET /health
+    option httpchk GET {check}
     http-response set-header X-Served-By %s
 {chosen}
 {servers}

@@ -18,8 +18,8 @@ import pytest
 from raven.engine import (
     AgentText,
     CursorExpired,
-    Logged,
     LogEvent,
+    Logged,
     Runtime,
     SessionEnded,
     ToolCallStarted,

@@ -20,7 +20,7 @@ from raven.engine.errors import (
     session_directory,
 )
 from raven.engine.events import ModeChanged, ModelChanged, SessionEnded, TitleChanged, TurnEnded
-from raven.engine.history import HistoryEvent, history_events, interrupted_results
+from raven.engine.history import HistoryEvent, history_events
 from raven.engine.log import LogEvent
 from raven.engine.replicas import Replicas
 from raven.engine.session import LiveSession
@@ -247,9 +247,6 @@ class Runtime:
         else:
             record = await self.store.get(session_id)
             history = await self.store.messages(session_id)
-        for result in interrupted_results(history):
-            await self.store.append(session_id, result)
-            history.append(result)
         model = self._stored_model(record.model)
         mode = self.config.find_mode(record.mode) if record.mode else None
         mode = mode or self.mode(None)

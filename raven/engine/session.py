@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from raven.config import Limits, ModelSpec, ModeSpec
 from raven.engine.errors import SessionBusy, SessionClosed, TurnStuck
 from raven.engine.events import SessionEnded, TitleChanged, TurnEnded
+from raven.engine.history import interrupted_results
 from raven.engine.log import EventLog, Listener, LogEvent, Snapshot
 from raven.messages import Message
 from raven.providers import Provider
@@ -173,6 +174,10 @@ class LiveSession:
         self._claimed = True
         if version != self.version:
             await self._reload(version)
+        # Calls a killed process left unanswered get their results now that no other
+        # process can be running them, so providers accept the history.
+        for result in interrupted_results(self.history):
+            await self.commit(result)
 
     async def catch_up(self) -> None:
         """Take in what other processes wrote to the session while no turn ran here (and,

@@ -47,7 +47,7 @@ def kinds(entries: list[Logged]) -> list[str]:
 
 
 @pytest.fixture
-def replicas(make_runtime: MakeRuntime, pg_url: str) -> Callable[..., Runtime]:
+def replicas(pg_url: str, make_runtime: MakeRuntime) -> Callable[..., Runtime]:
     def make(steps: list[dict[str, object]] | None = None, **config: object) -> Runtime:
         sessions = {"url": pg_url, "leaseS": 1.5}
         return make_runtime(steps, sessions=sessions, **config)
@@ -202,3 +202,24 @@ asyncio.run(main(*sys.argv[1:]))
         proc.wait(10)
         proc.stdout.close()
     return proc.pid
+
+
+async def test_opening_a_session_on_another_replica_never_answers_a_running_tool_call(
+    replicas: Callable[..., Runtime], tmp_path: Path
+) -> None:
+    command = {"name": "run_command", "arguments": {"command": "sleep 0.3; echo done"}}
+    a = replicas([{"toolCalls": [command]}, {"text": "ran it"}])
+    b = replicas()
+    on_a = await a.new_session(tmp_path)
+    started = asyncio.Event()
+
+    def heard(event: object) -> None:
+        if isinstance(event, ToolCallStarted):
+            started.set()
+
+    turn = start_turn(on_a, prompt("run it"), RecordingAsker(), heard, approvals="auto")
+    await started.wait()
+    await b.open_session(on_a.id)  # its history ends in a call A is still running
+    assert await turn == "end_turn"
+    results = [m for m in await b.store.messages(on_a.id) if isinstance(m, ToolResultMessage)]
+    assert len(results) == 1 and "done" in results[0].content

@@ -416,7 +416,7 @@ async def test_a_second_turn_on_a_busy_session_is_refused_and_cancel_turn_stops_
     assert session.cancel_turn() is False
 
 
-async def test_opening_a_session_answers_tool_calls_a_killed_process_left_open(
+async def test_the_next_turn_answers_tool_calls_a_killed_process_left_open(
     make_runtime: MakeRuntime, tmp_path: Path
 ) -> None:
     from raven.messages import ToolCall, user_text
@@ -427,9 +427,13 @@ async def test_opening_a_session_answers_tool_calls_a_killed_process_left_open(
     calls = [ToolCall(id="k1", name="run_command", arguments={"command": "sleep 9"})]
     await runtime.store.append(record.id, AssistantMessage(tool_calls=calls))
     session = await runtime.open_session(record.id)
-    result = session.history[-1]
+    # Opening writes nothing: the call may still be running in another process.
+    assert len(await runtime.store.messages(record.id)) == 2
+    assert await run_turn(session, prompt("again"), RecordingAsker(), lambda e: None) == "end_turn"
+    stored = await runtime.store.messages(record.id)
+    result = stored[2]
     assert isinstance(result, ToolResultMessage) and result.call_id == "k1" and result.is_error
-    assert len(await runtime.store.messages(record.id)) == 3
+    assert [m.role for m in stored] == ["user", "assistant", "tool", "user", "assistant"]
 
 
 async def test_update_plan_emits_the_whole_plan(make_runtime: MakeRuntime, tmp_path: Path) -> None:

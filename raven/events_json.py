@@ -64,4 +64,36 @@ def event_from_json(body: dict[str, Any]) -> Any:
 
         parts = TypeAdapter(list[Part]).validate_python(values["parts"] or [])
         values["parts"] = tuple(parts)
+    if isinstance(approval := values.get("approval"), dict):
+        values["approval"] = _approval(approval)
+    if isinstance(asked := values.get("question"), dict):
+        from raven.tools import Question
+
+        values["question"] = Question(
+            asked["text"],
+            tuple(asked.get("choices") or ()),
+            asked.get("callId", ""),
+            asked.get("requestId", ""),
+        )
     return cls(**values)
+
+
+def _approval(body: dict[str, Any]) -> Any:
+    from raven.engine import ApprovalRequest
+    from raven.tools import FileDiff
+
+    preview = body.get("preview")
+    if isinstance(preview, dict):
+        preview = FileDiff(Path(preview["path"]), preview.get("oldText"), preview["newText"])
+    return ApprovalRequest(
+        call_id=body["callId"],
+        tool=body["tool"],
+        title=body["title"],
+        kind=body["kind"],
+        raw_input=body.get("rawInput") or {},
+        locations=[Path(p) for p in body.get("locations") or []],
+        offered=tuple(body.get("offered") or ()),
+        preview=preview,
+        person=bool(body.get("person")),
+        request_id=body.get("requestId", ""),
+    )

@@ -78,6 +78,7 @@ PROGRESS_METADATA = {"raven": {"progress": True}}
 FAILED_MESSAGE = "Raven could not complete this task. The operator can find the details in its log."
 STOPPED_MESSAGE = "Raven stopped before this task finished; send it again."
 NO_ANSWER = "(no answer: the question timed out)"
+ANSWERED_ELSEWHERE = "(answered by a person at Raven)"
 STOP_TURN_S = 5.0
 """How long a cancelled task's turn gets to stop before the task is written CANCELED anyway."""
 WATCH_S = 0.25
@@ -529,6 +530,10 @@ class TaskService:
                     if turn.answer(None):
                         note = updater.new_agent_message([new_text_part(NO_ANSWER)])
                         await updater.start_work(note)
+                elif turn.answered_elsewhere:
+                    turn.answered_elsewhere = False
+                    note = updater.new_agent_message([new_text_part(ANSWERED_ELSEWHERE)])
+                    await updater.start_work(note)
             else:
                 await self._end(task, turn, updater, step)
                 return

@@ -181,6 +181,9 @@ class TaskTurn:
         self._ended: TurnEnded | None = None
         self.attachments: list[Part] = []
         self._work: asyncio.Task[Any] | None = None
+        self.answered_elsewhere = False
+        """The last question the peer was asked was answered by someone else (a person
+        at a UI), so the task works again without the peer's answer."""
         self._stop_following: Callable[[], None] = _told_by_the_log
 
     def start(self, prompt: str, approvals: ApprovalPolicy, wait_s: float) -> None:
@@ -292,6 +295,9 @@ class TaskTurn:
         self._steps.put_nowait(Asked(redact(text)))
         try:
             return await self._question
+        except asyncio.CancelledError:  # answered elsewhere (a UI), or the turn stopped
+            self.answered_elsewhere = not self._cancel.is_set()
+            raise
         finally:
             self._question = None
 

@@ -13,6 +13,8 @@ from raven.acp.protocol import diff_content, text_content, tool_call
 from raven.engine import (
     AgentText,
     AgentThought,
+    Answered,
+    Asking,
     HistoryEvent,
     LogEvent,
     ModeChanged,
@@ -103,7 +105,7 @@ def replay_updates(events: Iterable[HistoryEvent | LogEvent]) -> Iterable[Update
                 text = part.text if isinstance(part, TextPart) else _image_note(part)
                 yield chunk("user_message_chunk", _cap(text))
             continue
-        if isinstance(event, ModeChanged | ModelChanged | SessionEnded):
+        if isinstance(event, ModeChanged | ModelChanged | SessionEnded | Asking | Answered):
             continue
         if isinstance(event, AgentText | AgentThought):
             event = dataclasses.replace(event, text=_cap(event.text))

@@ -26,6 +26,9 @@ class ApprovalRequest:
     person: bool = False
     """Only a person may allow it (a sub-agent's escalated request): no `auto` policy
     answers for them; `deny` still refuses."""
+    request_id: str = ""
+    """Names this asking in the session's log (the engine sets it), for any face that
+    answers it from elsewhere."""
 
 
 def approval_of(call_id: str, permission: Permission) -> ApprovalRequest:
@@ -43,6 +46,7 @@ def approval_of(call_id: str, permission: Permission) -> ApprovalRequest:
 
 
 Unanswered = Literal["refused", "unanswered", "cancelled"]
+UNANSWERED: tuple[Unanswered, ...] = ("refused", "unanswered", "cancelled")
 """An approval no person gave: a policy refused it without asking (`refused`), no one
 could be asked or no answer came (`unanswered`), or the asking was withdrawn
 (`cancelled`). The model is told which, so it can act on it."""

@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from raven.engine.asker import ApprovalRequest
 from raven.messages import Part
 from raven.providers import StopReason
-from raven.tools import FileDiff, PlanStep, ToolKind
+from raven.tools import FileDiff, PlanStep, Question, ToolKind
 
 ToolStatus = Literal["in_progress", "completed", "failed"]
 
@@ -132,5 +133,31 @@ class SessionEnded:
     """The session was closed; subscribers should let it go."""
 
 
-SessionEvent = TurnStarted | TitleChanged | ModeChanged | ModelChanged | TurnEnded | SessionEnded
+@dataclass(frozen=True)
+class Asking:
+    """The turn waits for a person: an approval (`approval`) or an answer (`question`).
+    Any face may answer it (`Runtime.answer`), on any replica, until `Answered`."""
+
+    request_id: str
+    approval: ApprovalRequest | None = None
+    question: Question | None = None
+
+
+@dataclass(frozen=True)
+class Answered:
+    """The asking `request_id` is over: answered, by whichever face, or given up."""
+
+    request_id: str
+
+
+SessionEvent = (
+    TurnStarted
+    | TitleChanged
+    | ModeChanged
+    | ModelChanged
+    | TurnEnded
+    | SessionEnded
+    | Asking
+    | Answered
+)
 """What every subscriber of a session hears, whichever face runs its turns."""

@@ -2,7 +2,7 @@
 
 For a runtime on a shared store (PostgreSQL), `Replicas`:
 - hears the store's changes: a session's log grew (its live copy here reads it), or
-  something was sent to a turn running here (a cancel, a steer: done at once);
+  something was sent to a turn running here (a cancel, a steer, an answer: done at once);
 - every third of `leaseS`, renews the claims of the turns running here (a turn whose
   claim was lost meanwhile is stopped) and ends every turn whose claim lapsed: its
   replica died or stopped renewing. The session's dangling tool calls get results, its
@@ -122,6 +122,9 @@ class Replicas:
                 live.cancel_turn()
             elif item.kind == "steer":
                 live.steer(item.text)
+            elif item.kind == "answer":
+                answer = json.loads(item.text)
+                live.answer(answer["requestId"], answer["value"])
 
     async def _renew(self) -> None:
         claimed = [s for s in self._live() if s.claimed]

@@ -6,6 +6,7 @@ Creates, opens and switches sessions; never runs a turn itself.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 from collections.abc import Awaitable, Sequence
 from pathlib import Path
@@ -307,6 +308,19 @@ class Runtime:
             return True
         if self._shared is not None:
             return await cast(SharedSessions, self.store).send(session_id, "cancel")
+        return False
+
+    async def answer(self, session_id: str, request_id: str, value: object) -> bool:
+        """Answer the session's asking `request_id` (an approval's decision, or a question's
+        text): the turn waiting for it, here or (shared) on the replica running it, takes
+        it instead of whatever its own face would have answered. False when no turn here
+        waits for it and no turn elsewhere could."""
+        live = self._live.get(session_id)
+        if live is not None and live.answer(request_id, value):
+            return True
+        if self._shared is not None:
+            body = json.dumps({"requestId": request_id, "value": value})
+            return await cast(SharedSessions, self.store).send(session_id, "answer", body)
         return False
 
     async def steer(self, session_id: str, text: str) -> bool:

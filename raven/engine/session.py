@@ -57,6 +57,7 @@ class LiveSession:
     version: int = 0
     """Messages of the session written so far, as this process knows them."""
     _steering: list[str] = field(default_factory=list)
+    _answers: dict[str, asyncio.Future[object]] = field(default_factory=dict)
     _busy: bool = False
     _source_tools: list[Tool] = field(default_factory=list)
     _cancel: asyncio.Event | None = None
@@ -271,6 +272,23 @@ class LiveSession:
         """The session so far as events, and the cursor to follow it from (`last`: only the
         newest messages of the transcript older than the log)."""
         return self.log.snapshot(self.history, last)
+
+    def awaiting(self, request_id: str) -> asyncio.Future[object]:
+        """What `answer` gives for the turn's asking `request_id`, until `settled`."""
+        future = self._answers[request_id] = asyncio.get_running_loop().create_future()
+        return future
+
+    def answer(self, request_id: str, value: object) -> bool:
+        """Answer the running turn's asking `request_id` (a decision, or a question's text)
+        from outside the face that asked; False when it is not waiting for one."""
+        future = self._answers.get(request_id)
+        if future is None or future.done():
+            return False
+        future.set_result(value)
+        return True
+
+    def settled(self, request_id: str) -> None:
+        self._answers.pop(request_id, None)
 
     def has_steering(self) -> bool:
         return bool(self._steering)

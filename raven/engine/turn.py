@@ -10,18 +10,28 @@ import asyncio
 import dataclasses
 import logging
 import re
-from collections.abc import Sequence
+import uuid
+from collections.abc import Coroutine, Sequence
 from datetime import date
 from typing import Any
 
 from pydantic import ValidationError
 
 from raven.config.schema import ApprovalPolicy
-from raven.engine.asker import ApprovalRequest, Asker, Decision, Unanswered, approval_of
+from raven.engine.asker import (
+    UNANSWERED,
+    ApprovalRequest,
+    Asker,
+    Decision,
+    Unanswered,
+    approval_of,
+)
 from raven.engine.events import (
     PARAGRAPH,
     AgentText,
     AgentThought,
+    Answered,
+    Asking,
     Emit,
     Notice,
     PlanUpdated,
@@ -128,7 +138,7 @@ def start_turn(
     here, and a second turn can never start beside it. A turn another process runs in the
     session raises `SessionBusy` from the task, once `wait_s` passed without it ending."""
     stopped = session.reserve()
-    turn_asker = _TurnAsker(asker, approvals)
+    turn_asker = _TurnAsker(session, asker, approvals)
     work = _run_reserved(session, prompt, turn_asker, emit, stopped, cancel, wait_s)
     task = asyncio.create_task(work)
     task.add_done_callback(lambda _: session.free())  # also when cancelled before it began
@@ -507,20 +517,48 @@ def _context(session: LiveSession, call: ToolCall, asker: _TurnAsker, emit: Emit
 
 class _TurnAsker:
     """The face's asker for one turn: one approval or question at a time, in call order,
-    with the face's standing approval policy beside it."""
+    with the face's standing policy beside it. Each asking is logged (`Asking`, then
+    `Answered`), and an answer given elsewhere (`LiveSession.answer`: another face, or
+    another replica) wins over the face's own, whose asking is then withdrawn."""
 
-    def __init__(self, asker: Asker, standing: ApprovalPolicy) -> None:
+    def __init__(self, session: LiveSession, asker: Asker, standing: ApprovalPolicy) -> None:
+        self._session = session
         self._asker = asker
         self.standing = standing
         self._lock = asyncio.Lock()
 
     async def approve(self, request: ApprovalRequest) -> Decision | Unanswered:
         async with self._lock:
-            return await self._asker.approve(request)
+            rid = uuid.uuid4().hex
+            request = dataclasses.replace(request, request_id=rid)
+            answer = await self._either(Asking(rid, approval=request), self._asker.approve(request))
+            return answer if answer in (*ALL_DECISIONS, *UNANSWERED) else "unanswered"
 
     async def ask(self, question: Question) -> str | None:
         async with self._lock:
-            return await self._asker.ask(question)
+            rid = uuid.uuid4().hex
+            question = dataclasses.replace(question, request_id=rid)
+            answer = await self._either(Asking(rid, question=question), self._asker.ask(question))
+            return answer if isinstance(answer, str) else None
+
+    async def _either(self, asking: Asking, face: Coroutine[Any, Any, Any]) -> Any:
+        """The face's answer, or one given elsewhere, whichever comes first."""
+        session, rid = self._session, asking.request_id
+        elsewhere = session.awaiting(rid)
+        own = asyncio.ensure_future(face)
+        session.publish(asking)
+        try:
+            await asyncio.wait([own, elsewhere], return_when=asyncio.FIRST_COMPLETED)
+            if elsewhere.done():
+                return elsewhere.result()
+            return own.result()
+        finally:
+            for waiter in (own, elsewhere):
+                waiter.cancel()
+            if not own.done():
+                await asyncio.wait([own])  # the face withdraws its asking before going on
+            session.settled(rid)
+            session.publish(Answered(rid))
 
 
 async def _finish(session: LiveSession, call: ToolCall, output: ToolOutput, emit: Emit) -> None:

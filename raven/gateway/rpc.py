@@ -10,7 +10,6 @@ that goes away never stops one.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import os
 import time
@@ -22,14 +21,10 @@ from pydantic import ValidationError
 
 from raven.config import ECHO_MODEL_ID, ConfigError
 from raven.engine import (
-    ApprovalRequest,
     BadDirectory,
     CursorExpired,
-    Decision,
-    FileDiff,
     LiveSession,
     Logged,
-    Question,
     Runtime,
     SessionBusy,
     SessionClosed,
@@ -43,6 +38,7 @@ from raven.engine import (
 )
 from raven.errors import RavenError, invalid_fields
 from raven.events_json import event_json
+from raven.gateway.questions import HubAsker, Questions
 from raven.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -67,12 +63,12 @@ class Hub:
         self.runtime = runtime
         self.a2a_mounted = a2a_mounted
         self.peers: set[Peer] = set()
-        self.pending: dict[str, tuple[str, asyncio.Future[Any], dict[str, Any]]] = {}
-        """request id → (session id, the answer to come, the announcement)."""
+        self.questions = Questions(runtime, self.broadcast)
         self.turns: set[asyncio.Task[Any]] = set()
         home = os.path.expanduser("~")  # left as it is when there is no home to know
         self.home = home if home != "~" else None
-        self._ids = itertools.count(1)
+        self._followed: dict[str, tuple[LiveSession, Callable[[], None], int]] = {}
+        """session id → (the live session, what stops the hub following it, its UIs here)."""
         self._last: tuple[Logged, bytes] | None = None
         """The event being handed to its followers, as a frame made (and redacted) once for
         all of them: a log gives one event to every follower before it takes the next."""
@@ -86,7 +82,7 @@ class Hub:
 
     def local_asker(self, session_id: str) -> HubAsker | None:
         """An asker for a turn this gateway did not start (an A2A task), when UIs are here."""
-        return HubAsker(self, session_id) if self.peers else None
+        return HubAsker(self.questions, session_id) if self.peers else None
 
     def watch(self, live: LiveSession, peer: Peer, after: str | None = None) -> None:
         """Send the session's events to `peer`: those after the cursor `after` first, then
@@ -97,6 +93,31 @@ class Hub:
             peer.send_frame(self._frame(live.id, entry, peer))
 
         peer.following[live.id] = (live, live.follow(send, after))
+        self._follow(live)
+
+    def _follow(self, live: LiveSession) -> None:
+        """While a UI here follows the session, its askings elsewhere are announced here."""
+        followed = self._followed.get(live.id)
+        if followed is not None and followed[0] is live:
+            self._followed[live.id] = (live, followed[1], followed[2] + 1)
+            return
+        if followed is not None:
+            followed[1]()
+        self.questions.known(live.id, live.snapshot(last=0).logged)
+        stop = live.follow(lambda entry: self.questions.heard(live.id, entry))
+        self._followed[live.id] = (live, stop, 1)
+
+    def unfollowed(self, session_id: str) -> None:
+        followed = self._followed.get(session_id)
+        if followed is None:
+            return
+        live, stop, uis = followed
+        if uis > 1:
+            self._followed[session_id] = (live, stop, uis - 1)
+            return
+        stop()
+        del self._followed[session_id]
+        self.questions.forget(session_id)
 
     def watching(self, live: LiveSession, peer: Peer) -> bool:
         followed = peer.following.get(live.id)
@@ -118,74 +139,15 @@ class Hub:
         for session_id in list(peer.following):
             peer.unwatch(session_id)
 
-    async def ask(self, session_id: str, note: c.Wire, method: str) -> Any:
-        """Announce a question to every UI watching the session; the first answer wins."""
-        request_id = f"r{next(self._ids)}"
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        note = note.model_copy(update={"request_id": request_id})
-        announced = {"method": method, **note.model_dump(mode="json", by_alias=True)}
-        self.pending[request_id] = (session_id, future, announced)
-        try:
-            self.broadcast(method, note)
-            return await future
-        finally:
-            self.pending.pop(request_id, None)
-            settled = c.RequestSettled(request_id=request_id)
-            self.broadcast("request.settled", settled)
-
-    def settle(self, request_id: str, value: Any) -> None:
-        entry = self.pending.get(request_id)
-        if entry is None or entry[1].done():
-            raise RpcError(c.Code.REQUEST_NOT_FOUND, f"No pending request {request_id}")
-        entry[1].set_result(value)
-
     def waiting(self, session_id: str) -> list[dict[str, Any]]:
         """The announcements of what the session's turn still waits for."""
-        return [note for sid, _, note in self.pending.values() if sid == session_id]
+        return self.questions.waiting(session_id)
 
     async def aclose(self) -> None:
         for task in list(self.turns):
             task.cancel()
         if self.turns:
             await asyncio.wait(self.turns, timeout=5)
-
-
-class HubAsker:
-    """Approvals and questions of a gateway turn, answered by whichever UI answers first."""
-
-    def __init__(self, hub: Hub, session_id: str) -> None:
-        self._hub = hub
-        self._session_id = session_id
-
-    async def approve(self, request: ApprovalRequest) -> Decision:
-        preview = request.preview
-        note = c.PermissionRequested(
-            request_id="",
-            session_id=self._session_id,
-            call_id=request.call_id,
-            title=request.title,
-            kind=request.kind,
-            raw_input=request.raw_input,
-            offered=list(request.offered),
-            preview_diff=c.DiffPreview(
-                path=str(preview.path), old_text=preview.old_text, new_text=preview.new_text
-            )
-            if isinstance(preview, FileDiff)
-            else None,
-            preview_text=preview if isinstance(preview, str) else None,
-        )
-        decision: Decision = await self._hub.ask(self._session_id, note, "permission.requested")
-        return decision
-
-    async def ask(self, question: Question) -> str | None:
-        note = c.QuestionAsked(
-            request_id="",
-            session_id=self._session_id,
-            text=question.text,
-            choices=list(question.choices),
-        )
-        answer: str | None = await self._hub.ask(self._session_id, note, "question.asked")
-        return answer
 
 
 MAX_BACKLOG_FRAMES = 5000
@@ -262,6 +224,7 @@ class Peer:
         followed = self.following.pop(session_id, None)
         if followed is not None:
             followed[1]()
+            self._hub.unfollowed(session_id)
 
     def hang_up(self) -> None:
         """Stop sending to this UI and close its socket (1013), once."""
@@ -373,7 +336,7 @@ class Peer:
         hub = self._hub
         if not hub.watching(live, self):
             hub.watch(live, self)
-        task = start_turn(live, [TextPart(text=p.text)], HubAsker(hub, live.id), _ignore)
+        task = start_turn(live, [TextPart(text=p.text)], HubAsker(hub.questions, live.id), _ignore)
         hub.turns.add(task)
         task.add_done_callback(hub.turns.discard)
         return c.Accepted()
@@ -387,11 +350,11 @@ class Peer:
         return c.Steered(steered=await self._hub.runtime.steer(p.session_id, p.text))
 
     async def _permission_respond(self, p: c.PermissionRespond) -> c.Accepted:
-        self._hub.settle(p.request_id, p.decision)
+        await self._hub.questions.settle(p.request_id, p.decision)
         return c.Accepted()
 
     async def _question_respond(self, p: c.QuestionRespond) -> c.Accepted:
-        self._hub.settle(p.request_id, p.answer)
+        await self._hub.questions.settle(p.request_id, p.answer)
         return c.Accepted()
 
     async def _models_list(self, p: c.Empty) -> c.ModelsResult:

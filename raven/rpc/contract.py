@@ -18,7 +18,7 @@ from raven import __version__
 from raven.jsonrpc import errors as jsonrpc
 from raven.tools.base import DECISION_LABELS, Decision, ToolKind
 
-RPC_VERSION = "2.2.0"
+RPC_VERSION = "2.3.0"
 
 
 class Wire(BaseModel):
@@ -250,7 +250,9 @@ class SessionEventNote(Wire):
     event: dict[str, Any] = Field(
         description="An event as `raven run --output jsonl` prints it (raven.events/1): a "
         "turn's events (whichever face runs the turn), and TurnStarted, ModeChanged, "
-        "ModelChanged, SessionEnded"
+        "ModelChanged, SessionEnded, Asking and Answered (a turn waits for a person, "
+        "and no longer does; the UI is asked through permission.requested and "
+        "question.asked)"
     )
 
 
@@ -325,8 +327,16 @@ METHODS: dict[str, tuple[type[Wire], type[Wire], str]] = {
 
 NOTIFICATIONS: dict[str, tuple[type[Wire], str]] = {
     "session.event": (SessionEventNote, "The next event of a subscribed session, in order."),
-    "permission.requested": (PermissionRequested, "A tool call waits for approval (to every UI)."),
-    "question.asked": (QuestionAsked, "The model asks the person something (to every UI)."),
+    "permission.requested": (
+        PermissionRequested,
+        "A tool call waits for approval (to every UI; with replicas, a turn on another "
+        "replica's too, for the sessions a UI here follows).",
+    ),
+    "question.asked": (
+        QuestionAsked,
+        "The model asks the person something (to every UI; with replicas, as "
+        "permission.requested).",
+    ),
     "request.settled": (RequestSettled, "A permission or question needs no answer anymore."),
 }
 

@@ -29,6 +29,9 @@ class Question:
     choices: tuple[str, ...] = ()
     call_id: str = ""
     """The tool call asking, so a face can attach the question to it."""
+    request_id: str = ""
+    """Names this asking in the session's log (the engine sets it), for any face that
+    answers it from elsewhere."""
 
 
 @dataclass(frozen=True)

@@ -198,9 +198,12 @@ async def test_uis_on_two_replicas_follow_steer_and_outlive_the_replica_running_
     env: dict[str, str], tmp_path: Path, pg_url: str, model_server: FakeModelServer
 ) -> None:
     slow_words = "one two three four five six seven eight nine ten"
+    write = ("w1", "write_file", '{"path": "notes.txt", "content": "from r1"}')
     model_server.queue(
         Reply(events=openai_stream(text=slow_words), event_delay_s=0.05),
         Reply(events=openai_stream(text="and the tests too")),
+        Reply(events=openai_stream(tool_calls=[write])),
+        Reply(events=openai_stream(text="written")),
         Reply(events=openai_stream(text="a long one " * 40), event_delay_s=0.2),
     )
     with topology(env, tmp_path, pg_url, model_server.url + "/v1") as top:
@@ -222,10 +225,36 @@ async def test_uis_on_two_replicas_follow_steer_and_outlive_the_replica_running_
             assert far.events(sid) == near.events(sid)
             assert ("user", "check the tests too") in said_to_model(model_server, 1)
 
+            # A turn on r1 asks for approval: the UI on r2 is asked too, and its answer
+            # reaches the turn; both UIs hear it settled.
+            await near.call("turn.send", sessionId=sid, text="write the notes")
+            asked = await far.frame(lambda f: f.get("method") == "permission.requested")
+            request = asked["params"]
+            assert request["sessionId"] == sid and request["title"].startswith("Write")
+            await near.frame(
+                lambda f: (
+                    f.get("method") == "permission.requested"
+                    and f["params"]["requestId"] == request["requestId"]
+                )
+            )
+            await far.call(
+                "permission.respond", requestId=request["requestId"], decision="allow_once"
+            )
+            assert (await near.ended(sid, 2))["stopReason"] == "end_turn"
+            assert (top.workdir / "notes.txt").read_text() == "from r1"
+            for ui in (near, far):
+                await ui.frame(
+                    lambda f: (
+                        f.get("method") == "request.settled"
+                        and f["params"]["requestId"] == request["requestId"]
+                    )
+                )
+            assert (await far.call("session.get", sessionId=sid))["pending"] == []
+
             # A UI that lost r1 mid-turn comes back on r2 from its last cursor: no gap,
             # no duplicate.
             await near.call("turn.send", sessionId=sid, text="say a long one")
-            await near.frame(lambda _: "AgentText" in near.kinds(sid, turn=2))
+            await near.frame(lambda _: "AgentText" in near.kinds(sid, turn=3))
             last_cursor = near.events(sid)[-1][0]
             heard_before = near.events(sid)
             await near.close()
@@ -238,7 +267,7 @@ async def test_uis_on_two_replicas_follow_steer_and_outlive_the_replica_running_
             top.replica("r1").kill()
             end = await back.ended(sid)
             assert end["error"] == LAPSED_TURN
-            assert (await far.ended(sid, 2))["error"] == LAPSED_TURN
+            assert (await far.ended(sid, 3))["error"] == LAPSED_TURN
             resumed = heard_before + back.events(sid)
             assert resumed == far.events(sid)  # every event once, in order
             detail = await far.call("session.get", sessionId=sid)
@@ -246,7 +275,7 @@ async def test_uis_on_two_replicas_follow_steer_and_outlive_the_replica_running_
             assert not detail["session"]["busy"]
             model_server.queue(Reply(events=openai_stream(text="back")))
             await far.call("turn.send", sessionId=sid, text="are you there?")
-            assert (await far.ended(sid, 3))["stopReason"] == "end_turn"
+            assert (await far.ended(sid, 4))["stopReason"] == "end_turn"
         finally:
             for ui in uis:
                 await ui.close()

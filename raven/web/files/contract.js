@@ -1,4 +1,4 @@
-// Raven RPC 2.2.0, from raven/rpc/contract.py; do not edit.
+// Raven RPC 2.3.0, from raven/rpc/contract.py; do not edit.
 export const CODES = Object.freeze({
   PARSE_ERROR: -32700,
   INVALID_REQUEST: -32600,

@@ -58,9 +58,6 @@ class SharedLog:
         self._ended: dict[str, tuple[int | None, _Batch]] = {}
         """A turn's last events, stored with its release and not yet read back."""
 
-    def watched(self) -> list[LiveSession]:
-        return list(self._sessions.values())
-
     async def attach(self, live: LiveSession) -> None:
         """Make the session's log a copy of the store's, from its oldest event kept."""
         epoch, head, rows = await self._store.log_open(live.id)

@@ -21,6 +21,7 @@ from raven.engine import (
     Asking,
     Decision,
     FileDiff,
+    LiveSession,
     Logged,
     Question,
     Runtime,
@@ -77,10 +78,11 @@ class Questions:
         here = [note for sid, _, note in self._local.values() if sid == session_id]
         return here + [note for sid, note in self._remote.values() if sid == session_id]
 
-    def heard(self, session_id: str, entry: Logged) -> None:
-        """An event of a session a UI here follows: an asking elsewhere begins or ends."""
-        event = entry.event
-        if isinstance(event, Asking) and event.request_id not in self._mine:
+    def heard(self, live: LiveSession, entry: Logged) -> None:
+        """An event of a session a UI here follows: an asking elsewhere begins or ends (a
+        turn running here announces its own, through its asker)."""
+        event, session_id = entry.event, live.id
+        if isinstance(event, Asking) and event.request_id not in self._mine and not live.is_busy:
             if event.request_id not in self._remote:
                 method, note = _announcement(session_id, event)
                 announced = {"method": method, **note.model_dump(mode="json", by_alias=True)}
@@ -90,13 +92,13 @@ class Questions:
             del self._remote[event.request_id]
             self._broadcast("request.settled", c.RequestSettled(request_id=event.request_id))
 
-    def known(self, session_id: str, logged: list[Logged]) -> None:
+    def known(self, live: LiveSession, logged: list[Logged]) -> None:
         """What a session's log holds when a UI here begins following it: its askings not
         yet answered are announced."""
         answered = {e.event.request_id for e in logged if isinstance(e.event, Answered)}
         for entry in logged:
             if isinstance(entry.event, Asking) and entry.event.request_id not in answered:
-                self.heard(session_id, entry)
+                self.heard(live, entry)
 
     def forget(self, session_id: str) -> None:
         """No UI here follows the session any more: its askings elsewhere are not shown."""

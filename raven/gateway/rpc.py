@@ -103,8 +103,8 @@ class Hub:
             return
         if followed is not None:
             followed[1]()
-        self.questions.known(live.id, live.snapshot(last=0).logged)
-        stop = live.follow(lambda entry: self.questions.heard(live.id, entry))
+        self.questions.known(live, live.snapshot(last=0).logged)
+        stop = live.follow(lambda entry: self.questions.heard(live, entry))
         self._followed[live.id] = (live, stop, 1)
 
     def unfollowed(self, session_id: str) -> None:

@@ -32,16 +32,25 @@ def setup_method(params: dict[str, Any]) -> dict[str, Any]:
     return SETUP_METHOD
 
 
+def shows_subagents(params: dict[str, Any]) -> bool:
+    """The client shows sub-agents as child sessions (`clientCapabilities.subagents`)."""
+    capabilities = params.get("clientCapabilities")
+    return isinstance(capabilities, dict) and isinstance(capabilities.get("subagents"), dict)
+
+
 def initialize_result(params: dict[str, Any]) -> dict[str, Any]:
     """The `initialize` result for the client's `params`: protocol version, what Raven
     serves, who it is, and how to set it up."""
+    sessions: dict[str, Any] = {"list": {}, "resume": {}, "close": {}, "delete": {}}
+    if shows_subagents(params):
+        sessions["subagents"] = {}
     return {
         "protocolVersion": PROTOCOL_VERSION,
         "agentCapabilities": {
             "loadSession": True,
             "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
             "mcpCapabilities": {"http": False, "sse": False},
-            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
+            "sessionCapabilities": sessions,
             "_meta": {"raven": {"steer": True}},
         },
         "agentInfo": {"name": "raven", "title": "Raven", "version": __version__},

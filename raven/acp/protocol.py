@@ -55,6 +55,9 @@ class ElicitationCapabilities(Wire):
 class ClientCapabilities(Wire):
     elicitation: ElicitationCapabilities | None = None
     terminal: bool = False
+    subagents: dict[str, Any] | None = None
+    """Present when the editor shows sub-agents as child sessions (the ACP subagents
+    proposal, as Claude's and Codex's adapters speak it)."""
 
 
 class InitializeParams(Wire):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from raven.acp import protocol as p
@@ -19,6 +19,7 @@ from raven.acp.content import prompt_parts, stdio_specs, title_command
 from raven.acp.handshake import SETUP_METHOD, initialize_result
 from raven.acp.options import MODE_OPTION, MODEL_OPTION, config_options
 from raven.acp.options import session_setup as setup
+from raven.acp.subagents import ChildSessions
 from raven.acp.translate import REPLAY_MAX_MESSAGES, event_update, replay_updates
 from raven.config import ConfigError
 from raven.engine import (
@@ -67,6 +68,11 @@ class _Session:
     live: LiveSession
     mcp: McpScope | None = None
     """The MCP servers the editor attached to this session."""
+    children: ChildSessions = field(init=False)
+    """Its turns' sub-agents, for an editor that shows them as child sessions."""
+
+    def __post_init__(self) -> None:
+        self.children = ChildSessions(self.live.id)
 
 
 class AcpServer:
@@ -305,8 +311,12 @@ class AcpServer:
 
     def _emit(self, live: LiveSession, event: TurnEvent) -> None:
         update = event_update(event, live.provider.context_window)
-        if update is not None:
-            self._update(live.id, update)
+        if self._capabilities.subagents is None:
+            if update is not None:
+                self._update(live.id, update)
+            return
+        for session_id, sent in self._sessions[live.id].children.updates(event, update):
+            self._update(session_id, sent)
 
     def _update(self, session_id: str, update: dict[str, Any]) -> None:
         assert self._connection is not None

@@ -26,6 +26,7 @@ from raven.errors import RavenError
 from raven.jsonrpc import METHOD_NOT_FOUND, Connection, ConnectionClosed, FrameReader, RpcError
 from raven.messages import TokenUsage
 from raven.redact import redact
+from raven.safe_chunks import SafeChunks
 from raven.tools import ALL_DECISIONS, Capped, Decision, Permission, Progress, Question, clip
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,10 @@ class _Turn:
     """The end of the child's text so far (`SAID_CHARS`), for the faces to show."""
     untold: int = 0
     """Characters the child said since the faces were last told."""
+    unsent: str = ""
+    """What the child said since the faces were last told, as far as `safe` let it out
+    (its end, `SAID_CHARS`, when it floods)."""
+    safe: SafeChunks = field(default_factory=SafeChunks)
 
 
 class SubAgent:
@@ -174,6 +179,7 @@ class SubAgent:
             ) from None
         finally:
             self._turn = None
+        turn.unsent += turn.safe.flush()
         if turn.untold:
             self._tell_text(turn)
         ended = p.read(p.PromptResult, result) or p.PromptResult()
@@ -304,11 +310,13 @@ class SubAgent:
         return {"action": "accept", "content": {fields[0]: answer}}
 
     def _tell_text(self, turn: _Turn) -> None:
-        """What the child says, as progress: its latest line, and the end of its text."""
+        """What the child says, as progress: its latest line, the end of its text, and what
+        it said since the last time (`delta`, cut where no credential straddles two)."""
         turn.untold = 0
         lines = [line for line in turn.said.splitlines() if line.strip()]
         latest = lines[-1].strip()[:PROGRESS_LINE_CHARS] if lines else ""
-        detail = {"agent": self.spec.name, "text": redact(turn.said)}
+        detail = {"agent": self.spec.name, "text": redact(turn.said), "delta": redact(turn.unsent)}
+        turn.unsent = ""
         turn.progress(Progress(redact(f"{self.spec.name}: {latest}"), detail))
 
     def _relay(self, turn: _Turn, update: p.ChildUpdate) -> None:
@@ -317,6 +325,11 @@ class SubAgent:
         if isinstance(update, p.TextChunk):
             if (text := update.text) is not None:
                 turn.answer.add(text.encode())
+                shown = text
+                if len(text) > SAID_CHARS:  # a flood: the faces get its end
+                    turn.unsent += turn.safe.flush() + "…"
+                    shown = _tail(text, SAID_CHARS)
+                turn.unsent = _tail(turn.unsent + turn.safe.feed(shown), SAID_CHARS)
                 turn.said = (turn.said + text)[-SAID_CHARS:]
                 turn.untold += len(text)
                 if "\n" in text or turn.untold >= TELL_EVERY_CHARS:
@@ -422,6 +435,16 @@ class SubAgent:
     def _tail(self) -> str:
         tail = self._child.stderr_tail if self._child else ""
         return f"; its stderr ends:\n{tail}" if tail else ""
+
+
+def _tail(text: str, chars: int) -> str:
+    """The end of `text`, at most `chars` long, from a word's start (no credential's end
+    shown without its beginning)."""
+    if len(text) <= chars:
+        return text
+    tail = text[-chars:]
+    space = next((i for i, ch in enumerate(tail) if ch.isspace()), len(tail))
+    return tail[space:]
 
 
 def _said(error: RpcError) -> str:

@@ -42,11 +42,12 @@ from raven.engine.history import HistoryEvent, history_events
 from raven.engine.log import LogEvent, Logged, Snapshot
 from raven.engine.runtime import Runtime
 from raven.engine.session import LiveSession
-from raven.engine.turn import run_turn, start_turn
+from raven.engine.turn import CANCELLED_RESULT, run_turn, start_turn
 from raven.sessions import MATCH_END, MATCH_START, SearchHit, SessionPage, SessionRecord
 from raven.tools import DECISION_LABELS, FileDiff, Preview, Question, preview_lines
 
 __all__ = [
+    "CANCELLED_RESULT",
     "DECISION_LABELS",
     "MATCH_END",
     "MATCH_START",

@@ -84,7 +84,11 @@ async def test_raven_drives_raven_and_allows_always_unattended(
     assert calls_of(seen) == ["helper: → Write out.txt", "helper: ✓ Write out.txt"]
     said = [p for p in seen if p.detail and "text" in p.detail]  # what the child says, too
     assert said[-1].text == "helper: I wrote out.txt."
-    assert said[-1].detail == {"agent": "helper", "text": "I wrote out.txt."}
+    assert said[-1].detail == {
+        "agent": "helper",
+        "text": "I wrote out.txt.",
+        "delta": "I wrote out.txt.",
+    }
     assert seen[0].detail is not None and seen[0].detail["kind"] == "edit"
 
 

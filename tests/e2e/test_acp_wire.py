@@ -369,3 +369,94 @@ def test_raven_acp_help_still_lists_its_options(env: dict[str, str]) -> None:
         assert option in shown.stdout
     wrong = raven("acp", "--bogus", env=env)
     assert wrong.returncode == 2 and "No such option" in wrong.stderr
+
+
+async def test_an_editor_that_shows_subagents_gets_each_delegate_as_a_child_session(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    """The ACP subagents proposal (`clientCapabilities.subagents`), as Claude's and Codex's
+    adapters speak it; no released SDK carries it yet, so this editor is raw JSON-RPC."""
+    from acp import schema
+
+    from tests.children import scripted_child
+
+    write = {"name": "write_file", "arguments": {"path": "by-child.txt", "content": "child"}}
+    child_steps = [{"toolCalls": [write]}, {"text": "Child done.\nAll written."}]
+    helper = scripted_child(tmp_path / "child", child_steps, permissions="ask")
+    delegate = {"name": "delegate", "arguments": {"agent": "helper", "task": "write it"}}
+    (home / "script.json").write_text(json.dumps([{"toolCalls": [delegate]}, {"text": "Done."}]))
+    write_config(
+        home,
+        {
+            "models": [{"id": "s", "provider": "scripted", "script": "script.json"}],
+            "modes": [{"id": "auto", "name": "Auto", "approvals": "auto"}],
+            "agents": [helper],
+        },
+    )
+    wire = await Wire.start(env)
+    caps = {"subagents": {}}
+    await wire.send({**INIT, "params": {"protocolVersion": 1, "clientCapabilities": caps}})
+    init = await wire.reply_to(1)
+    assert init["result"]["agentCapabilities"]["sessionCapabilities"]["subagents"] == {}
+    await wire.send(session_new(tmp_path, 2))
+    sid = (await wire.reply_to(2))["result"]["sessionId"]
+    prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "delegate it"}]}
+    await wire.send({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": prompt})
+    updates: list[tuple[str, dict[str, Any]]] = []
+    asked: list[dict[str, Any]] = []
+    while True:
+        msg = await wire.recv(30)
+        if msg.get("method") == "session/request_permission":
+            asked.append(msg["params"])
+            answer = {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
+            await wire.send({"jsonrpc": "2.0", "id": msg["id"], "result": answer})
+        elif msg.get("method") == "session/update":
+            updates.append((msg["params"]["sessionId"], msg["params"]["update"]))
+        elif msg.get("id") == 3:
+            assert msg["result"]["stopReason"] == "end_turn"
+            break
+    assert await wire.close() == 0
+    assert (tmp_path / "by-child.txt").read_text() == "child"
+    kinds = [(s == sid, u["sessionUpdate"]) for s, u in updates]
+    spawned = next(u for _, u in updates if u["sessionUpdate"] == "subagent_spawned")
+    child = spawned["subagentSessionId"]
+    assert spawned["name"] == "helper" and spawned["task"] == "write it" and child != sid
+    # Spawned on the parent before anything of the child; ended there once, before the
+    # delegate call's own end.
+    first_child = next(i for i, (s, _) in enumerate(updates) if s == child)
+    assert kinds.index((True, "subagent_spawned")) < first_child
+    (state,) = [u for s, u in updates if u["sessionUpdate"] == "subagent_state_update"]
+    assert state == {
+        "sessionUpdate": "subagent_state_update",
+        "subagentSessionId": child,
+        "state": "completed",
+    }
+    ended = kinds.index((True, "subagent_state_update"))
+    last_child = max(i for i, (s, _) in enumerate(updates) if s == child)
+    delegate_done = next(
+        i
+        for i, (s, u) in enumerate(updates)
+        if s == sid and u["sessionUpdate"] == "tool_call_update" and u.get("status") == "completed"
+    )
+    assert last_child < ended < delegate_done
+    # The child's tool call and its words, in the child's own session.
+    in_child = [u for s, u in updates if s == child]
+    assert [u["sessionUpdate"] for u in in_child] == [
+        "tool_call",
+        "tool_call_update",
+        "agent_message_chunk",
+        "agent_message_chunk",
+    ]
+    assert in_child[0]["title"] == "Write by-child.txt" and in_child[1]["status"] == "completed"
+    said = "".join(u["content"]["text"] for u in in_child if "content" in u)
+    assert said == "Child done.\nAll written."
+    # Nothing of the child is progress of the parent's delegate call any more.
+    assert not [
+        u for s, u in updates if s == sid and u.get("status") == "in_progress" and u.get("content")
+    ]
+    # What the child asks, the editor is asked on the parent's session.
+    (permission,) = asked
+    assert permission["sessionId"] == sid and "helper" in permission["toolCall"]["title"]
+    for session_id, update in updates:  # every other update is as the SDK reads it
+        if not update["sessionUpdate"].startswith("subagent_"):
+            schema.SessionNotification.model_validate({"sessionId": session_id, "update": update})

@@ -1,0 +1,94 @@
+"""Delegated sub-agents as child sessions, for editors that show them (the ACP subagents
+proposal: the editor's `clientCapabilities.subagents`).
+
+Each `delegate` call of a turn becomes a child session of the parent: `subagent_spawned`
+on the parent before anything of the child; then the child's text, tool calls and plan
+as ordinary updates under the child's session id; and one `subagent_state_update` on
+the parent when the call ends (completed, failed or cancelled). The delegate call stays
+a tool call of the parent, without the child's progress in it. What the child asks goes
+through the parent's own session, as before. Pure: events in, (session id, update)
+pairs out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from raven.acp.protocol import tool_call
+from raven.acp.translate import Update, chunk
+from raven.engine import CANCELLED_RESULT, ToolCallStarted, ToolCallUpdated, TurnEnded, TurnEvent
+
+DELEGATE = "delegate"
+"""The tool whose calls are sub-agents' tasks."""
+_STATES = {"completed": "completed", "failed": "failed"}
+
+
+@dataclass
+class _Child:
+    session_id: str
+    open: bool = True
+
+
+class ChildSessions:
+    """The delegate calls of one parent session's turns, as child sessions."""
+
+    def __init__(self, parent_id: str) -> None:
+        self._parent = parent_id
+        self._children: dict[str, _Child] = {}
+
+    def updates(self, event: TurnEvent, usual: Update | None) -> list[tuple[str, Update]]:
+        """What to send for `event`, with the session each update goes to; `usual` is the
+        update the face sends for it without child sessions."""
+        sent = [(self._parent, usual)] if usual is not None else []
+        if isinstance(event, ToolCallStarted) and event.tool == DELEGATE:
+            child = self._children[event.call_id] = _Child(f"{self._parent}/{event.call_id}")
+            spawned = {
+                "sessionUpdate": "subagent_spawned",
+                "subagentSessionId": child.session_id,
+                "name": str(event.raw_input.get("agent", "")),
+                "task": str(event.raw_input.get("task", "")),
+                "capabilities": {},
+            }
+            return [*sent, (self._parent, spawned)]
+        if isinstance(event, ToolCallUpdated) and event.call_id in self._children:
+            child = self._children[event.call_id]
+            if event.status == "in_progress":  # the child's doing, in the child's session
+                return [(child.session_id, u) for u in _child_updates(event.detail or {})]
+            return [self._ended(child, event), *sent] if child.open else sent
+        if isinstance(event, TurnEnded):
+            cancelled = [c for c in self._children.values() if c.open]
+            self._children.clear()
+            return [*(self._state(c, "cancelled") for c in cancelled), *sent]
+        return sent
+
+    def _ended(self, child: _Child, event: ToolCallUpdated) -> tuple[str, Update]:
+        """The parent hears the child's end; the delegate call's own end follows."""
+        state = "cancelled" if event.content == CANCELLED_RESULT else _STATES[event.status]
+        return self._state(child, state)
+
+    def _state(self, child: _Child, state: str) -> tuple[str, Update]:
+        child.open = False
+        update = {
+            "sessionUpdate": "subagent_state_update",
+            "subagentSessionId": child.session_id,
+            "state": state,
+        }
+        return (self._parent, update)
+
+
+def _child_updates(detail: dict[str, Any]) -> list[Update]:
+    """A delegate call's progress (what its child did) as updates of the child's session."""
+    if "delta" in detail:
+        return [chunk("agent_message_chunk", detail["delta"])] if detail["delta"] else []
+    if "plan" in detail:
+        entries = [{**step, "priority": "medium"} for step in detail["plan"]]
+        return [{"sessionUpdate": "plan", "entries": entries}]
+    if "toolCallId" not in detail:
+        return []
+    call_id, title, status = detail["toolCallId"], detail.get("title", ""), detail.get("status")
+    if "kind" in detail:
+        started = {"sessionUpdate": "tool_call", **tool_call(call_id, title, detail["kind"])}
+        return [{**started, "status": status or "pending"}]
+    changed = {"sessionUpdate": "tool_call_update", "toolCallId": call_id, "title": title}
+    return [{**changed, "status": status}]

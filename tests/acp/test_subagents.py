@@ -1,0 +1,78 @@
+"""A delegate call as a child session: spawned first, its work in the child session, one
+end state on the parent (completed, failed or cancelled), other events untouched."""
+
+from __future__ import annotations
+
+from raven.acp.subagents import ChildSessions
+from raven.acp.translate import event_update
+from raven.engine import (
+    CANCELLED_RESULT,
+    AgentText,
+    ToolCallStarted,
+    ToolCallUpdated,
+    TurnEnded,
+    TurnEvent,
+)
+
+DELEGATE = ToolCallStarted(
+    "c1", "delegate", "Delegate to helper", "other", {"agent": "helper", "task": "t"}
+)
+
+
+def sent(children: ChildSessions, *events: TurnEvent) -> list[tuple[str, str]]:
+    return [
+        (session, update["sessionUpdate"])
+        for event in events
+        for session, update in children.updates(event, event_update(event))
+    ]
+
+
+def states(children: ChildSessions, *events: TurnEvent) -> list[str]:
+    return [
+        update["state"]
+        for event in events
+        for _, update in children.updates(event, event_update(event))
+        if update["sessionUpdate"] == "subagent_state_update"
+    ]
+
+
+def test_a_delegate_call_becomes_a_child_session_and_other_events_pass() -> None:
+    children = ChildSessions("s")
+    said = ToolCallUpdated(
+        "c1", "in_progress", "helper: hi", detail={"agent": "helper", "text": "hi", "delta": "hi"}
+    )
+    plan = ToolCallUpdated(
+        "c1",
+        "in_progress",
+        "helper plans",
+        detail={"agent": "helper", "plan": [{"content": "a", "status": "pending"}]},
+    )
+    assert sent(
+        children,
+        AgentText("first"),
+        DELEGATE,
+        said,
+        plan,
+        ToolCallUpdated("c1", "completed", "hi"),
+        TurnEnded("end_turn"),
+    ) == [
+        ("s", "agent_message_chunk"),
+        ("s", "tool_call"),
+        ("s", "subagent_spawned"),
+        ("s/c1", "agent_message_chunk"),
+        ("s/c1", "plan"),
+        ("s", "subagent_state_update"),
+        ("s", "tool_call_update"),
+    ]
+
+
+def test_a_failed_a_cancelled_and_an_unfinished_call_each_end_once() -> None:
+    failed = ChildSessions("s")
+    assert states(
+        failed, DELEGATE, ToolCallUpdated("c1", "failed", "boom"), TurnEnded("end_turn")
+    ) == ["failed"]
+    cancelled = ChildSessions("s")
+    stopped = ToolCallUpdated("c1", "failed", CANCELLED_RESULT)
+    assert states(cancelled, DELEGATE, stopped, TurnEnded("cancelled")) == ["cancelled"]
+    unfinished = ChildSessions("s")
+    assert states(unfinished, DELEGATE, TurnEnded("cancelled")) == ["cancelled"]

@@ -71,6 +71,7 @@ class LiveSession:
     def __post_init__(self) -> None:
         self._idle.set()
         self.log = EventLog(self.id, len(self.history))
+        self._cwd = Path(self.record.cwd)  # a session never moves; read on every tool call
 
     @property
     def id(self) -> str:
@@ -78,7 +79,7 @@ class LiveSession:
 
     @property
     def cwd(self) -> Path:
-        return Path(self.record.cwd)
+        return self._cwd
 
     @property
     def is_busy(self) -> bool:

@@ -1,4 +1,4 @@
-"""What the A2A benchmarks share: free ports, waiting for a listener, and the load client.
+"""What the A2A benchmarks share: the load client, and the tests' port helpers.
 
 Imported by the scripts beside it (`bench/` is on their path when they run).
 """
@@ -7,30 +7,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import statistics
 import time
 
 import aiohttp
 
+from tests.mcp.conftest import free_port
+from tests.processes import wait_listening
+
+__all__ = ["TOKEN", "free_port", "load", "wait_listening"]
+
 TOKEN = "bench-token-0123456789abcdefghijklmnopqrstuvwxyz"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_listening(port: int, timeout_s: float = 30) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit(f"nothing listens on {port}")
 
 
 async def load(

@@ -1,8 +1,10 @@
-"""Process checks shared by tests."""
+"""Process and port checks shared by tests (and the benchmarks)."""
 
 from __future__ import annotations
 
 import os
+import socket
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -47,3 +49,16 @@ async def pid_from(pidfile: Path, timeout_s: float = 10) -> int:
         while not (pidfile.exists() and pidfile.read_text().strip()):
             await asyncio.sleep(0.02)
     return int(pidfile.read_text())
+
+
+def wait_listening(port: int, timeout_s: float = 30) -> None:
+    """Until something accepts connections on 127.0.0.1:`port`; AssertionError after
+    `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError(f"nothing listens on {port}")

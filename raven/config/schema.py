@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Discriminator,
@@ -21,6 +22,20 @@ from pydantic.alias_generators import to_camel
 from raven.origins import BadOrigin, origin_of, parse_origin
 
 ECHO_MODEL_ID = "echo"
+
+
+def _public_url(value: str | None) -> str | None:
+    """A base URL people or peers reach Raven at, without its trailing slash."""
+    if value is None:
+        return None
+    try:
+        origin_of(value)
+    except BadOrigin as exc:
+        raise ValueError(str(exc)) from None
+    return value.rstrip("/")
+
+
+PublicUrl = Annotated[str | None, AfterValidator(_public_url)]
 
 ProviderName = Literal["openai", "anthropic", "scripted"]
 ApprovalPolicy = Literal["ask", "auto", "deny"]
@@ -177,20 +192,9 @@ class GatewayConfig(_Model):
     host: str = "127.0.0.1"
     port: int = Field(default=8700, ge=0, le=65535)
     allow_remote: bool = False
-    public_url: str | None = None
+    public_url: PublicUrl = None
     """Where browsers reach the gateway when that is not its own address (a load balancer
     in front of replicas, TLS termination): requests naming that host are accepted too."""
-
-    @field_validator("public_url")
-    @classmethod
-    def _valid_public_url(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        try:
-            origin_of(value)
-        except BadOrigin as exc:
-            raise ValueError(str(exc)) from None
-        return value.rstrip("/")
 
 
 class A2APushConfig(_Model):
@@ -243,20 +247,9 @@ class A2AServerConfig(_Model):
     file_media_types: list[str] = Field(default_factory=lambda: ["*/*"])
     """Media types of files peers may send (glob patterns)."""
     push: A2APushConfig = Field(default_factory=A2APushConfig)
-    public_url: str | None = None
+    public_url: PublicUrl = None
     """Base URL peers use to reach this server (e.g. behind TLS termination); the card
     advertises it plus `path`. Without it, the listener's own address."""
-
-    @field_validator("public_url")
-    @classmethod
-    def _valid_public_url(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        try:
-            origin_of(value)
-        except BadOrigin as exc:
-            raise ValueError(str(exc)) from None
-        return value.rstrip("/")
 
 
 class A2APeer(_Model):

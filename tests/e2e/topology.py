@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -28,6 +27,7 @@ from tests.conftest import RAVEN, write_config
 from tests.e2e.a2a_server import TOKEN
 from tests.mcp.conftest import free_port
 from tests.postgres import sqlalchemy_url
+from tests.processes import wait_listening
 
 DEADLINE_S = 30
 LEASE_S = 2.0
@@ -197,17 +197,6 @@ backend replicas
 {chosen}
 {servers}
 """
-
-
-def wait_listening(port: int) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise AssertionError(f"nothing listens on {port}")
 
 
 def wait_healthy(topology: Topology, names: set[str]) -> None:

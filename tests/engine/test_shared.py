@@ -31,19 +31,8 @@ from raven.engine import (
 from raven.engine.replicas import LAPSED_TURN
 from raven.messages import AssistantMessage, ToolCall, ToolResultMessage, user_text
 from tests.engine.conftest import MakeRuntime, RecordingAsker
+from tests.engine.test_log import DEADLINE_S, kinds, until
 from tests.engine.test_turn import prompt
-
-DEADLINE_S = 10
-
-
-async def until(condition: Callable[[], bool]) -> None:
-    async with asyncio.timeout(DEADLINE_S):
-        while not condition():
-            await asyncio.sleep(0.01)
-
-
-def kinds(entries: list[Logged]) -> list[str]:
-    return [type(e.event).__name__ for e in entries]
 
 
 @pytest.fixture

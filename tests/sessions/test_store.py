@@ -1,3 +1,6 @@
+"""What only the SQLite store does: its file, its processes and its thread, its migrations.
+What every store does is in test_contract.py."""
+
 from __future__ import annotations
 
 import asyncio
@@ -12,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from raven.messages import AssistantMessage, ToolCall, ToolResultMessage, user_text
-from raven.sessions import BadCursor, SessionNotFound, SqliteStore
+from raven.messages import AssistantMessage, ToolResultMessage, user_text
+from raven.sessions import SqliteStore
 from raven.sessions.sqlite import CHECKPOINT_EVERY
 
 
@@ -29,64 +32,6 @@ def store(tmp_path: Path) -> SqliteStore:
     s = SqliteStore(tmp_path / "raven.db")
     yield s  # type: ignore[misc]
     s.close()
-
-
-def test_messages_round_trip_in_order(store: SqliteStore) -> None:
-    rec = store.create("/work", face="cli", model="echo")
-    msgs = [
-        user_text("hi"),
-        AssistantMessage(
-            text="calling", tool_calls=[ToolCall(id="c", name="t", arguments={"a": 1})]
-        ),
-        ToolResultMessage(call_id="c", name="t", content="out", is_error=True),
-    ]
-    for m in msgs:
-        store.append(rec.id, m)
-    assert store.messages(rec.id) == msgs
-    assert store.messages(rec.id, last=2) == msgs[1:]
-    assert len(store.messages(rec.id)) == 3
-
-
-def test_list_pages_newest_first_with_cwd_filter(store: SqliteStore) -> None:
-    ids = [store.create("/a" if i % 2 else "/b", face="cli").id for i in range(7)]
-    seen, cursor = [], None
-    while True:
-        page = store.page(cursor=cursor, limit=3)
-        seen += [r.id for r in page.sessions]
-        cursor = page.next_cursor
-        if cursor is None:
-            break
-    assert seen == list(reversed(ids))
-    assert [r.cwd for r in store.page(cwd="/a").sessions] == ["/a"] * 3
-    assert store.page(cwd="/nowhere").sessions == []
-
-
-def test_list_filters_by_a_piece_of_the_title_or_directory(store: SqliteStore) -> None:
-    lemon = store.create("/home/me/Lemons", face="cli").id
-    store.update(store.create("/srv", face="cli").id, title="Fix 100% of the_bugs")
-    store.create("/srv/other", face="cli")
-    assert [r.id for r in store.page(query="lemon").sessions] == [lemon]  # any case
-    assert [r.title for r in store.page(query="100%").sessions] == ["Fix 100% of the_bugs"]
-    assert [r.title for r in store.page(query="e_b").sessions] == ["Fix 100% of the_bugs"]
-    assert store.page(query="0%o").sessions == []  # % and _ are literal, not wildcards
-    assert store.page(query="x_y").sessions == []
-
-
-def test_bad_cursor_is_refused(store: SqliteStore) -> None:
-    with pytest.raises(BadCursor):
-        store.page(cursor="not-a-cursor")
-
-
-def test_update_delete_and_not_found(store: SqliteStore) -> None:
-    rec = store.create("/w", face="acp")
-    assert store.update(rec.id, title="Fix the bug", closed=True).title == "Fix the bug"
-    assert store.get(rec.id).closed
-    assert store.delete(rec.id) is True
-    assert store.delete(rec.id) is False
-    with pytest.raises(SessionNotFound):
-        store.get(rec.id)
-    with pytest.raises(SessionNotFound):
-        store.append(rec.id, user_text("x"))
 
 
 def test_migrations_apply_once(tmp_path: Path) -> None:
@@ -171,17 +116,6 @@ def test_sigkill_mid_write_keeps_committed_messages(tmp_path: Path) -> None:
     assert texts == [f"k-{i}" for i in range(len(texts))]
     assert store._db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     store.close()
-
-
-def test_a_deferred_session_is_stored_with_its_first_message(store: SqliteStore) -> None:
-    from raven.sessions import new_record
-
-    record = new_record("/w", "a2a", None, "echo", "a2a_fixed")
-    with pytest.raises(SessionNotFound):
-        store.get("a2a_fixed")
-    store.append(record.id, user_text("first"), "First", record)
-    assert store.get("a2a_fixed").title == "First"
-    assert [m.text for m in store.messages("a2a_fixed")] == ["first"]  # type: ignore[union-attr]
 
 
 def test_the_store_is_the_users_alone(tmp_path: Path) -> None:

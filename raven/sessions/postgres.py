@@ -3,9 +3,9 @@ the sessions' event logs, turn claims as leases, and each running turn's inbox.
 
 A claim names its holder (`raven.holders`) and lasts `leaseS` past its last renewal,
 by the database's clock, so replicas on machines whose clocks disagree still agree on
-it. Every change another replica must hear of is announced with NOTIFY on the
-`raven_session_log` or `raven_session_inbox` channel (its payload the session id), for
-`watch`. Opens its connections on first use; every wait on the server ends
+it. Every change another replica must hear of is announced with NOTIFY, for `watch`:
+on `raven_session_log` (the session id and its log's newest number) or
+`raven_session_inbox` (the session id). Opens its connections on first use; every wait on the server ends
 (`COMMAND_TIMEOUT_S`). Knows nothing of turns, tools or faces.
 """
 

@@ -1,0 +1,59 @@
+"""What only the PostgreSQL store does: a session's shared log, its claims as leases."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from raven.config import Paths, SessionsConfig
+from raven.sessions import NewEvent, SharedSessions, TurnLost, open_sessions, postgres
+
+
+@pytest.fixture
+async def store(pg_url: str, tmp_path: Path) -> AsyncIterator[SharedSessions]:
+    paths = Paths(config_file=tmp_path / "config.json", data_dir=tmp_path / "data")
+    opened = open_sessions(SessionsConfig(url=pg_url), paths)
+    assert isinstance(opened, postgres.PostgresSessions)
+    yield opened
+    await opened.aclose()
+
+
+def turn(n: int, events: int) -> list[NewEvent]:
+    """A turn's events as a face would log them: its start, `events` more, its end."""
+    started = NewEvent(n, "TurnStarted", json.dumps({"type": "TurnStarted", "n": n}))
+    said = [NewEvent(n, "AgentText", json.dumps({"type": "AgentText"})) for _ in range(events)]
+    return [started, *said, NewEvent(n, "TurnEnded", json.dumps({"type": "TurnEnded"}))]
+
+
+async def test_the_log_numbers_events_in_order_and_lets_its_oldest_whole_turns_go(
+    store: SharedSessions, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(postgres, "MAX_LOGGED_EVENTS", 8)
+    monkeypatch.setattr(postgres, "TRIM_EVERY", 1)
+    record = await store.create("/w", "test")
+    for n in range(4):  # five events a turn: the log keeps the newest turns within eight
+        await store.claim_turn(record.id)
+        rows = turn(n, 3)
+        assert await store.log_append(record.id, rows[:2], fenced=True) == n * 5 + 1
+        assert await store.end_turn(record.id, None, rows[2:]) == n * 5 + 3
+    epoch, head, kept = await store.log_open(record.id)
+    assert head == 20 and epoch
+    assert [row.seq for row in kept] == list(range(16, 21))  # the newest turn, whole
+    assert json.loads(kept[0].body)["n"] == 3
+
+
+async def test_a_turns_events_need_its_claim(store: SharedSessions) -> None:
+    record = await store.create("/w", "test")
+    with pytest.raises(TurnLost):
+        await store.log_append(record.id, turn(0, 1), fenced=True)
+    assert await store.log_append(record.id, turn(0, 1), fenced=False) == 1  # a session event
+    assert await store.send(record.id, "cancel") is False  # no turn runs to take it
+    await store.claim_turn(record.id)
+    assert await store.send(record.id, "steer", "the tests too")
+    (item,) = await store.take_inbox([record.id])
+    assert (item.kind, item.text) == ("steer", "the tests too")
+    assert await store.take_inbox([record.id]) == []
+    assert await store.renew_claims([record.id, "ses_other"]) == [record.id]

@@ -46,7 +46,6 @@ def approval_of(call_id: str, permission: Permission) -> ApprovalRequest:
 
 
 Unanswered = Literal["refused", "unanswered", "cancelled"]
-UNANSWERED: tuple[Unanswered, ...] = ("refused", "unanswered", "cancelled")
 """An approval no person gave: a policy refused it without asking (`refused`), no one
 could be asked or no answer came (`unanswered`), or the asking was withdrawn
 (`cancelled`). The model is told which, so it can act on it."""

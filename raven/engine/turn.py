@@ -18,14 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from raven.config.schema import ApprovalPolicy
-from raven.engine.asker import (
-    UNANSWERED,
-    ApprovalRequest,
-    Asker,
-    Decision,
-    Unanswered,
-    approval_of,
-)
+from raven.engine.asker import ApprovalRequest, Asker, Decision, Unanswered, approval_of
 from raven.engine.events import (
     PARAGRAPH,
     AgentText,
@@ -88,6 +81,8 @@ log = logging.getLogger(__name__)
 
 TITLE_CHARS = 60
 MAX_PARALLEL_TOOLS = 4
+WITHDRAW_S = 5.0
+"""How long a face gets to withdraw an asking someone else answered."""
 CANCELLED_RESULT = "Cancelled by the user before it finished."
 REJECTED_RESULT = "The user rejected this tool call. Do not retry it; ask or explain instead."
 NOT_RUN_RESULTS: dict[str, str] = {
@@ -531,8 +526,10 @@ class _TurnAsker:
         async with self._lock:
             rid = uuid.uuid4().hex
             request = dataclasses.replace(request, request_id=rid)
-            answer = await self._either(Asking(rid, approval=request), self._asker.approve(request))
-            return answer if answer in (*ALL_DECISIONS, *UNANSWERED) else "unanswered"
+            verdict: Decision | Unanswered = await self._either(
+                Asking(rid, approval=request), self._asker.approve(request)
+            )
+            return verdict  # `_decide` takes anything not offered as a rejection
 
     async def ask(self, question: Question) -> str | None:
         async with self._lock:
@@ -555,8 +552,10 @@ class _TurnAsker:
         finally:
             for waiter in (own, elsewhere):
                 waiter.cancel()
-            if not own.done():
-                await asyncio.wait([own])  # the face withdraws its asking before going on
+            if not own.done():  # the face withdraws its asking before the turn goes on
+                _, stuck = await asyncio.wait([own], timeout=WITHDRAW_S)
+                if stuck:
+                    log.warning("a face took over %gs to withdraw its asking", WITHDRAW_S)
             session.settled(rid)
             session.publish(Answered(rid))
 

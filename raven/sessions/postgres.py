@@ -5,8 +5,8 @@ A claim names its holder (`raven.holders`) and lasts `leaseS` past its last rene
 by the database's clock, so replicas on machines whose clocks disagree still agree on
 it. Every change another replica must hear of is announced with NOTIFY, for `watch`:
 on `raven_session_log` (the session id and its log's newest number) or
-`raven_session_inbox` (the session id). Opens its connections on first use; every wait on the server ends
-(`COMMAND_TIMEOUT_S`). Knows nothing of turns, tools or faces.
+`raven_session_inbox` (the session id). Opens its connections on first use; every wait
+on the server ends (`COMMAND_TIMEOUT_S`). Knows nothing of turns, tools or faces.
 """
 
 from __future__ import annotations

@@ -80,14 +80,15 @@ _APPEND = (
 )
 
 
-def _new_events(first: int) -> str:
+def _new_events(first: int, only_if: str = "TRUE") -> str:
     """The CTE inserting the rows whose columns are the parameters from `$first` on,
-    numbered up to the head `s` returns."""
+    numbered up to the head `s` returns (when `only_if` holds)."""
     v, k, b = (f"${n}" for n in range(first, first + 3))
     return (
         "ins AS (INSERT INTO raven_session_events (session_id, seq, version, kind, body)"
         f" SELECT $1, s.log_seq - cardinality({v}::int[]) + t.n, t.v, t.k, t.b"
-        f" FROM s, unnest({v}::int[], {k}::text[], {b}::text[]) WITH ORDINALITY AS t(v, k, b, n))"
+        f" FROM s, unnest({v}::int[], {k}::text[], {b}::text[]) WITH ORDINALITY AS t(v, k, b, n)"
+        f" WHERE {only_if})"
     )
 
 
@@ -100,17 +101,21 @@ _LOG_APPEND = (
     + _NOTIFY_HEAD
 )
 _END_TURN = (
-    # The claim is released and the failure kept only if this process holds it (or none
-    # does); the turn's last events are appended either way. What was sent to the turn
-    # goes with it.
-    "WITH s AS (UPDATE raven_sessions SET log_seq = log_seq + cardinality($4::int[]),"
+    # Only while this process holds the claim: the turn's last events are appended and the
+    # claim released. The failure is kept unless another process holds the session. What
+    # was sent to the turn goes with it. Answers the log's head and whether it was held.
+    "WITH o AS (SELECT turn_holder IS NOT DISTINCT FROM $2 AS held FROM raven_sessions"
+    " WHERE id = $1 FOR UPDATE),"
+    " s AS (UPDATE raven_sessions SET"
+    " log_seq = log_seq + CASE WHEN (SELECT held FROM o) THEN cardinality($4::int[]) ELSE 0 END,"
     " failure = CASE WHEN turn_holder IS NULL OR turn_holder = $2 THEN $3 ELSE failure END,"
     " turn_until = CASE WHEN turn_holder = $2 THEN NULL ELSE turn_until END,"
     " turn_holder = CASE WHEN turn_holder = $2 THEN NULL ELSE turn_holder END"
     " WHERE id = $1 RETURNING log_seq), "
-    + _new_events(4)
+    + _new_events(4, only_if="(SELECT held FROM o)")
     + ", inbox AS (DELETE FROM raven_session_inbox WHERE session_id = $1) "
-    + _NOTIFY_HEAD
+    + f"SELECT log_seq, (SELECT held FROM o) AS held, pg_notify('{LOG_CHANNEL}',"
+    " $1 || ' ' || log_seq) FROM s"
 )
 _TRIM = (
     # The oldest whole turns leave the log while it holds more than $2 events; the
@@ -456,10 +461,13 @@ class PostgresSessions:
         self, session_id: str, failure: str | None, logged: list[NewEvent]
     ) -> int | None:
         async with self._conn() as conn:
-            head = await conn.fetchval(_END_TURN, session_id, self._me, failure, *_columns(logged))
-            if head is not None and _crossed(head, len(logged), TRIM_EVERY):
+            row = await conn.fetchrow(_END_TURN, session_id, self._me, failure, *_columns(logged))
+            if row is None or not row["held"] or not logged:
+                return None  # another process ended the turn: what it said is not stored
+            head = int(row["log_seq"])
+            if _crossed(head, len(logged), TRIM_EVERY):
                 await conn.execute(_TRIM, session_id, MAX_LOGGED_EVENTS)
-        return int(head) - len(logged) + 1 if head is not None and logged else None
+        return head - len(logged) + 1
 
     async def lapsed(self) -> list[str]:
         async with self._conn() as conn:

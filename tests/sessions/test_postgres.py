@@ -57,3 +57,19 @@ async def test_a_turns_events_need_its_claim(store: SharedSessions) -> None:
     assert (item.kind, item.text) == ("steer", "the tests too")
     assert await store.take_inbox([record.id]) == []
     assert await store.renew_claims([record.id, "ses_other"]) == [record.id]
+
+
+async def test_a_turn_that_lost_its_claim_stores_nothing_more(store: SharedSessions) -> None:
+    record = await store.create("/w", "test")
+    await store.claim_turn(record.id)
+    postgres_store = store
+    assert isinstance(postgres_store, postgres.PostgresSessions)
+    # Another replica took the claim over (this one's lease lapsed while it was cut off).
+    async with postgres_store._conn() as conn:
+        await conn.execute(
+            "UPDATE raven_sessions SET turn_holder = 'another' WHERE id = $1", record.id
+        )
+    assert await store.end_turn(record.id, "late", turn(0, 1)) is None
+    _, head, kept = await store.log_open(record.id)
+    assert head == 0 and kept == []
+    assert (await store.get(record.id)).failure is None  # the other holder's to say

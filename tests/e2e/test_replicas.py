@@ -279,3 +279,28 @@ async def test_uis_on_two_replicas_follow_steer_and_outlive_the_replica_running_
         finally:
             for ui in uis:
                 await ui.close()
+
+
+def test_the_command_line_keeps_its_sessions_in_postgresql(
+    env: dict[str, str], home: Path, tmp_path: Path, pg_url: str
+) -> None:
+    """`raven run`, `raven sessions` on a PostgreSQL store: a conversation continued from
+    another process (with another home) that shares the database, found by its words."""
+    from tests.conftest import raven, write_config
+
+    homes = [home, tmp_path / "other-home"]
+    homes[1].mkdir()
+    for each in homes:
+        write_config(each, {"defaultModel": "echo", "sessions": {"url": pg_url}})
+    first = raven("run", "remember the marigolds", env=env, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    (session,) = json.loads(raven("sessions", "list", "--json", env=env).stdout)
+    other = {**env, "RAVEN_HOME": str(homes[1])}
+    again = raven("run", "-s", session["id"][:10], "and the petunias", env=other, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.strip() == "and the petunias"
+    found = json.loads(raven("sessions", "search", "marigolds", "--json", env=other).stdout)
+    assert [hit["id"] for hit in found] == [session["id"]]
+    shown = raven("sessions", "show", session["id"], env=env)
+    assert "remember the marigolds" in shown.stdout and "and the petunias" in shown.stdout
+    assert not (home / "data" / "raven.db").exists()  # nothing was kept beside it

@@ -10,7 +10,7 @@ import json
 import logging
 from collections.abc import Awaitable, Sequence
 from pathlib import Path
-from typing import Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
 from raven.config import ECHO_MODEL_ID, ConfigError, ModelSpec, ModeSpec, Paths, RavenConfig
 from raven.engine.errors import (
@@ -23,9 +23,7 @@ from raven.engine.errors import (
 from raven.engine.events import ModeChanged, ModelChanged, SessionEnded, TitleChanged, TurnEnded
 from raven.engine.history import HistoryEvent, history_events
 from raven.engine.log import LogEvent
-from raven.engine.replicas import Replicas
 from raven.engine.session import LiveSession
-from raven.engine.shared_log import SharedLog
 from raven.messages import Message
 from raven.providers import Provider, create_provider, pick_model
 from raven.sessions import (
@@ -39,6 +37,10 @@ from raven.sessions import (
 )
 from raven.sessions.records import DEFAULT_PAGE_SIZE
 from raven.tools import ToolSource, builtin_tools
+
+if TYPE_CHECKING:
+    from raven.engine.replicas import Replicas
+    from raven.engine.shared_log import SharedLog
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +72,10 @@ class Runtime:
         self._live: dict[str, LiveSession] = {}
         self._shared: SharedLog | None = None
         self._replicas: Replicas | None = None
-        if self.store.shared:
+        if self.store.shared:  # loaded only then: `raven acp` on SQLite never needs them
+            from raven.engine.replicas import Replicas
+            from raven.engine.shared_log import SharedLog
+
             store = cast(SharedSessions, self.store)
             self._shared = SharedLog(store, self._adopt)
             self._replicas = Replicas(store, self._shared, lambda: list(self._live.values()))

@@ -172,7 +172,7 @@ class TaskTurn:
         self.session = session
         self._local = local
         self._steps: asyncio.Queue[Step] = asyncio.Queue()
-        self._cancel = asyncio.Event()
+        self._cancelled = False
         self._question: asyncio.Future[str | None] | None = None
         self._buffer: list[str] = []
         self._flush: asyncio.TimerHandle | None = None
@@ -199,7 +199,6 @@ class TaskTurn:
                 [TextPart(text=prompt)],
                 _TaskAsker(self, self._local),
                 _told_by_the_log,
-                self._cancel,
                 approvals=approvals,  # the engine applies it, after the mode's
                 wait_s=wait_s,
             )
@@ -240,7 +239,9 @@ class TaskTurn:
 
     def cancel(self) -> None:
         """Stop the turn (a question it asks included); `Ended` follows."""
-        self._cancel.set()
+        self._cancelled = True
+        if self._work is not None and not self._work.done():  # the session's turn is this
+            self.session.cancel_turn()
 
     async def wait(self, timeout_s: float) -> bool:
         """Wait for the turn to stop; False when it did not within `timeout_s`."""
@@ -296,7 +297,7 @@ class TaskTurn:
         try:
             return await self._question
         except asyncio.CancelledError:  # answered elsewhere (a UI), or the turn stopped
-            self.answered_elsewhere = not self._cancel.is_set()
+            self.answered_elsewhere = not self._cancelled
             raise
         finally:
             self._question = None

@@ -61,6 +61,8 @@ class LiveSession:
     _busy: bool = False
     _source_tools: list[Tool] = field(default_factory=list)
     _cancel: asyncio.Event | None = None
+    _work: asyncio.Task[object] | None = None
+    """The running turn's model calls and tool calls: what `cancel_turn` stops."""
     _idle: asyncio.Event = field(default_factory=asyncio.Event)
     _claimed: bool = False
     shared: SharedLog | None = None
@@ -154,6 +156,7 @@ class LiveSession:
         """End what `reserve` began (idempotent)."""
         self._busy = False
         self._cancel = None
+        self._work = None
         self._steering.clear()
         self._idle.set()
 
@@ -225,7 +228,15 @@ class LiveSession:
         if self._cancel is None:
             return False
         self._cancel.set()
+        if self._work is not None:
+            self._work.cancel()
         return True
+
+    def working(self, work: asyncio.Task[object]) -> None:
+        """`work` does the reserved turn's work from now on: `cancel_turn` cancels it."""
+        self._work = work
+        if self._cancel is not None and self._cancel.is_set():
+            work.cancel()
 
     async def stop_turn(self, timeout_s: float) -> None:
         """Cancel the running turn, if any, and return once it has ended; raises `TurnStuck`
@@ -299,22 +310,15 @@ class LiveSession:
         return taken
 
     async def commit(self, message: Message, title: str | None = None) -> None:
-        """Store the message (and a new title) before returning; keep it in memory."""
-        await self.commit_soon(message, title)
-
-    def commit_soon(self, message: Message, title: str | None = None) -> asyncio.Task[None]:
-        """Keep the message in memory now and start storing it; the task ends once committed.
-
-        The store commits in the order writes were started. A deferred session is
-        stored together with its first message.
-        """
+        """Keep the message (and a new title) in memory and store it before returning. A
+        deferred session is stored together with its first message."""
         create = self.record if self.deferred else None
         self.deferred = False
         self.history.append(message)
         self.version += 1
         if title is not None:
             self.record = dataclasses.replace(self.record, title=title)
-        return asyncio.create_task(self.store.append(self.id, message, title, create))
+        await self.store.append(self.id, message, title, create)
 
     async def set_title(self, title: str) -> None:
         self.record = await self.store.update(self.id, title=title)

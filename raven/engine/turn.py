@@ -100,7 +100,6 @@ async def run_turn(
     prompt: Sequence[Part],
     asker: Asker,
     emit: Emit,
-    cancel: asyncio.Event | None = None,
     approvals: ApprovalPolicy = "ask",
 ) -> StopReason:
     """Run one turn of `session` on `prompt`; the last event emitted is always `TurnEnded`.
@@ -109,14 +108,14 @@ async def run_turn(
     then by `approvals`, the face's own standing policy (A2A's `approvals` setting), then
     by what the session remembers, then by the asker.
 
-    `session.cancel_turn()`, setting `cancel`, or cancelling the calling task stops
-    the model stream and any running command; the turn then ends `cancelled`. Every
-    event goes to the session's log too (with the turn's start), so each face following
-    the session sees the turn whichever face runs it. Raises
+    `session.cancel_turn()` (or `Runtime.cancel_turn`, from any face) or cancelling the
+    calling task stops the model stream and any running command; the turn then ends
+    `cancelled`. Every event goes to the session's log too (with the turn's start), so
+    each face following the session sees the turn whichever face runs it. Raises
     `SessionClosed` or `SessionBusy` (before anything else) when the session is closed
     or a turn already runs in it.
     """
-    return await start_turn(session, prompt, asker, emit, cancel, approvals)
+    return await start_turn(session, prompt, asker, emit, approvals)
 
 
 def start_turn(
@@ -124,7 +123,6 @@ def start_turn(
     prompt: Sequence[Part],
     asker: Asker,
     emit: Emit,
-    cancel: asyncio.Event | None = None,
     approvals: ApprovalPolicy = "ask",
     wait_s: float = 0.0,
 ) -> asyncio.Task[StopReason]:
@@ -134,7 +132,7 @@ def start_turn(
     session raises `SessionBusy` from the task, once `wait_s` passed without it ending."""
     stopped = session.reserve()
     turn_asker = _TurnAsker(session, asker, approvals)
-    work = _run_reserved(session, prompt, turn_asker, emit, stopped, cancel, wait_s)
+    work = _run_reserved(session, prompt, turn_asker, emit, stopped, wait_s)
     task = asyncio.create_task(work)
     task.add_done_callback(lambda _: session.free())  # also when cancelled before it began
     return task
@@ -146,16 +144,15 @@ async def _run_reserved(
     asker: _TurnAsker,
     emit: Emit,
     stopped: asyncio.Event,
-    cancel: asyncio.Event | None,
     wait_s: float,
 ) -> StopReason:
     interrupted = False
     logged = _logging(session, emit)
     try:
-        await session.claim(wait_s, stopped, cancel)
+        await session.claim(wait_s, stopped)
         end = TurnEnded("cancelled")
         try:
-            end = await _run_claimed(session, prompt, asker, logged, stopped, cancel)
+            end = await _run_claimed(session, prompt, asker, logged)
         except asyncio.CancelledError:
             interrupted = True  # the task itself was cancelled: its end is still told
         finally:
@@ -181,41 +178,24 @@ def _logging(session: LiveSession, emit: Emit) -> Emit:
 
 
 async def _run_claimed(
-    session: LiveSession,
-    prompt: Sequence[Part],
-    asker: _TurnAsker,
-    emit: Emit,
-    stopped: asyncio.Event,
-    cancel: asyncio.Event | None,
+    session: LiveSession, prompt: Sequence[Part], asker: _TurnAsker, emit: Emit
 ) -> TurnEnded:
-    """The turn itself, once the session is this process's; its end, to announce."""
+    """The turn itself, once the session is this process's; its end, to announce.
+
+    The work runs as a task of its own, which `session.cancel_turn()` cancels: the turn
+    then ends `cancelled`. Cancelling the calling task cancels the work too, and raises.
+    """
     session.publish(TurnStarted(tuple(prompt)))
     work = asyncio.create_task(_turn(session, list(prompt), asker, emit))
-    waiters = [asyncio.create_task(e.wait()) for e in (stopped, cancel) if e is not None]
+    session.working(work)
     try:
-        await asyncio.wait([work, *waiters], return_when="FIRST_COMPLETED")
+        stop, error = await work
     except asyncio.CancelledError:
-        await _stop(work)
-        raise
-    finally:
-        for waiter in waiters:
-            waiter.cancel()
-    if not work.done():
-        await _stop(work)
-    if work.cancelled():
-        return TurnEnded("cancelled")
-    stop, error = work.result()
+        current = asyncio.current_task()
+        if work.cancelled() and current is not None and not current.cancelling():
+            return TurnEnded("cancelled")  # stopped through the session
+        raise  # awaiting `work` cancelled it, and it has ended
     return TurnEnded(stop, error=error)
-
-
-async def _stop(work: asyncio.Task[tuple[StopReason, str | None]]) -> None:
-    work.cancel()
-    try:
-        await work
-    except asyncio.CancelledError:
-        pass
-    except Exception:
-        log.exception("turn failed while being cancelled")
 
 
 async def _turn(
@@ -239,16 +219,13 @@ async def _loop(
     session: LiveSession, prompt: list[Part], asker: _TurnAsker, emit: Emit
 ) -> StopReason:
     title = None if session.record.title else (_title_from(prompt) or None)
-    # The prompt's commit overlaps the first model call; the store keeps write order.
-    stored = session.commit_soon(UserMessage(parts=prompt), title)
-    try:
-        if title:
-            emit(TitleChanged(title))
-        for notice in await session.load_tools():
-            emit(Notice(notice))
-        return await _steps(session, asker, emit)
-    finally:
-        await asyncio.shield(stored)
+    # Stored even if the turn is stopped meanwhile: what was asked stays in the transcript.
+    await asyncio.shield(session.commit(UserMessage(parts=prompt), title))
+    if title:
+        emit(TitleChanged(title))
+    for notice in await session.load_tools():
+        emit(Notice(notice))
+    return await _steps(session, asker, emit)
 
 
 async def _steps(session: LiveSession, asker: _TurnAsker, emit: Emit) -> StopReason:

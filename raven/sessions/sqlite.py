@@ -63,8 +63,10 @@ class SqliteStore:
 
     def __init__(self, path: Path) -> None:
         self._lock = threading.RLock()
-        self._grouped = False
-        """True while `group` holds a transaction that writes join as savepoints."""
+        self._grouped: str | None = None
+        """While a transaction is open for several writes, how a write joins it: "savepoint"
+        (`group`: each write stays all-or-nothing), or "" (the one call `_try_group` runs,
+        all-or-nothing as a whole)."""
         try:
             private_file(path)
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -110,7 +112,7 @@ class SqliteStore:
         """One transaction for several writes (group commit); each stays all-or-nothing."""
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
-            with self._grouping():
+            with self._grouping("savepoint"):
                 yield
             if self._commits >= CHECKPOINT_EVERY:
                 self._upkeep()
@@ -153,7 +155,7 @@ class SqliteStore:
                 return
             finally:
                 self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            with self._grouping():
+            with self._grouping(""):
                 yield True
             if self._commits == CHECKPOINT_EVERY:  # once: until it runs, commits go past
                 self._worker.wake()  # its batch does the upkeep, off this thread
@@ -161,14 +163,14 @@ class SqliteStore:
             self._lock.release()
 
     @contextmanager
-    def _grouping(self) -> Iterator[None]:
+    def _grouping(self, join: str) -> Iterator[None]:
         """Inside BEGIN: writes join as savepoints; COMMIT at the end, ROLLBACK on error.
 
         Checkpoints are Raven's own (`wal_autocheckpoint` is off for this connection): a
         commit that triggered one would copy the log into the database on the committing
         thread, an event loop's included.
         """
-        self._grouped = True
+        self._grouped = join
         try:
             yield
         except BaseException:
@@ -178,11 +180,14 @@ class SqliteStore:
             self._db.execute("COMMIT")
             self._commits += 1
         finally:
-            self._grouped = False
+            self._grouped = None
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
+            if self._grouped == "":  # the one call in its transaction, undone as a whole
+                yield self._db
+                return
             begin, undo, done = (
                 ("SAVEPOINT w", "ROLLBACK TO w", "RELEASE w")
                 if self._grouped

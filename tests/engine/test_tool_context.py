@@ -212,14 +212,13 @@ async def test_cancel_stops_every_running_call(tmp_path: Path) -> None:
     try:
         session = await runtime.new_session(tmp_path)
         events = Events()
-        cancel = asyncio.Event()
         turn = asyncio.create_task(
-            run_turn(session, [TextPart(text="go")], RecordingAsker(), events.append, cancel)
+            run_turn(session, [TextPart(text="go")], RecordingAsker(), events.append)
         )
         async with asyncio.timeout(DEADLINE_S):
             while len([e for e in events.of(ToolCallUpdated) if e.status == "in_progress"]) < 2:
                 await asyncio.sleep(0.01)
-        cancel.set()
+        assert session.cancel_turn()
         assert await asyncio.wait_for(turn, DEADLINE_S) == "cancelled"
         results = [m for m in session.history if isinstance(m, ToolResultMessage)]
     finally:

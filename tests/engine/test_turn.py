@@ -319,15 +319,12 @@ async def test_cancel_kills_a_running_command_and_its_group(
         modes=[{"id": "auto", "name": "Auto", "approvals": "auto"}],
     )
     session = await runtime.new_session(tmp_path)
-    cancel = asyncio.Event()
     events = Events()
-    turn = asyncio.create_task(
-        run_turn(session, prompt("sleep"), RecordingAsker(), events.append, cancel)
-    )
+    turn = asyncio.create_task(run_turn(session, prompt("sleep"), RecordingAsker(), events.append))
     pid = await pid_from(pidfile)
     loop = asyncio.get_running_loop()
     started = loop.time()
-    cancel.set()
+    assert session.cancel_turn()
     assert await asyncio.wait_for(turn, 5) == "cancelled"
     assert loop.time() - started < 2.0
     assert events[-1] == TurnEnded("cancelled")
@@ -342,13 +339,10 @@ async def test_cancel_stops_the_model_stream_at_once(
 ) -> None:
     runtime = make_runtime([{"text": "slow", "delayMs": 60_000}])
     session = await runtime.new_session(tmp_path)
-    cancel = asyncio.Event()
     started = turn_started(session)
-    turn = asyncio.create_task(
-        run_turn(session, prompt("x"), RecordingAsker(), Events().append, cancel)
-    )
+    turn = asyncio.create_task(run_turn(session, prompt("x"), RecordingAsker(), Events().append))
     await asyncio.wait_for(started.wait(), 10)
-    cancel.set()
+    assert session.cancel_turn()
     assert await asyncio.wait_for(turn, 1) == "cancelled"
 
 

@@ -39,6 +39,7 @@ from raven.engine import (
     ToolCallStarted,
     ToolCallUpdated,
     TurnEnded,
+    TurnEvent,
     Unanswered,
     preview_lines,
     start_turn,
@@ -178,27 +179,27 @@ class TaskTurn:
         self._flush: asyncio.TimerHandle | None = None
         self._text: list[str] = []
         self._titles: dict[str, str] = {}
-        self._ended: TurnEnded | None = None
+        self._ended = False
         self.attachments: list[Part] = []
         self._work: asyncio.Task[Any] | None = None
         self.answered_elsewhere = False
         """The last question the peer was asked was answered by someone else (a person
         at a UI), so the task works again without the peer's answer."""
-        self._stop_following: Callable[[], None] = _told_by_the_log
+        self._stop_following: Callable[[], None] = _following_nothing
 
     def start(self, prompt: str, approvals: ApprovalPolicy, wait_s: float) -> None:
         """Start the turn; raises the engine's `SessionBusy` or `SessionClosed`. A turn of
         the conversation running on another replica is waited for, up to `wait_s`.
 
         What the turn says is read from the session's ordered log, as every face reads it
-        (the engine appends each event once, in order)."""
+        (the engine appends each event once, in order); its end, as the engine tells it."""
         stop_following = self.session.follow(lambda logged: self._emit(logged.event))
         try:
             work = start_turn(
                 self.session,
                 [TextPart(text=prompt)],
                 _TaskAsker(self, self._local),
-                _told_by_the_log,
+                self._told,
                 approvals=approvals,  # the engine applies it, after the mode's
                 wait_s=wait_s,
             )
@@ -257,9 +258,6 @@ class TaskTurn:
             self._buffer.append(piece)
             if self._flush is None:
                 self._flush = asyncio.get_running_loop().call_later(STREAM_INTERVAL_S, self._chunk)
-        elif isinstance(event, TurnEnded):
-            self._stop_chunks()
-            self._ended = event
         elif (line := _progress_line(event, self._titles)) is not None:
             self._steps.put_nowait(Progress(redact(line)))
 
@@ -275,21 +273,29 @@ class TaskTurn:
             self._flush.cancel()
             self._flush = None
 
-    def _finish(self, work: asyncio.Task[Any]) -> None:
-        """The turn's task is done: `Ended` follows what it said."""
+    def _told(self, event: TurnEvent) -> None:
+        """What the engine tells this turn's face directly: only its end is taken from here
+        (the rest comes through the log, which another turn's end may reach too)."""
+        if isinstance(event, TurnEnded):
+            self._end(event.stop_reason, event.error)
+
+    def _end(self, stop: str, error: str | None) -> None:
         self._stop_following()
         self._stop_chunks()
-        error: str | None = "internal error"
-        stop: str = "end_turn"
-        if work.cancelled():
-            stop = "cancelled"
-            error = None
-        elif (exc := work.exception()) is not None:
-            log.error("A2A turn in session %s failed", self.session.id, exc_info=exc)
-        else:
-            stop = work.result()
-            error = self._ended.error if self._ended else None
+        self._ended = True
         self._steps.put_nowait(Ended(stop, "".join(self._text), error, self.attachments))
+
+    def _finish(self, work: asyncio.Task[Any]) -> None:
+        """The turn's task is done: if it ended without telling (it could not start, or
+        failed), `Ended` says so."""
+        if self._ended:
+            return
+        if work.cancelled():
+            self._end("cancelled", None)
+            return
+        if (exc := work.exception()) is not None:
+            log.error("A2A turn in session %s failed", self.session.id, exc_info=exc)
+        self._end("end_turn", "internal error")
 
     async def _ask(self, text: str) -> str | None:
         self._question = asyncio.get_running_loop().create_future()
@@ -336,8 +342,8 @@ class _TaskAsker:
         return await self._turn._ask(text)
 
 
-def _told_by_the_log(*_: Any) -> None:
-    """Nothing: the turn's events are read from the session's log."""
+def _following_nothing() -> None:
+    """What stops following the log before the turn starts: nothing."""
 
 
 def _progress_line(event: LogEvent, titles: dict[str, str]) -> str | None:

@@ -62,7 +62,10 @@ class LiveSession:
     _source_tools: list[Tool] = field(default_factory=list)
     _cancel: asyncio.Event | None = None
     _work: asyncio.Task[object] | None = None
-    """The running turn's model calls and tool calls: what `cancel_turn` stops."""
+    """The task doing the running turn's work (model and tool calls): what `cancel_turn`
+    cancels."""
+    _stopping: bool = False
+    """`cancel_turn` cancelled `_work`."""
     _idle: asyncio.Event = field(default_factory=asyncio.Event)
     _claimed: bool = False
     shared: SharedLog | None = None
@@ -157,6 +160,7 @@ class LiveSession:
         self._busy = False
         self._cancel = None
         self._work = None
+        self._stopping = False
         self._steering.clear()
         self._idle.set()
 
@@ -228,15 +232,27 @@ class LiveSession:
         if self._cancel is None:
             return False
         self._cancel.set()
-        if self._work is not None:
+        if self._work is not None and not self._stopping:
+            self._stopping = True
             self._work.cancel()
         return True
 
-    def working(self, work: asyncio.Task[object]) -> None:
-        """`work` does the reserved turn's work from now on: `cancel_turn` cancels it."""
-        self._work = work
+    def working(self) -> None:
+        """The running task does the turn's work from now on, and `cancel_turn` cancels it,
+        until `work_over`; raises `CancelledError` if the turn was stopped already."""
         if self._cancel is not None and self._cancel.is_set():
-            work.cancel()
+            raise asyncio.CancelledError
+        self._work = asyncio.current_task()
+
+    def work_over(self) -> bool:
+        """The turn's work is over: `cancel_turn` no longer cancels its task. True when the
+        turn was stopped, and nothing but `cancel_turn` cancelled the task."""
+        task, self._work = self._work or asyncio.current_task(), None
+        if self._stopping and task is not None:
+            task.uncancel()
+        self._stopping = False
+        stopped = self._cancel is not None and self._cancel.is_set()
+        return stopped and task is not None and not task.cancelling()
 
     async def stop_turn(self, timeout_s: float) -> None:
         """Cancel the running turn, if any, and return once it has ended; raises `TurnStuck`

@@ -182,19 +182,17 @@ async def _run_claimed(
 ) -> TurnEnded:
     """The turn itself, once the session is this process's; its end, to announce.
 
-    The work runs as a task of its own, which `session.cancel_turn()` cancels: the turn
-    then ends `cancelled`. Cancelling the calling task cancels the work too, and raises.
+    Once the prompt is stored, `session.cancel_turn()` cancels this task's work: the turn
+    then ends `cancelled`. Cancelled by anyone else, the task raises.
     """
     session.publish(TurnStarted(tuple(prompt)))
-    work = asyncio.create_task(_turn(session, list(prompt), asker, emit))
-    session.working(work)
     try:
-        stop, error = await work
+        stop, error = await _turn(session, list(prompt), asker, emit)
     except asyncio.CancelledError:
-        current = asyncio.current_task()
-        if work.cancelled() and current is not None and not current.cancelling():
-            return TurnEnded("cancelled")  # stopped through the session
-        raise  # awaiting `work` cancelled it, and it has ended
+        if session.work_over():
+            return TurnEnded("cancelled")
+        raise
+    session.work_over()
     return TurnEnded(stop, error=error)
 
 
@@ -219,8 +217,8 @@ async def _loop(
     session: LiveSession, prompt: list[Part], asker: _TurnAsker, emit: Emit
 ) -> StopReason:
     title = None if session.record.title else (_title_from(prompt) or None)
-    # Stored even if the turn is stopped meanwhile: what was asked stays in the transcript.
-    await asyncio.shield(session.commit(UserMessage(parts=prompt), title))
+    await session.commit(UserMessage(parts=prompt), title)
+    session.working()  # stopping the turn from here on keeps what was asked
     if title:
         emit(TitleChanged(title))
     for notice in await session.load_tools():

@@ -44,13 +44,14 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 BUSY_TIMEOUT_MS = 10_000
 CHECKPOINT_EVERY = 256
-"""Commits between WAL checkpoints, which run on the store's thread, never on an event loop
-(and index the words of the messages written since the last one, see `index_pending`).
+"""Commits between WAL checkpoints, which run on a thread of their own, never on an event
+loop (the store's thread first indexes the words of the messages written since the last
+one, see `index_pending`).
 
 A commit writes about 15 pages, so the log stays under about 16 MB; fewer, larger
 checkpoints copy the pages every commit touches (the session row, the index) once, and
-their disk flush holds up writes less often (bench/a2a.py: 10 % more tasks a second at
-one client than checkpoints every 64 commits, p99 6 ms instead of 8)."""
+flush to disk less often (bench/a2a.py: 10 % more tasks a second at one client than
+checkpoints every 64 commits, p99 6 ms instead of 8)."""
 _LOOP_WRITES = frozenset({"create", "append", "claim_turn", "release_turn", "update"})
 """Small writes `call` runs on the caller's own thread when the store is free at once."""
 
@@ -81,6 +82,10 @@ class SqliteStore:
             raise StoreUnavailable(f"cannot open the session store {path}: {exc}") from exc
         self._commits = 0
         self._worker = StoreWorker(group=self.group)
+        self._path = path
+        self._checkpointer = StoreWorker(name="raven-checkpoint")
+        self._checkpoints: sqlite3.Connection | None = None
+        """The connection checkpoints run on (made at the first), beside `_db`'s writes."""
 
     async def call(self, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run `method(*args, **kwargs)` (a method of this store) without blocking the loop.
@@ -103,9 +108,12 @@ class SqliteStore:
     def close(self) -> None:
         """Finish queued calls, index the words of new messages, and close."""
         self._worker.stop()
+        self._checkpointer.stop()
+        self._upkeep(wait=True)
         with self._lock:
-            self._upkeep()
             self._db.close()
+        if self._checkpoints is not None:
+            self._checkpoints.close()
 
     @contextmanager
     def group(self) -> Iterator[None]:
@@ -114,23 +122,47 @@ class SqliteStore:
             self._db.execute("BEGIN IMMEDIATE")
             with self._grouping("savepoint"):
                 yield
-            if self._commits >= CHECKPOINT_EVERY:
-                self._upkeep()
+        if self._commits >= CHECKPOINT_EVERY:
+            self._upkeep()
 
-    def _upkeep(self) -> None:
-        """Index the words of new messages and checkpoint the log (on the store's thread,
-        or on closing).
+    def _upkeep(self, wait: bool = False) -> None:
+        """Index the words of new messages (on the store's thread, or on closing), then
+        checkpoint the log on a thread of its own (here, with `wait`).
 
         A failure (another process holding the write lock for long) is logged and tried
         again after the next `CHECKPOINT_EVERY` commits; the commits made stay made.
         """
         try:
             self._index_pending()
-            self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
         except sqlite3.Error:
             log.warning("session store upkeep failed; tried again later", exc_info=True)
         finally:
             self._commits = 0
+        if wait:
+            self._checkpoint()
+        else:
+            self._checkpointer.post(self._checkpoint)
+
+    def _checkpoint(self) -> None:
+        """Copy the log into the database.
+
+        A checkpoint copies the log and flushes both files to disk: 10 ms and more. Most of
+        it runs on a connection of its own without holding the store, so writes (and the
+        store's thread) go on meanwhile, as WAL mode allows; then a second one, holding the
+        store, copies what they wrote (1 to 3 ms), so that the log is wholly copied and the
+        next writer starts it over (it would grow as long as writes never paused).
+        """
+        try:
+            if self._checkpoints is None:
+                self._checkpoints = sqlite3.connect(
+                    self._path, isolation_level=None, check_same_thread=False
+                )
+                self._checkpoints.execute("PRAGMA wal_autocheckpoint = 0")
+            self._checkpoints.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            with self._lock:
+                self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        except sqlite3.Error:
+            log.warning("session store checkpoint failed; tried again later", exc_info=True)
 
     def _index_pending(self) -> None:
         """`index_pending`, taking the write lock only when a writer noted something."""

@@ -33,11 +33,14 @@ class StoreWorker:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._pending = 0
+        self._posted = 0
+        self._ran = 0
+        """Posted jobs, and those the thread has run (each counted by one thread only)."""
 
     @property
     def idle(self) -> bool:
-        """No call is queued or running: one made now would be next in line."""
-        return self._pending == 0
+        """No call or posted job is queued or running: one made now would be next in line."""
+        return self._pending == 0 and self._ran == self._posted
 
     async def call(self, fn: Callable[[], T]) -> T:
         """`fn()` on the worker thread; its result or exception, awaited here."""
@@ -53,8 +56,14 @@ class StoreWorker:
 
     def wake(self) -> None:
         """Run an empty batch soon (whatever `group` does around every batch), unawaited."""
+        self.post(_nothing)
+
+    def post(self, fn: Callable[[], object]) -> None:
+        """`fn()` on the worker thread soon, unawaited (an exception it raises is lost:
+        `fn` handles its own)."""
         self._ensure_thread()
-        self._queue.put((_nothing, None, None))
+        self._posted += 1
+        self._queue.put((fn, None, None))
 
     def stop(self) -> None:
         """Finish queued calls and end the thread."""
@@ -99,6 +108,7 @@ class StoreWorker:
                 for _, future, loop in batch:
                     if future is not None and loop is not None:
                         outcomes.setdefault(loop, []).append((future, False, exc))
+            self._ran += sum(1 for _, future, _ in batch if future is None)
             for loop, results in outcomes.items():
                 try:
                     loop.call_soon_threadsafe(_settle, results)

@@ -21,9 +21,13 @@ from raven.sessions.sqlite import CHECKPOINT_EVERY
 
 
 async def upkeep_done(store: SqliteStore) -> None:
-    """Until the store's thread has done the upkeep due (word index and WAL checkpoint)."""
+    """Until the store's threads have done the upkeep due (word index and WAL checkpoint)."""
     async with asyncio.timeout(10):
-        while store._commits >= CHECKPOINT_EVERY or not store._worker.idle:
+        while (
+            store._commits >= CHECKPOINT_EVERY
+            or not store._worker.idle
+            or not store._checkpointer.idle
+        ):
             await asyncio.sleep(0.01)
 
 
@@ -262,6 +266,34 @@ async def test_the_write_ahead_log_is_checkpointed_off_the_loop(tmp_path: Path) 
     assert wal.stat().st_size <= 2 * size  # reused from its start, not grown 5-fold
     assert len(store.messages(rec.id)) == 5 * CHECKPOINT_EVERY
     store.close()
+
+
+async def test_writes_go_on_while_the_log_is_checkpointed(tmp_path: Path) -> None:
+    """A checkpoint flushes the disk for 10 ms and more: writes do not wait for it."""
+    import sqlite3
+    import threading
+
+    store = SqliteStore(tmp_path / "raven.db")
+    rec = store.create("/w", face="cli")
+    flushing, done = threading.Event(), threading.Event()
+    slow = sqlite3.connect(tmp_path / "raven.db", isolation_level=None, check_same_thread=False)
+
+    def flush() -> int:  # the checkpoint's progress, held until the writes below are in
+        flushing.set()
+        done.wait(10)
+        return 0
+
+    slow.set_progress_handler(flush, 1)
+    store._checkpoints = slow  # the connection checkpoints run on
+    try:
+        for i in range(3 * CHECKPOINT_EVERY):
+            async with asyncio.timeout(10):
+                await store.call(store.append, rec.id, user_text(f"message {i}"))
+        assert flushing.is_set()  # a checkpoint was under way meanwhile
+        assert len(store.messages(rec.id)) == 3 * CHECKPOINT_EVERY
+    finally:
+        done.set()
+        store.close()
 
 
 async def test_search_finds_every_message_while_the_index_catches_up_off_the_loop(

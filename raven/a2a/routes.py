@@ -47,12 +47,12 @@ from a2a.utils.version_validator import validate_version
 from aiohttp import web
 from google.api.field_behavior_pb2 import FieldBehavior, field_behavior
 from google.protobuf.descriptor import FieldDescriptor
-from google.protobuf.json_format import ParseDict, ParseError
+from google.protobuf.json_format import ParseError
 
 from raven.a2a.auth import Caller, authenticate
 from raven.a2a.mount import A2AMount
 from raven.a2a.parts import check_parts, sent_data
-from raven.a2a.wire import to_json
+from raven.a2a.wire import from_json, to_json
 from raven.config import A2AServerConfig
 from raven.origins import is_loopback
 
@@ -437,7 +437,7 @@ def _envelope(message: Any) -> tuple[str, dict[str, Any]]:
 
 def _params(method: str, params: dict[str, Any]) -> Any:
     try:
-        typed = ParseDict(params, _REQUESTS[method](), ignore_unknown_fields=True)
+        typed = from_json(params, _REQUESTS[method]())
     except Exception as exc:
         raise InvalidParamsError(message=f"Invalid params for {method}: {exc}") from None
     if method == "ListTasks" and "status" in params:
@@ -459,8 +459,8 @@ def _call_context(
 
 
 def _result(method: str, typed: Any, result: Any) -> Any:
-    if method == "SendMessage":
-        return to_json(a2a_types.SendMessageResponse(task=result))
+    if method == "SendMessage":  # a SendMessageResponse with the task (not copied into one)
+        return {"task": to_json(result)}
     if result is None:  # DeleteTaskPushNotificationConfig
         return None
     if method == "ListTasks":

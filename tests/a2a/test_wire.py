@@ -1,6 +1,8 @@
 """`to_json` agrees with protobuf's own `MessageToDict` on every A2A message type, filled
 in every field (each oneof choice in turn, every scalar kind, Struct and Value of every
-kind, timestamps, bytes, enums), except that whole numbers in a Value stay integers."""
+kind, timestamps, bytes, enums), except that whole numbers in a Value stay integers; and
+`from_json` with `ParseDict` on the JSON of those messages, spelled either way, and on
+JSON that is wrong in every way a request can be (the same message, or the same error)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.json_format import MessageToDict, ParseDict, SerializeToJsonError
 from google.protobuf.message import Message
 
-from raven.a2a.wire import to_json
+from raven.a2a.wire import from_json, to_json
 
 MESSAGE_TYPES = sorted(
     (
@@ -164,3 +166,70 @@ def test_a_number_json_cannot_hold_is_refused_as_json_format_refuses_it() -> Non
         MessageToDict(part)
     with pytest.raises(ValueError):
         to_json(part)
+
+
+def mutations(value: Any, rng: random.Random) -> list[Any]:
+    """`value` (a message's JSON) changed in one place each: a field set to a wrong type,
+    to null or to an unknown enum name, spelled by its proto name, doubled, unknown."""
+    if not isinstance(value, dict) or not value:
+        return []
+    out: list[Any] = []
+    for key in value:
+        for wrong in (None, 1, 1.5, True, "x", "\ud800", [], {}, [None], 2**70, "TASK_STATE_NOPE"):
+            out.append({**value, key: wrong})
+        snake = "".join("_" + c.lower() if c.isupper() else c for c in key)
+        out.append({**{k: v for k, v in value.items() if k != key}, snake: value[key]})
+        out.append({**value, snake: value[key]})
+        for inner in mutations(value[key], rng)[:6]:
+            out.append({**value, key: inner})
+        if isinstance(value[key], list) and value[key]:
+            for inner in mutations(value[key][0], rng)[:6]:
+                out.append({**value, key: [inner, *value[key][1:]]})
+    out.append({**value, "unknownField": 1, "[ext.name]": 2})
+    return out
+
+
+def parsed(value: Any, kind: type[Message], parse: Any) -> Message | str:
+    try:
+        if parse is ParseDict:
+            return ParseDict(value, kind(), ignore_unknown_fields=True)
+        return parse(value, kind())
+    except Exception as exc:  # the same error, with the same words
+        return f"{type(exc).__name__}: {exc}"
+
+
+@pytest.mark.parametrize("kind", MESSAGE_TYPES, ids=lambda kind: kind.DESCRIPTOR.name)
+def test_every_a2a_message_is_read_as_json_format_reads_it(kind: type[Message]) -> None:
+    rng = random.Random("from " + kind.DESCRIPTOR.full_name)
+    for _ in range(15):
+        message = kind()
+        fill(message, rng)
+        sent = MessageToDict(message)
+        assert parsed(sent, kind, from_json) == message
+        snake = MessageToDict(message, preserving_proto_field_name=True)
+        assert parsed(snake, kind, from_json) == parsed(snake, kind, ParseDict)
+        for wrong in mutations(sent, rng):
+            assert parsed(wrong, kind, from_json) == parsed(wrong, kind, ParseDict), wrong
+    assert parsed([], kind, from_json) == parsed([], kind, ParseDict)
+
+
+def test_a_plain_request_is_read_without_json_format(monkeypatch: pytest.MonkeyPatch) -> None:
+    import raven.a2a.wire as wire
+
+    def refuse(*_: Any, **__: Any) -> None:
+        raise AssertionError("json_format was used")
+
+    monkeypatch.setattr(wire, "ParseDict", refuse)
+    request = {
+        "message": {
+            "messageId": "m1",
+            "role": "ROLE_USER",
+            "parts": [{"text": "hello"}, {"url": "https://example.com/a.txt", "filename": "a"}],
+            "contextId": "c1",
+            "referenceTaskIds": ["t0"],
+        },
+        "configuration": {"acceptedOutputModes": ["text/plain"], "historyLength": 3},
+    }
+    read = from_json(request, a2a_types.SendMessageRequest())
+    monkeypatch.undo()
+    assert read == ParseDict(request, a2a_types.SendMessageRequest())

@@ -486,7 +486,7 @@ def _complete(message: Any) -> bool:
         if kind == "one":
             if message.HasField(name) and not _complete(value):
                 return False
-        elif not all(_complete(v) for v in (value.values() if kind == "map" else value)):
+        elif not all(_complete(v) for v in (value.values() if kind == "map" else value[:])):
             return False
     return True
 

@@ -158,7 +158,9 @@ def _field_converter(field: FieldDescriptor, every: bool) -> Convert:
         return lambda entries: {key(k): value(v) for k, v in entries.items()}
     one = _single(field, every)
     if _repeated(field):
-        return lambda values: [one(v) for v in values]
+        # A slice, not the container: iterating a upb repeated field ends in an IndexError
+        # (made, message and all, once a field).
+        return lambda values: [one(v) for v in values[:]]
     return one
 
 
@@ -200,7 +202,7 @@ def _struct(message: Any) -> dict[str, Any]:
 
 
 def _list_value(message: Any) -> list[Any]:
-    return [_value(value) for value in message.values]
+    return [_value(value) for value in message.values[:]]
 
 
 def _value(message: Any) -> Any:

@@ -99,7 +99,9 @@ class SessionPage:
 
 
 def now_iso() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """The time now as stored: `2026-12-02T20:15:51.123456Z` (UTC, microseconds, sorted as
+    text in time order)."""
+    return datetime.now(UTC).isoformat(timespec="microseconds")[:-6] + "Z"
 
 
 def new_record(

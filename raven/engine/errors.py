@@ -47,7 +47,7 @@ class BadDirectory(RavenError):
 
 def session_directory(cwd: str | Path) -> Path:
     """`cwd` as a session's directory: absolute and existing, else `BadDirectory`."""
-    path = Path(cwd)
+    path = cwd if isinstance(cwd, Path) else Path(cwd)
     if not path.is_absolute():
         raise BadDirectory(str(cwd), "is not absolute")
     if not path.is_dir():

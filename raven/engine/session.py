@@ -247,12 +247,13 @@ class LiveSession:
     def work_over(self) -> bool:
         """The turn's work is over: `cancel_turn` no longer cancels its task. True when the
         turn was stopped, and nothing but `cancel_turn` cancelled the task."""
-        task, self._work = self._work or asyncio.current_task(), None
-        if self._stopping and task is not None:
+        task = asyncio.current_task()
+        assert task is not None
+        if self._stopping:
             task.uncancel()
-        self._stopping = False
+        self._work, self._stopping = None, False
         stopped = self._cancel is not None and self._cancel.is_set()
-        return stopped and task is not None and not task.cancelling()
+        return stopped and not task.cancelling()
 
     async def stop_turn(self, timeout_s: float) -> None:
         """Cancel the running turn, if any, and return once it has ended; raises `TurnStuck`

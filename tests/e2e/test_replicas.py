@@ -15,12 +15,12 @@ from typing import Any
 import aiohttp
 
 from raven.engine.replicas import LAPSED_TURN
+from tests.e2e.a2a_server import message as a2a_message
 from tests.e2e.topology import (
     DEADLINE_S,
     GATEWAY_TOKEN,
     LEASE_S,
     Topology,
-    a2a_message,
     topology,
 )
 from tests.fakes.model_server import FakeModelServer, Reply, openai_stream

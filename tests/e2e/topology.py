@@ -260,16 +260,5 @@ def texts(task: dict[str, Any]) -> list[str]:
     return [p.get("text", "") for m in task.get("history", []) for p in m["parts"]]
 
 
-def a2a_message(text: str, **fields: Any) -> dict[str, Any]:
-    return {
-        "message": {
-            "messageId": os.urandom(8).hex(),
-            "role": "ROLE_USER",
-            "parts": [{"text": text}],
-            **fields,
-        }
-    }
-
-
 def dump(value: Any) -> str:
     return json.dumps(value, indent=1)[:2000]

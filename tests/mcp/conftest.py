@@ -3,13 +3,13 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from raven.config import McpHttpServer, McpStdioServer
+from tests.processes import wait_listening
 
 SERVER = Path(__file__).parent / "servers" / "notes_server.py"
 
@@ -34,13 +34,7 @@ def http_server() -> Iterator[McpHttpServer]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.05)
+        wait_listening(port, timeout_s=20)
         yield McpHttpServer(name="remote", url=f"http://127.0.0.1:{port}/mcp")
     finally:
         proc.terminate()

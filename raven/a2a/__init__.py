@@ -2,8 +2,8 @@
 
 Owns the agent card, the task service (`raven.a2a.service`: every task, new or
 stored, one writer each), a task's turn on the engine (`raven.a2a.turn`), bearer
-authentication and the aiohttp binding. It uses `a2a-sdk`'s types, task manager,
-updater and (versioned) stores, never its request handler. `add_a2a_routes` mounts
+authentication and the aiohttp binding. It uses `a2a-sdk`'s types, task manager
+and (versioned) stores, never its request handler. `add_a2a_routes` mounts
 it on any aiohttp application (standalone or the gateway). Imports `a2a` and
 `aiohttp`.
 """

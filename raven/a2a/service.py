@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -35,9 +36,10 @@ from typing import Any
 from a2a.helpers import new_text_part
 from a2a.server.cluster import ConcurrentTaskModificationError, TaskVersion
 from a2a.server.context import ServerCallContext
-from a2a.server.events import Event, EventQueue
-from a2a.server.tasks import TaskManager, TaskStore, TaskUpdater
+from a2a.server.events import Event
+from a2a.server.tasks import TaskManager, TaskStore
 from a2a.types import (
+    Artifact,
     DeleteTaskPushNotificationConfigRequest,
     GetTaskPushNotificationConfigRequest,
     ListTaskPushNotificationConfigsRequest,
@@ -45,9 +47,11 @@ from a2a.types import (
     ListTasksRequest,
     ListTasksResponse,
     Message,
+    Part,
     Role,
     SendMessageRequest,
     Task,
+    TaskArtifactUpdateEvent,
     TaskPushNotificationConfig,
     TaskState,
     TaskStatus,
@@ -119,17 +123,6 @@ class _Task:
         """Characters of the answer already sent as `response` artifact chunks."""
         self.over = False
         """Terminal: nothing more is written or told."""
-
-
-class _Sink(EventQueue):
-    """What a `TaskUpdater` enqueues is written to the task."""
-
-    def __init__(self, service: TaskService, task: _Task) -> None:
-        self._service = service
-        self._task = task
-
-    async def enqueue_event(self, event: Event) -> None:
-        await self._service._write(self._task, event, snapshot=False)
 
 
 class TaskService:
@@ -287,17 +280,12 @@ class TaskService:
             local.cancelled.set()
             if local.turn is not None:
                 local.turn.cancel()
-            await TaskUpdater(_Sink(self, local), local.id, local.context_id).cancel()
+            await self._update(local, TaskState.TASK_STATE_CANCELED)
             task = _copy(await self._cached(local))
             if local.turn is not None and not await local.turn.wait(STOP_TURN_S):
                 log.warning("A2A task %s: its turn did not stop in time", task_id)
         else:  # the runner elsewhere sees the CANCELED version and stops its turn
-            cancel = TaskStatusUpdateEvent(
-                task_id=task_id,
-                context_id=stored.context_id,
-                status=TaskStatus(state=TaskState.TASK_STATE_CANCELED),
-            )
-            cancel.status.timestamp.GetCurrentTime()
+            cancel = _status(task_id, stored.context_id, TaskState.TASK_STATE_CANCELED)
             task, _ = await self._write_stored(task_id, context, cancel)
         if task.status.state != TaskState.TASK_STATE_CANCELED:
             raise TaskNotCancelableError()
@@ -404,7 +392,7 @@ class TaskService:
             status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED),
             history=[message],
         )
-        first.status.timestamp.GetCurrentTime()
+        _stamp(first.status)
         snapshot = await self._write(task, first, follower)
         task.runner = asyncio.create_task(
             self._run(task, message, data, first=True), name=f"a2a:{task.id}"
@@ -462,12 +450,7 @@ class TaskService:
     ) -> tuple[Task, AsyncIterator[Event] | None]:
         """A message to a task another replica runs: written to the store for it."""
         assert self._shared is not None
-        event = TaskStatusUpdateEvent(
-            task_id=message.task_id,
-            context_id=message.context_id,
-            status=TaskStatus(state=TaskState.TASK_STATE_WORKING, message=message),
-        )
-        event.status.timestamp.GetCurrentTime()
+        event = _status(message.task_id, message.context_id, TaskState.TASK_STATE_WORKING, message)
         task, version = await self._write_stored(message.task_id, context, event)
         if task.status.state in TERMINAL:
             raise _terminal(task)
@@ -480,7 +463,6 @@ class TaskService:
     async def _run(
         self, task: _Task, message: Message, data: list[Any] | None, first: bool
     ) -> None:
-        updater = TaskUpdater(_Sink(self, task), task.id, task.context_id)
         admitted: Admitted | None = None
         session_id: str | None = None
         try:
@@ -488,7 +470,7 @@ class TaskService:
             session_id = session.id
             refusal = self._admission.refusal(session.id)
             if refusal is not None:
-                await updater.reject(updater.new_agent_message([new_text_part(refusal)]))
+                await self._update(task, TaskState.TASK_STATE_REJECTED, refusal)
                 return
             admitted = await self._admission.enter(session.id, task.cancelled)
             if admitted is None:
@@ -497,11 +479,11 @@ class TaskService:
             turn = TaskTurn(session, self._local(session.id) if self._local else None)
             turn.start(prompt, self._settings.approvals, self._settings.input_timeout_s)
             task.turn = turn
-            await updater.start_work()
-            await self._publish(task, turn, updater)
+            await self._update(task, TaskState.TASK_STATE_WORKING)
+            await self._publish(task, turn)
         except Exception:
             log.exception("A2A task %s: its turn failed", task.id)
-            await self._fail(task, updater, FAILED_MESSAGE)
+            await self._update(task, TaskState.TASK_STATE_FAILED, FAILED_MESSAGE)
         finally:
             if admitted is not None:
                 admitted.leave()
@@ -509,67 +491,88 @@ class TaskService:
                 self._runtime.release(session_id)
             await self._settle(task)
 
-    async def _publish(self, task: _Task, turn: TaskTurn, updater: TaskUpdater) -> None:
+    async def _publish(self, task: _Task, turn: TaskTurn) -> None:
         """Write what the turn says to the task, until it ends."""
         while True:
             step = await turn.next()
             if task.cancelled.is_set() and not isinstance(step, Ended):
                 continue  # a stopped turn's last words (its cancelled tool call) are not told
             if isinstance(step, Chunk):
-                await self._artifact(task, updater, step.text, last=False)
+                await self._artifact(task, step.text, last=False)
             elif isinstance(step, Progress):
-                line = updater.new_agent_message(
-                    [new_text_part(step.text)], metadata=PROGRESS_METADATA
-                )
-                await updater.update_status(TaskState.TASK_STATE_WORKING, message=line)
+                working = TaskState.TASK_STATE_WORKING
+                await self._update(task, working, step.text, metadata=PROGRESS_METADATA)
             elif isinstance(step, Asked):
-                question = updater.new_agent_message([new_text_part(step.text)])
-                await updater.requires_input(question)
+                await self._update(task, TaskState.TASK_STATE_INPUT_REQUIRED, step.text)
                 if not await turn.wait_answer(self._settings.input_timeout_s):
                     log.info("A2A task %s: the question timed out unanswered", task.id)
                     if turn.answer(None):
-                        note = updater.new_agent_message([new_text_part(NO_ANSWER)])
-                        await updater.start_work(note)
+                        await self._update(task, TaskState.TASK_STATE_WORKING, NO_ANSWER)
                 elif turn.answered_elsewhere:
                     turn.answered_elsewhere = False
-                    note = updater.new_agent_message([new_text_part(ANSWERED_ELSEWHERE)])
-                    await updater.start_work(note)
+                    await self._update(task, TaskState.TASK_STATE_WORKING, ANSWERED_ELSEWHERE)
             else:
-                await self._end(task, turn, updater, step)
+                await self._end(task, turn, step)
                 return
 
-    async def _end(self, task: _Task, turn: TaskTurn, updater: TaskUpdater, end: Ended) -> None:
+    async def _end(self, task: _Task, turn: TaskTurn, end: Ended) -> None:
         if task.cancelled.is_set() and not self._closing:
             return  # the cancel writes CANCELED
         if end.stop == "cancelled" or self._closing:
             current = await self._cached(task)
             if not (self._closing and current.status.state in SETTLED):
-                await self._fail(task, updater, STOPPED_MESSAGE)
+                await self._update(task, TaskState.TASK_STATE_FAILED, STOPPED_MESSAGE)
             return
         if end.error:
             log.warning("A2A task %s failed: %s", task.id, end.error)
-            await self._fail(task, updater, FAILED_MESSAGE)
+            await self._update(task, TaskState.TASK_STATE_FAILED, FAILED_MESSAGE)
             return
         reply = end.text or "(no answer)"
-        await self._artifact(task, updater, reply[task.streamed :], last=True)
+        await self._artifact(task, reply[task.streamed :], last=True)
         for part in end.attachments:
-            await updater.add_artifact([part], name=part.filename)
-        await updater.complete(updater.new_agent_message([new_text_part(reply)]))
+            await self._add_artifact(task, part, str(uuid.uuid4()), part.filename)
+        await self._update(task, TaskState.TASK_STATE_COMPLETED, reply)
 
-    async def _artifact(self, task: _Task, updater: TaskUpdater, text: str, last: bool) -> None:
+    async def _artifact(self, task: _Task, text: str, last: bool) -> None:
         """Append `text` to the task's one `response` artifact."""
-        await updater.add_artifact(
-            [new_text_part(text)],
-            artifact_id=task.artifact_id,
-            name="response",
-            append=task.streamed > 0,
-            last_chunk=last,
-        )
+        part = new_text_part(text)
+        await self._add_artifact(task, part, task.artifact_id, "response", task.streamed > 0, last)
         task.streamed += len(text)
 
-    async def _fail(self, task: _Task, updater: TaskUpdater, text: str) -> None:
-        with contextlib.suppress(RuntimeError):  # the updater saw a terminal state
-            await updater.failed(updater.new_agent_message([new_text_part(text)]))
+    async def _add_artifact(
+        self,
+        task: _Task,
+        part: Part,
+        artifact_id: str,
+        name: str,
+        append: bool = False,
+        last: bool = False,
+    ) -> None:
+        artifact = Artifact(artifact_id=artifact_id, name=name, parts=[part])
+        event = TaskArtifactUpdateEvent(
+            task_id=task.id,
+            context_id=task.context_id,
+            artifact=artifact,
+            append=append,
+            last_chunk=last,
+        )
+        await self._write(task, event, snapshot=False)
+
+    async def _update(
+        self, task: _Task, state: int, text: str | None = None, metadata: Any = None
+    ) -> None:
+        """The task's state becomes `state`, with the agent's message `text` if given."""
+        message = None
+        if text is not None:
+            message = Message(
+                message_id=str(uuid.uuid4()),
+                role=Role.ROLE_AGENT,
+                task_id=task.id,
+                context_id=task.context_id,
+                parts=[new_text_part(text)],
+                metadata=metadata,
+            )
+        await self._write(task, _status(task.id, task.context_id, state, message), snapshot=False)
 
     async def _settle(self, task: _Task) -> None:
         """The runner is done: the task leaves this process unless it still waits here."""
@@ -796,21 +799,14 @@ class TaskService:
             stored = await self._shared.tasks.get(task_id, context)
             if stored is None or stored.task.status.state in TERMINAL:
                 continue
-            failed = TaskStatusUpdateEvent(
+            message = Message(
+                message_id=uuid.uuid4().hex,
+                role=Role.ROLE_AGENT,
                 task_id=task_id,
                 context_id=stored.task.context_id,
-                status=TaskStatus(
-                    state=TaskState.TASK_STATE_FAILED,
-                    message=Message(
-                        message_id=uuid.uuid4().hex,
-                        role=Role.ROLE_AGENT,
-                        task_id=task_id,
-                        context_id=stored.task.context_id,
-                        parts=[new_text_part(STOPPED_MESSAGE)],
-                    ),
-                ),
+                parts=[new_text_part(STOPPED_MESSAGE)],
             )
-            failed.status.timestamp.GetCurrentTime()
+            failed = _status(task_id, stored.task.context_id, TaskState.TASK_STATE_FAILED, message)
             await self._write_stored(task_id, context, failed)
             ended += 1
         if ended:
@@ -819,13 +815,26 @@ class TaskService:
 
 def _working(task: _Task, message: Message) -> TaskStatusUpdateEvent:
     """The task works again, on `message` (which goes into its history)."""
+    return _status(task.id, task.context_id, TaskState.TASK_STATE_WORKING, message)
+
+
+def _status(
+    task_id: str, context_id: str, state: int, message: Message | None = None
+) -> TaskStatusUpdateEvent:
+    """The task's state becomes `state` now, with `message` (into its history next time)."""
     event = TaskStatusUpdateEvent(
-        task_id=task.id,
-        context_id=task.context_id,
-        status=TaskStatus(state=TaskState.TASK_STATE_WORKING, message=message),
+        task_id=task_id,
+        context_id=context_id,
+        status=TaskStatus(state=state, message=message),  # type: ignore[arg-type]
     )
-    event.status.timestamp.GetCurrentTime()
+    _stamp(event.status)
     return event
+
+
+def _stamp(status: TaskStatus) -> None:
+    """`status.timestamp` is now, to the microsecond (`GetCurrentTime` without its round trip
+    through `datetime`)."""
+    status.timestamp.FromMicroseconds(time.time_ns() // 1000)
 
 
 def _queued(task_id: str) -> UnsupportedOperationError:

@@ -64,6 +64,9 @@ class SqliteStore:
 
     def __init__(self, path: Path) -> None:
         self._lock = threading.RLock()
+        self._hasty = False
+        """The connection's busy timeout is 0 (an inline write set it, see `_try_group`);
+        `_held` makes it wait again for anything else."""
         self._grouped: str | None = None
         """While a transaction is open for several writes, how a write joins it: "savepoint"
         (`group`: each write stays all-or-nothing), or "" (the one call `_try_group` runs,
@@ -110,7 +113,7 @@ class SqliteStore:
         self._worker.stop()
         self._checkpointer.stop()
         self._upkeep(wait=True)
-        with self._lock:
+        with self._held():
             self._db.close()
         if self._checkpoints is not None:
             self._checkpoints.close()
@@ -118,7 +121,7 @@ class SqliteStore:
     @contextmanager
     def group(self) -> Iterator[None]:
         """One transaction for several writes (group commit); each stays all-or-nothing."""
-        with self._lock:
+        with self._held():
             self._db.execute("BEGIN IMMEDIATE")
             with self._grouping("savepoint"):
                 yield
@@ -159,14 +162,14 @@ class SqliteStore:
                 )
                 self._checkpoints.execute("PRAGMA wal_autocheckpoint = 0")
             self._checkpoints.execute("PRAGMA wal_checkpoint(PASSIVE)")
-            with self._lock:
+            with self._lock:  # a passive checkpoint never waits for a lock
                 self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
         except sqlite3.Error:
             log.warning("session store checkpoint failed; tried again later", exc_info=True)
 
     def _index_pending(self) -> None:
         """`index_pending`, taking the write lock only when a writer noted something."""
-        with self._lock:
+        with self._held():
             if self._db.execute("SELECT 1 FROM messages_unindexed LIMIT 1").fetchone():
                 with self._write() as db:
                     index_pending(db)
@@ -179,14 +182,14 @@ class SqliteStore:
             yield False
             return
         try:
-            self._db.execute("PRAGMA busy_timeout = 0")
+            if not self._hasty:  # kept for the next inline write: the pragma is parsed anew
+                self._db.execute("PRAGMA busy_timeout = 0")  # each time, 20 us and more
+                self._hasty = True
             try:
                 self._db.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError:  # another process holds the write lock
                 yield False
                 return
-            finally:
-                self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             with self._grouping(""):
                 yield True
             if self._commits == CHECKPOINT_EVERY:  # once: until it runs, commits go past
@@ -215,8 +218,18 @@ class SqliteStore:
             self._grouped = None
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def _held(self) -> Iterator[sqlite3.Connection]:
+        """The connection, this thread's until the block ends, waiting up to
+        `BUSY_TIMEOUT_MS` for another process's lock."""
         with self._lock:
+            if self._hasty and self._grouped != "":
+                self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+                self._hasty = False
+            yield self._db
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._held():
             if self._grouped == "":  # the one call in its transaction, undone as a whole
                 yield self._db
                 return
@@ -246,7 +259,7 @@ class SqliteStore:
         """A new session; `session_id` lets a face derive ids (it must be unused)."""
         record = new_record(cwd, face, mode, model, session_id)
         with self._write() as db:
-            _insert_session(db, record)
+            _insert_session(db, record, record.title, record.updated_at)
         return record
 
     def get_or_create(
@@ -259,8 +272,8 @@ class SqliteStore:
             return self.create(cwd, face, mode, model, session_id), []
 
     def get(self, session_id: str) -> SessionRecord:
-        with self._lock:
-            row = self._db.execute(_SELECT + " WHERE id = ?", (session_id,)).fetchone()
+        with self._held() as db:
+            row = db.execute(_SELECT + " WHERE id = ?", (session_id,)).fetchone()
         if row is None:
             raise SessionNotFound(session_id)
         return _record(row)
@@ -271,7 +284,7 @@ class SqliteStore:
         Raises `SessionNotFound` for none and `AmbiguousSession` for several.
         """
         for candidate in dict.fromkeys((prefix, SESSION_ID_PREFIX + prefix)):
-            with self._lock:
+            with self._held():
                 if self._db.execute("SELECT 1 FROM sessions WHERE id = ?", (candidate,)).fetchone():
                     return candidate
                 rows = self._db.execute(
@@ -308,7 +321,7 @@ class SqliteStore:
             params += [updated_at, updated_at, last_id]
         sql = _SELECT + (" WHERE " + " AND ".join(where) if where else "")
         sql += " ORDER BY updated_at DESC, id DESC LIMIT ?"
-        with self._lock:
+        with self._held():
             rows = self._db.execute(sql, [*params, limit + 1]).fetchall()
         records = [_record(r) for r in rows[:limit]]
         more = len(rows) > limit
@@ -324,20 +337,23 @@ class SqliteStore:
     ) -> None:
         """Commit one message at the end of the transcript (and a new title, if given).
 
-        With `create`, the session row is inserted in the same transaction first.
+        With `create`, the session row is inserted in the same transaction first, as it is
+        with this message.
         """
         body = MESSAGE_ADAPTER.dump_json(message).decode()
         stamp = now_iso()
         with self._write() as db:
             if create is not None:
-                _insert_session(db, create)
-            touched = db.execute(
-                "UPDATE sessions SET updated_at = ?, title = COALESCE(?, title), "
-                "version = version + 1 WHERE id = ?",
-                (stamp, title, session_id),
-            )
-            if touched.rowcount == 0:
-                raise SessionNotFound(session_id)
+                named = create.title if title is None else title
+                _insert_session(db, create, named, stamp, version=1)
+            else:
+                touched = db.execute(
+                    "UPDATE sessions SET updated_at = ?, title = COALESCE(?, title), "
+                    "version = version + 1 WHERE id = ?",
+                    (stamp, title, session_id),
+                )
+                if touched.rowcount == 0:
+                    raise SessionNotFound(session_id)
             db.execute(
                 "INSERT INTO messages (session_id, seq, body, created_at) "
                 "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ? FROM messages WHERE session_id = ?",
@@ -352,7 +368,7 @@ class SqliteStore:
         if last is not None:
             sql += " LIMIT ?"
             params.append(last)
-        with self._lock:
+        with self._held():
             rows = self._db.execute(sql, params).fetchall()
         return [MESSAGE_ADAPTER.validate_json(body) for (body,) in reversed(rows)]
 
@@ -373,7 +389,7 @@ class SqliteStore:
 
     def version(self, session_id: str) -> int:
         """The number of messages written to the session, by any process."""
-        with self._lock:
+        with self._held():
             row = self._db.execute(
                 "SELECT version FROM sessions WHERE id = ?", (session_id,)
             ).fetchone()
@@ -434,7 +450,7 @@ class SqliteStore:
         params: list[object] = [query, *([cwd] if cwd else [])]
         hits: dict[str, str] = {}
         self._index_pending()
-        with self._lock:
+        with self._held():
             for session_id, snippet in self._db.execute(sql, params):
                 hits.setdefault(str(session_id), " ".join(str(snippet).split()))
                 if len(hits) >= limit:
@@ -474,19 +490,23 @@ def _process_alive(pid: int) -> bool:
     return True
 
 
-def _insert_session(db: sqlite3.Connection, record: SessionRecord) -> None:
+def _insert_session(
+    db: sqlite3.Connection, record: SessionRecord, title: str, updated_at: str, version: int = 0
+) -> None:
     db.execute(
-        "INSERT INTO sessions (id, cwd, title, mode, model, face, created_at, updated_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO sessions"
+        " (id, cwd, title, mode, model, face, created_at, updated_at, version)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             record.id,
             record.cwd,
-            record.title,
+            title,
             record.mode,
             record.model,
             record.face,
             record.created_at,
-            record.updated_at,
+            updated_at,
+            version,
         ),
     )
 

@@ -252,6 +252,33 @@ async def test_another_process_writing_never_blocks_the_loop(tmp_path: Path) -> 
     store.close()
 
 
+async def test_the_store_thread_waits_for_another_process_after_writes_on_the_loop(
+    tmp_path: Path,
+) -> None:
+    """A write on the loop never waits for another process's lock; the store's thread,
+    which runs the rest, still does."""
+    import sqlite3
+    import threading
+
+    store = SqliteStore(tmp_path / "raven.db")
+    rec = store.create("/w", face="cli")
+    await store.call(store.append, rec.id, user_text("written on the loop"))
+    began = threading.Event()
+    loop_thread = threading.get_ident()
+    store._db.set_trace_callback(
+        lambda sql: began.set() if threading.get_ident() != loop_thread else None
+    )
+    holder = sqlite3.connect(tmp_path / "raven.db", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process's write transaction
+    deleting = asyncio.create_task(store.call(store.delete, rec.id))  # the store's thread
+    assert await asyncio.to_thread(began.wait, 10)
+    holder.execute("COMMIT")
+    async with asyncio.timeout(10):
+        assert await deleting
+    holder.close()
+    store.close()
+
+
 async def test_the_write_ahead_log_is_checkpointed_off_the_loop(tmp_path: Path) -> None:
     store = SqliteStore(tmp_path / "raven.db")
     rec = store.create("/w", face="cli")

@@ -5,6 +5,7 @@ Declares shapes and cross-key rules only; never touches the file system.
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -344,7 +345,7 @@ class RavenConfig(_Model):
 
     def find_model(self, model_id: str) -> ModelSpec | None:
         if model_id == ECHO_MODEL_ID and all(m.id != ECHO_MODEL_ID for m in self.models):
-            return ModelSpec(id=ECHO_MODEL_ID, name="Echo (offline)", provider="scripted")
+            return _echo()
         return next((m for m in self.models if m.id == model_id), None)
 
     def prices(self) -> dict[str, tuple[float, float]]:
@@ -365,6 +366,12 @@ class RavenConfig(_Model):
     def roster(self) -> list[dict[str, str]]:
         """The enabled sub-agents as reference data: name and description only."""
         return [{"name": a.name, "description": a.description} for a in self.agents if a.enabled]
+
+
+@functools.cache
+def _echo() -> ModelSpec:
+    """The offline echo model, when no model of that id is configured (one, it is frozen)."""
+    return ModelSpec(id=ECHO_MODEL_ID, name="Echo (offline)", provider="scripted")
 
 
 def _unique(ids: list[str], key: str) -> None:

@@ -65,11 +65,11 @@ class SqliteStore:
     def __init__(self, path: Path) -> None:
         self._lock = threading.RLock()
         self._hasty = False
-        """The connection's busy timeout is 0 (an inline write set it, see `_try_group`);
+        """The connection's busy timeout is 0 (an inline write set it, see `_inline`);
         `_held` makes it wait again for anything else."""
         self._grouped: str | None = None
         """While a transaction is open for several writes, how a write joins it: "savepoint"
-        (`group`: each write stays all-or-nothing), or "" (the one call `_try_group` runs,
+        (`group`: each write stays all-or-nothing), or "" (the one call `_inline` runs,
         all-or-nothing as a whole)."""
         try:
             private_file(path)
@@ -103,9 +103,9 @@ class SqliteStore:
         call = functools.partial(method, *args, **kwargs)
         due = self._commits >= CHECKPOINT_EVERY
         if method.__name__ in _LOOP_WRITES and self._worker.idle and not due:
-            with self._try_group() as free:
-                if free:
-                    return call()
+            done, result = self._inline(call)
+            if done:
+                return result  # type: ignore[return-value]
         return await self._worker.call(call)
 
     def close(self) -> None:
@@ -174,13 +174,12 @@ class SqliteStore:
                 with self._write() as db:
                     index_pending(db)
 
-    @contextmanager
-    def _try_group(self) -> Iterator[bool]:
-        """`group`, yielding True, when the connection is free and no other process is
-        writing right now; else yields False, having done nothing (never waits)."""
+    def _inline(self, call: Callable[[], T]) -> tuple[bool, T | None]:
+        """`call()` in a transaction of its own, here, when the connection is free and no
+        other process is writing right now: (True, what it returned); else (False, None),
+        having done nothing (never waits)."""
         if not self._lock.acquire(blocking=False):
-            yield False
-            return
+            return False, None
         try:
             if not self._hasty:  # kept for the next inline write: the pragma is parsed anew
                 self._db.execute("PRAGMA busy_timeout = 0")  # each time, 20 us and more
@@ -188,12 +187,12 @@ class SqliteStore:
             try:
                 self._db.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError:  # another process holds the write lock
-                yield False
-                return
+                return False, None
             with self._grouping(""):
-                yield True
+                result = call()
             if self._commits == CHECKPOINT_EVERY:  # once: until it runs, commits go past
                 self._worker.wake()  # its batch does the upkeep, off this thread
+            return True, result
         finally:
             self._lock.release()
 
@@ -222,17 +221,23 @@ class SqliteStore:
         """The connection, this thread's until the block ends, waiting up to
         `BUSY_TIMEOUT_MS` for another process's lock."""
         with self._lock:
-            if self._hasty and self._grouped != "":
-                self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-                self._hasty = False
+            self._patient()
             yield self._db
+
+    def _patient(self) -> None:
+        """Wait for other processes' locks again (under `_lock`), unless inside the
+        transaction of an inline write."""
+        if self._hasty and self._grouped != "":
+            self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self._hasty = False
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        with self._held():
+        with self._lock:
             if self._grouped == "":  # the one call in its transaction, undone as a whole
                 yield self._db
                 return
+            self._patient()
             begin, undo, done = (
                 ("SAVEPOINT w", "ROLLBACK TO w", "RELEASE w")
                 if self._grouped

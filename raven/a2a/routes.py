@@ -551,9 +551,13 @@ def _safe_id(request_id: Any) -> str | int | None:
     )
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False)
+"""`json.dumps(..., ensure_ascii=False)` without making an encoder on every call."""
+
+
 def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
     return web.Response(
-        text=json.dumps(body, ensure_ascii=False),
+        text=_ENCODER.encode(body),
         status=status,
         content_type="application/json",
         headers=headers,

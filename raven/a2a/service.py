@@ -710,10 +710,10 @@ class TaskService:
             if stored is None:
                 raise TaskNotFoundError()
             return stored.task, stored.version
-        task = await self.tasks.get(task_id, context)
+        task = await self.tasks.get(task_id, context)  # a copy: the SDK's store makes one
         if task is None:
             raise TaskNotFoundError()
-        return _copy(task), TaskVersion.MISSING
+        return task, TaskVersion.MISSING
 
     async def _current(self, task_id: str, context: ServerCallContext) -> Task:
         local = self._live.get(task_id)

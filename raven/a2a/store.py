@@ -48,7 +48,7 @@ EVENT_POLL_S = 0.25
 
 class BoundedMemoryTaskStore(TaskStore):
     def __init__(self, keep: int) -> None:
-        self._tasks = InMemoryTaskStore()
+        self._tasks = InMemoryTaskStore(use_copying=True)  # `get` gives a copy to change
         self._keep = keep
         self._finished: OrderedDict[str, User] = OrderedDict()
         """Finished tasks, oldest first, with their owner (not the whole call context, which

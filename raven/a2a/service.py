@@ -562,17 +562,8 @@ class TaskService:
         self, task: _Task, state: int, text: str | None = None, metadata: Any = None
     ) -> None:
         """The task's state becomes `state`, with the agent's message `text` if given."""
-        message = None
-        if text is not None:
-            message = Message(
-                message_id=str(uuid.uuid4()),
-                role=Role.ROLE_AGENT,
-                task_id=task.id,
-                context_id=task.context_id,
-                parts=[new_text_part(text)],
-                metadata=metadata,
-            )
-        await self._write(task, _status(task.id, task.context_id, state, message), snapshot=False)
+        said = None if text is None else _said(task.id, task.context_id, text, metadata)
+        await self._write(task, _status(task.id, task.context_id, state, said), snapshot=False)
 
     async def _settle(self, task: _Task) -> None:
         """The runner is done: the task leaves this process unless it still waits here."""
@@ -799,14 +790,9 @@ class TaskService:
             stored = await self._shared.tasks.get(task_id, context)
             if stored is None or stored.task.status.state in TERMINAL:
                 continue
-            message = Message(
-                message_id=uuid.uuid4().hex,
-                role=Role.ROLE_AGENT,
-                task_id=task_id,
-                context_id=stored.task.context_id,
-                parts=[new_text_part(STOPPED_MESSAGE)],
-            )
-            failed = _status(task_id, stored.task.context_id, TaskState.TASK_STATE_FAILED, message)
+            context_id = stored.task.context_id
+            said = _said(task_id, context_id, STOPPED_MESSAGE)
+            failed = _status(task_id, context_id, TaskState.TASK_STATE_FAILED, said)
             await self._write_stored(task_id, context, failed)
             ended += 1
         if ended:
@@ -829,6 +815,18 @@ def _status(
     )
     _stamp(event.status)
     return event
+
+
+def _said(task_id: str, context_id: str, text: str, metadata: Any = None) -> Message:
+    """The agent's message `text` in the task."""
+    return Message(
+        message_id=str(uuid.uuid4()),
+        role=Role.ROLE_AGENT,
+        task_id=task_id,
+        context_id=context_id,
+        parts=[new_text_part(text)],
+        metadata=metadata,
+    )
 
 
 def _stamp(status: TaskStatus) -> None:

@@ -326,16 +326,17 @@ class LiveSession:
         taken, self._steering = self._steering, []
         return taken
 
-    async def commit(self, message: Message, title: str | None = None) -> None:
-        """Keep the message (and a new title) in memory and store it before returning. A
-        deferred session is stored together with its first message."""
+    async def commit(self, message: Message, title: str | None = None, soon: bool = False) -> None:
+        """Keep the message (and a new title) in memory and store it before returning (with
+        `soon`, by the end of the event loop's step: see `Sessions.append`). A deferred
+        session is stored together with its first message."""
         create = self.record if self.deferred else None
         self.deferred = False
         self.history.append(message)
         self.version += 1
         if title is not None:
             self.record = dataclasses.replace(self.record, title=title)
-        await self.store.append(self.id, message, title, create)
+        await self.store.append(self.id, message, title, create, soon)
 
     async def set_title(self, title: str) -> None:
         self.record = await self.store.update(self.id, title=title)

@@ -217,7 +217,10 @@ async def _loop(
     session: LiveSession, prompt: list[Part], asker: _TurnAsker, emit: Emit
 ) -> StopReason:
     title = None if session.record.title else (_title_from(prompt) or None)
-    await session.commit(UserMessage(parts=prompt), title)
+    # Committed with the turn's next write if that comes before the turn first waits (the
+    # model answered at once), else as it waits: before any of its events after this
+    # reaches anyone (a follower may hear of its start, in the same step, first).
+    await session.commit(UserMessage(parts=prompt), title, soon=True)
     session.working()  # stopping the turn from here on keeps what was asked
     if title:
         emit(TitleChanged(title))

@@ -287,6 +287,7 @@ class PostgresSessions:
         message: Message,
         title: str | None = None,
         create: SessionRecord | None = None,
+        soon: bool = False,  # committed at once: a transaction here is a round trip
     ) -> None:
         body = MESSAGE_ADAPTER.dump_json(message).decode()
         args = (session_id, now_iso(), title, body, _searchable(message))

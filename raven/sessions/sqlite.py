@@ -7,13 +7,14 @@ blocking the event loop.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -67,6 +68,9 @@ class SqliteStore:
         self._hasty = False
         """The connection's busy timeout is 0 (an inline write set it, see `_inline`);
         `_held` makes it wait again for anything else."""
+        self._staged = False
+        """A staged write's transaction is open (`stage`): the loop's thread holds `_lock`
+        until the next write there commits it, or the loop's step ends."""
         self._grouped: str | None = None
         """While a transaction is open for several writes, how a write joins it: "savepoint"
         (`group`: each write stays all-or-nothing), or "" (the one call `_inline` runs,
@@ -100,16 +104,27 @@ class SqliteStore:
         upkeep is due, which the thread does first (back-to-back writes here could
         otherwise keep it from the lock and the log would grow).
         """
-        call = functools.partial(method, *args, **kwargs)
+        return await self._call(functools.partial(method, *args, **kwargs), method, stage=False)
+
+    async def stage(self, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """`call`, for a write whose commit may wait a moment (group commit): run inline, it
+        leaves its transaction open, the next write on this thread joins it and commits
+        both; else it commits as the event loop's current step ends, before any task woken
+        after it runs. For a write nobody hears of before then.
+        """
+        return await self._call(functools.partial(method, *args, **kwargs), method, stage=True)
+
+    async def _call(self, call: Callable[[], T], method: Callable[..., T], stage: bool) -> T:
         due = self._commits >= CHECKPOINT_EVERY
         if method.__name__ in _LOOP_WRITES and self._worker.idle and not due:
-            done, result = self._inline(call)
+            done, result = self._inline(call, stage)
             if done:
                 return result  # type: ignore[return-value]
         return await self._worker.call(call)
 
     def close(self) -> None:
         """Finish queued calls, index the words of new messages, and close."""
+        self._commit_staged()
         self._worker.stop()
         self._checkpointer.stop()
         self._upkeep(wait=True)
@@ -174,10 +189,17 @@ class SqliteStore:
                 with self._write() as db:
                     index_pending(db)
 
-    def _inline(self, call: Callable[[], T]) -> tuple[bool, T | None]:
+    def _inline(self, call: Callable[[], T], stage: bool = False) -> tuple[bool, T | None]:
         """`call()` in a transaction of its own, here, when the connection is free and no
         other process is writing right now: (True, what it returned); else (False, None),
-        having done nothing (never waits)."""
+        having done nothing (never waits). A transaction `stage` left open is joined
+        instead; with `stage`, the transaction is left open (see `stage`)."""
+        if self._staged:  # this thread holds the lock and the open transaction
+            try:
+                return True, call()  # `_grouped` is "savepoint": undone alone if it fails
+            finally:
+                if not stage:
+                    self._commit_staged()
         if not self._lock.acquire(blocking=False):
             return False, None
         try:
@@ -188,17 +210,50 @@ class SqliteStore:
                 self._db.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError:  # another process holds the write lock
                 return False, None
-            with self._grouping(""):
+            with self._grouping("", commit=not stage):
                 result = call()
-            if self._commits == CHECKPOINT_EVERY:  # once: until it runs, commits go past
-                self._worker.wake()  # its batch does the upkeep, off this thread
+            if stage:
+                self._lock.acquire()  # held until `_commit_staged`
+                self._staged, self._grouped = True, "savepoint"
+                asyncio.get_running_loop().call_soon(self._step_ended)
+            else:
+                self._committed()
             return True, result
         finally:
             self._lock.release()
 
+    def _committed(self) -> None:
+        if self._commits == CHECKPOINT_EVERY:  # once: until it runs, commits go past
+            self._worker.wake()  # its batch does the upkeep, off this thread
+
+    def _step_ended(self) -> None:
+        """The event loop's step that staged a write is over: commit it (a failure is logged
+        by `_commit_staged`)."""
+        with suppress(sqlite3.Error):
+            self._commit_staged()
+
+    def _commit_staged(self) -> None:
+        """Commit the transaction a staged write left open, if one is (on the loop's thread).
+
+        A failure is logged and raised: to the write that joined the transaction, if one
+        did; the transaction is undone.
+        """
+        if not self._staged:
+            return
+        self._staged, self._grouped = False, None
+        try:
+            self._commit()
+        except sqlite3.Error:
+            log.error("the session store could not commit a staged write", exc_info=True)
+            raise
+        finally:
+            self._lock.release()
+        self._committed()
+
     @contextmanager
-    def _grouping(self, join: str) -> Iterator[None]:
-        """Inside BEGIN: writes join as savepoints; COMMIT at the end, ROLLBACK on error.
+    def _grouping(self, join: str, commit: bool = True) -> Iterator[None]:
+        """Inside BEGIN: writes join as savepoints; COMMIT at the end (unless not `commit`),
+        ROLLBACK on error.
 
         Checkpoints are Raven's own (`wal_autocheckpoint` is off for this connection): a
         commit that triggered one would copy the log into the database on the committing
@@ -211,10 +266,20 @@ class SqliteStore:
             self._db.execute("ROLLBACK")
             raise
         else:
-            self._db.execute("COMMIT")
-            self._commits += 1
+            if commit:
+                self._commit()
         finally:
             self._grouped = None
+
+    def _commit(self) -> None:
+        """COMMIT; when it fails, ROLLBACK, so that the next write can begin."""
+        try:
+            self._db.execute("COMMIT")
+        except sqlite3.Error:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
+        self._commits += 1
 
     @contextmanager
     def _held(self) -> Iterator[sqlite3.Connection]:
@@ -227,7 +292,7 @@ class SqliteStore:
     def _patient(self) -> None:
         """Wait for other processes' locks again (under `_lock`), unless inside the
         transaction of an inline write."""
-        if self._hasty and self._grouped != "":
+        if self._hasty and self._grouped != "" and not self._staged:
             self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             self._hasty = False
 
@@ -589,8 +654,10 @@ class SqliteSessions:
         message: Message,
         title: str | None = None,
         create: SessionRecord | None = None,
+        soon: bool = False,
     ) -> None:
-        await self.db.call(self.db.append, session_id, message, title, create)
+        call = self.db.stage if soon else self.db.call
+        await call(self.db.append, session_id, message, title, create)
 
     async def messages(self, session_id: str, last: int | None = None) -> list[Message]:
         return await self.db.call(self.db.messages, session_id, last)

@@ -71,10 +71,15 @@ class Sessions(Protocol):
         message: Message,
         title: str | None = None,
         create: SessionRecord | None = None,
+        soon: bool = False,
     ) -> None:
         """Commit one message at the end of the transcript (and a new title); with
         `create`, the session is inserted first, in the same transaction. Appends to one
-        session commit in the order they were called."""
+        session commit in the order they were called.
+
+        With `soon`, the commit may wait for this process's next write, to share its
+        transaction, but not past the end of the event loop's current step (before any
+        other task runs): for a message nobody is told of until then."""
         ...
 
     async def messages(self, session_id: str, last: int | None = None) -> list[Message]:

@@ -346,6 +346,34 @@ async def test_cancel_stops_the_model_stream_at_once(
     assert await asyncio.wait_for(turn, 1) == "cancelled"
 
 
+async def test_the_prompt_is_stored_before_the_turn_waits_for_the_model(
+    make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    """However its commit is grouped with the answer's, a prompt is in the store (for
+    another process) by the time the model is thinking, a new session's too."""
+    from raven.sessions import SqliteStore
+
+    runtime = make_runtime([{"text": "slow", "delayMs": 60_000}])
+    session = await runtime.new_session(tmp_path, deferred=True)
+    titled = asyncio.Event()
+    events = Events()
+
+    def emit(event: object) -> None:
+        events.append(event)  # type: ignore[arg-type]
+        if isinstance(event, TitleChanged):
+            titled.set()  # after the prompt's write, before the model is asked
+
+    turn = asyncio.create_task(run_turn(session, prompt("remember me"), RecordingAsker(), emit))
+    await asyncio.wait_for(titled.wait(), 10)
+    other = SqliteStore(runtime.paths.database)
+    try:
+        assert [m.text for m in other.messages(session.id)] == ["remember me"]  # type: ignore[union-attr]
+    finally:
+        other.close()
+    assert session.cancel_turn()
+    assert await asyncio.wait_for(turn, 10) == "cancelled"
+
+
 async def test_provider_failure_ends_the_turn_with_an_explanation(
     make_runtime: MakeRuntime, tmp_path: Path
 ) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from raven.messages import AssistantMessage, ToolResultMessage, user_text
-from raven.sessions import SqliteStore
+from raven.sessions import SessionNotFound, SqliteStore, new_record
 from raven.sessions.sqlite import CHECKPOINT_EVERY
 
 
@@ -277,6 +277,61 @@ async def test_the_store_thread_waits_for_another_process_after_writes_on_the_lo
         assert await deleting
     holder.close()
     store.close()
+
+
+def _texts(store: SqliteStore, session_id: str) -> list[str]:
+    return [m.text for m in store.messages(session_id)]  # type: ignore[union-attr]
+
+
+async def test_a_staged_write_commits_with_the_next_one_or_as_the_loop_moves_on(
+    tmp_path: Path,
+) -> None:
+    """A turn's prompt, staged, is committed together with the turn's next write when that
+    comes at once (one transaction), or else before any task woken after it runs."""
+    store = SqliteStore(tmp_path / "raven.db")
+    other = SqliteStore(tmp_path / "raven.db")  # what another process sees
+    record = new_record("/w", "test", None, None)
+    await store.stage(store.append, record.id, user_text("asked"), None, record)
+    with pytest.raises(SessionNotFound):
+        other.messages(record.id)  # not committed yet: the answer may join it
+    await store.call(store.append, record.id, AssistantMessage(text="answered"))
+    assert _texts(other, record.id) == ["asked", "answered"]
+
+    await store.stage(store.append, record.id, user_text("asked again"))
+    await asyncio.sleep(0)  # the loop's next step: no write joined it
+    assert _texts(other, record.id)[-1] == "asked again"
+    other.close()
+    store.close()
+
+
+async def test_a_write_that_fails_beside_a_staged_one_leaves_it_committed(
+    tmp_path: Path,
+) -> None:
+    store = SqliteStore(tmp_path / "raven.db")
+    record = new_record("/w", "test", None, None)
+    await store.stage(store.append, record.id, user_text("kept"), None, record)
+    with pytest.raises(SessionNotFound):
+        await store.call(store.append, "ses_missing", user_text("nowhere"))
+    store.close()
+    again = SqliteStore(tmp_path / "raven.db")
+    assert _texts(again, record.id) == ["kept"]
+    again.close()
+
+
+async def test_another_process_writes_after_a_staged_write_and_closing_commits_one(
+    tmp_path: Path,
+) -> None:
+    store = SqliteStore(tmp_path / "raven.db")
+    other = SqliteStore(tmp_path / "raven.db")
+    record = new_record("/w", "test", None, None)
+    await store.stage(store.append, record.id, user_text("first"), None, record)
+    # The other process waits for the write lock (its busy timeout) while the loop goes on.
+    await asyncio.to_thread(other.append, record.id, user_text("second"))
+    assert _texts(other, record.id) == ["first", "second"]
+    await store.stage(store.append, record.id, user_text("third"))
+    store.close()  # in the same step: the staged write is committed first
+    assert _texts(other, record.id) == ["first", "second", "third"]
+    other.close()
 
 
 async def test_the_write_ahead_log_is_checkpointed_off_the_loop(tmp_path: Path) -> None:

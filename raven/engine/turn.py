@@ -218,8 +218,8 @@ async def _loop(
 ) -> StopReason:
     title = None if session.record.title else (_title_from(prompt) or None)
     # Committed with the turn's next write if that comes before the turn first waits (the
-    # model answered at once), else as it waits: before any of its events after this
-    # reaches anyone (a follower may hear of its start, in the same step, first).
+    # model answered at once), else as it waits: before any task its later events wake
+    # runs (a follower may hear of its start, in the same step, first).
     await session.commit(UserMessage(parts=prompt), title, soon=True)
     session.working()  # stopping the turn from here on keeps what was asked
     if title:

@@ -99,6 +99,8 @@ class _Follower:
     stops once the task settles."""
     events: bool = True
     """False for a blocking send, which waits for the end of the stream only."""
+    ended: Task | None = None
+    """The task as it ended, once it did: it never changes again (no copy is needed)."""
 
 
 class _Task:
@@ -210,7 +212,8 @@ class TaskService:
         if events is not None:
             async for _ in events:
                 pass
-            task = await self._current(task.id, context)
+            assert follower is not None
+            task = follower.ended or await self._current(task.id, context)
         return apply_history_length(task, request.configuration)
 
     async def stream(
@@ -596,7 +599,7 @@ class TaskService:
                     await self._reload(task)
                     continue
                 assert current is not None
-                self._tell(task, event, current.status.state)
+                self._tell(task, event, current)
                 self.push.notify(task.id, event)
                 break
             else:
@@ -612,22 +615,25 @@ class TaskService:
         else:
             task.followers.append(follower)
 
-    def _tell(self, task: _Task, event: Event, state: int) -> None:
+    def _tell(self, task: _Task, event: Event, current: Task) -> None:
+        """Hand `event` to the followers; `current` is the task after it."""
         told = _copy(event) if isinstance(event, Task) else event  # the store's own changes
         for follower in task.followers:
             if follower.events:
                 follower.queue.put_nowait(told)
-        if state in TERMINAL:
-            self._close(task, ended=True)
-        elif state in SETTLED:
+        if current.status.state in TERMINAL:
+            self._close(task, ended=True, final=current)
+        elif current.status.state in SETTLED:
             self._close(task, ended=False)
 
-    def _close(self, task: _Task, ended: bool) -> None:
-        """End the sends' streams; with `ended`, every follower's."""
+    def _close(self, task: _Task, ended: bool, final: Task | None = None) -> None:
+        """End the sends' streams; with `ended`, every follower's (`final`: the task as it
+        ended, for them to answer with)."""
         task.over = task.over or ended
         staying = []
         for follower in task.followers:
             if ended or not follower.through_input:
+                follower.ended = final
                 follower.queue.put_nowait(None)
             else:
                 staying.append(follower)
@@ -652,7 +658,7 @@ class TaskService:
             if task.turn is not None:
                 task.turn.cancel()
             if stored is not None:
-                self._tell(task, _status_of(stored), stored.status.state)
+                self._tell(task, _status_of(stored), stored)
             self._close(task, ended=True)
             return
         messages = [

@@ -79,7 +79,7 @@ class Sessions(Protocol):
 
         With `soon`, the commit may wait for this process's next write, to share its
         transaction, but not past the end of the event loop's current step (before any
-        other task runs): for a message nobody is told of until then."""
+        task woken after the call runs): for a message nobody is told of until then."""
         ...
 
     async def messages(self, session_id: str, last: int | None = None) -> list[Message]:

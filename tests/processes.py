@@ -35,6 +35,17 @@ def live_pids(where: Callable[[Path, list[str]], bool]) -> list[int]:
     return found
 
 
+def ended_within(pids: list[int], timeout_s: float = 10) -> bool:
+    """True once none of `pids` is alive, waiting up to `timeout_s`: a process killed with
+    its group ends a moment after the signal, not at once."""
+    deadline = time.monotonic() + timeout_s
+    while any(alive(pid) for pid in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
 def group_gone(pgid: int) -> bool:
     """True when no live process is left in process group `pgid` (a grandchild reparented
     to an init that reaps slowly lingers as a zombie, which counts as gone)."""

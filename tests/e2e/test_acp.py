@@ -22,7 +22,7 @@ from tests.children import scripted_child
 from tests.conftest import write_config
 from tests.e2e.acp_harness import Editor, RavenAcp
 from tests.fakes.model_server import FakeModelServer, Reply, openai_stream
-from tests.processes import alive, pid_from
+from tests.processes import alive, ended_within, pid_from
 
 MODES = [
     {"id": "ask", "name": "Ask", "description": "Ask before edits", "approvals": "ask"},
@@ -660,7 +660,7 @@ async def test_a_stop_signal_stops_the_turn_and_its_commands(
     sleeper, shell = await pid_from(pidfile), await pid_from(shfile)
     agent.proc.send_signal(signum)
     assert await asyncio.wait_for(agent.proc.wait(), 10) == 128 + signum
-    assert not alive(sleeper) and not alive(shell)
+    assert ended_within([sleeper, shell])
     await asyncio.wait_for(agent._pump, 10)
     with contextlib.suppress(Exception):
         await asyncio.wait_for(prompt, 5)

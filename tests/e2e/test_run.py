@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import RAVEN, raven, write_config
 from tests.fakes.model_server import FakeModelServer, Reply, openai_stream
-from tests.processes import alive, pid_from
+from tests.processes import ended_within, pid_from
 
 
 def test_echo_model_answers_offline(env: dict[str, str], tmp_path: Path) -> None:
@@ -325,7 +325,7 @@ def test_a_stop_signal_stops_the_turn_and_its_commands(
     finally:
         proc.kill()
     assert proc.returncode == 128 + signum, stderr
-    assert not alive(sleeper) and not alive(shell)
+    assert ended_within([sleeper, shell])
     listed = raven("sessions", "list", "--json", env=env)
     assert listed.returncode == 0 and len(json.loads(listed.stdout)) == 1
 

@@ -195,10 +195,13 @@ class Binding:
             context = _call_context(request, caller, method, request_id)
             if method == "GetExtendedAgentCard":  # the one answer that names the URL
                 context.state["rpc_url"] = rpc_url(request, self._mount.settings)
-            await _check_version(context)
             if method not in _REQUESTS:
                 raise MethodNotFoundError(message=f"Method not found: {method}")
-            typed, data = self._typed(method, params)
+            # As the SDK's JSON-RPC dispatcher: an unknown method and params that do not
+            # parse are JSON-RPC's errors, whatever the version; then the version.
+            typed = _params(method, params)
+            await _check_version(context)
+            data = self.checked(typed, params)
             if method in self._streaming:
                 events = await self._streaming[method](typed, context, data)
                 rid = _safe_id(request_id)
@@ -264,13 +267,12 @@ class Binding:
             return _json(failed, status=500)
 
     def _typed(
-        self, method: str, params: dict[str, Any], rest: web.Request | None = None
+        self, method: str, params: dict[str, Any], request: web.Request
     ) -> tuple[Any, list[Any] | None]:
-        """The method's request from its params (and a REST request's path and query),
-        checked; with the data parts' JSON as sent."""
+        """The method's request from a REST request's body, path and query, checked; with
+        the data parts' JSON as sent."""
         typed = _params(method, params)
-        if rest is not None:
-            _from_path(typed, rest)
+        _from_path(typed, request)
         return typed, self.checked(typed, params)
 
     def checked(self, typed: Any, params: dict[str, Any] | None = None) -> list[Any] | None:

@@ -153,6 +153,25 @@ async def test_a_notification_gets_no_response(client: TestClient) -> None:
     assert (await client.post("/a2a", json=note)).status == 401
 
 
+async def test_json_rpc_errors_come_before_the_version_check(client: TestClient) -> None:
+    """As the SDK's dispatcher answers (and the conformance kit's JSON-RPC tests, which send
+    no A2A-Version, expect): an unknown method or params that do not parse are JSON-RPC's
+    errors whatever the version; a well-formed request in another version is refused."""
+    bearer = {"Authorization": AUTH["Authorization"]}
+
+    async def code(method: str, params: dict[str, Any], headers: dict[str, str]) -> int:
+        call = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+        reply = await (await client.post("/a2a", json=call, headers=headers)).json()
+        return int(reply["error"]["code"])
+
+    for headers in (bearer, bearer | {"A2A-Version": "0.3"}, AUTH):
+        assert await code("SendMessageXXX", {}, headers) == -32601
+        assert await code("SendMessage", {"message": {"parts": "invalid"}}, headers) == -32602
+        assert await code("GetTask", {"id": 5, "historyLength": "many"}, headers) == -32602
+    assert await code("GetTask", {"id": "no-such-task"}, bearer) == -32009
+    assert await code("GetTask", {"id": "no-such-task"}, AUTH) == -32001
+
+
 @pytest.mark.parametrize(
     ("kind", "params"),
     [

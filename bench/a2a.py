@@ -3,7 +3,10 @@
 `raven a2a serve` (echo model, tasks stored in the session store as usual) next to
 the a2a-sdk's own Starlette application serving an equivalent echo executor, and
 a bare aiohttp handler showing what the load client itself can drive. One
-aiohttp session drives every run.
+aiohttp session drives every run. Besides requests a second, each server's own CPU
+time per request (user and system, all its threads, from /proc): the client's share
+of a round trip is the same for every server, so at 1 client the rates' ratio is
+smaller than the servers' own costs' ratio.
 
     uv run python bench/a2a.py [--seconds 5] [--rounds 3]
     uv run python bench/a2a.py --memory 20000   # raven's RSS after 1,000, 10,000 and N tasks
@@ -46,6 +49,12 @@ def servers(home: str) -> dict[str, tuple[list[str], int]]:
             bare_port,
         ),
     }
+
+
+def cpu_s(pid: int) -> float:
+    """CPU time `pid` has used so far (user and system, every thread), seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_mib(pid: int) -> tuple[float, float]:
@@ -120,38 +129,51 @@ async def compare(
 ) -> None:
     """Every server up at once; at each level, `rounds` rounds taking turns, so a slower
     stretch of a shared machine falls on all of them alike. Medians per server, and the
-    median of each round's Raven / SDK ratio."""
-    procs = [
-        subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for argv, _ in listed.values()
-    ]
+    median of each round's Raven / SDK ratio, of rates and of CPU time per request."""
+    procs = {
+        name: subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for name, (argv, _) in listed.items()
+    }
     try:
         urls = {}
         for name, (_, port) in listed.items():
             wait_listening(port)
             urls[name] = f"http://127.0.0.1:{port}/a2a"
             await load(urls[name], 4, 1.0)
-        head = f"{'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}"
-        print(f"{'server':22} {head}")
+        columns = ("clients", 7), ("req/s", 8), ("p50 ms", 8), ("p99 ms", 8), ("errors", 7)
+        head = " ".join(f"{title:>{width}}" for title, width in columns)
+        print(f"{'server':22} {head} {'cpu us/req':>10}")
         ratios: dict[int, list[float]] = {}
+        cpu_ratios: dict[int, list[float]] = {}
         for clients in LEVELS:
-            runs: dict[str, list[tuple[float, float, float, int]]] = {n: [] for n in urls}
+            runs: dict[str, list[tuple[float, float, float, int, float]]] = {n: [] for n in urls}
             for _ in range(rounds):
                 for name, url in urls.items():
-                    runs[name].append(await load(url, clients, seconds))
+                    before = cpu_s(procs[name].pid)
+                    rate, p50, p99, errors = await load(url, clients, seconds)
+                    used = cpu_s(procs[name].pid) - before
+                    runs[name].append((rate, p50, p99, errors, used / (rate * seconds) * 1e6))
                 ratios.setdefault(clients, []).append(runs[RAVEN][-1][0] / runs[SDK][-1][0])
+                cpu_ratios.setdefault(clients, []).append(runs[SDK][-1][4] / runs[RAVEN][-1][4])
             for name, got in runs.items():
-                rate, p50, p99 = (statistics.median(r[i] for r in got) for i in range(3))
+                rate, p50, p99, cpu = (statistics.median(r[i] for r in got) for i in (0, 1, 2, 4))
                 errors = sum(r[3] for r in got)
-                print(f"{name:22} {clients:7} {rate:8.0f} {p50:8.1f} {p99:8.1f} {errors:7}")
+                shown = f"{rate:8.0f} {p50:8.1f} {p99:8.1f} {errors:7} {cpu:10.0f}"
+                print(f"{name:22} {clients:7} {shown}")
         print()
         for clients, got in ratios.items():
             shown = ", ".join(f"{r:.2f}" for r in got)
             print(f"raven / sdk at {clients:2} clients: {statistics.median(got):.2f}× ({shown})")
+        for clients, got in cpu_ratios.items():
+            shown = ", ".join(f"{r:.2f}" for r in got)
+            print(
+                f"server CPU per request, sdk / raven, at {clients:2} clients: "
+                f"{statistics.median(got):.2f}× ({shown})"
+            )
     finally:
-        for proc in procs:
+        for proc in procs.values():
             proc.terminate()
-        for proc in procs:
+        for proc in procs.values():
             proc.wait(15)
 
 

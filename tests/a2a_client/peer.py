@@ -156,4 +156,6 @@ def start_peer(redirect_to: str | None = None, foreign_rpc: str | None = None) -
 def stop_peer(peer: Peer) -> None:
     assert peer.server is not None and peer.thread is not None
     peer.server.should_exit = True
+    peer.server.force_exit = True  # a `slow` request still running is cancelled, not awaited
     peer.thread.join(10)
+    assert not peer.thread.is_alive(), "the peer did not stop"

@@ -12,6 +12,7 @@ from aiohttp import web
 from raven.a2a.mount import A2AMount
 from raven.a2a.routes import add_a2a_routes
 from raven.config import ConfigError
+from raven.heap import settle
 from raven.running import forget, record
 from raven.signals import until_stopped
 
@@ -47,6 +48,7 @@ async def serve(
         announce(f"{base}/.well-known/agent-card.json", rpc)
         if grpc is not None:
             print(f"grpc: {grpc.target}", flush=True)
+        settle()
         await until_stopped()
         log.info("stopping the A2A server")
     finally:

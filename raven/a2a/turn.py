@@ -280,7 +280,11 @@ class TaskTurn:
             self._end(event.stop_reason, event.error)
 
     def _end(self, stop: str, error: str | None) -> None:
+        # Let go of the log's listener, which refers to this turn: the turn, its session
+        # and their log are then freed as soon as the task lets go of them, not when the
+        # garbage collector comes across the cycle.
         self._stop_following()
+        self._stop_following = _following_nothing
         self._stop_chunks()
         self._ended = True
         self._steps.put_nowait(Ended(stop, "".join(self._text), error, self.attachments))

@@ -19,6 +19,7 @@ from raven.engine import Runtime
 from raven.errors import RavenError
 from raven.gateway.app import A2A_MOUNTED, make_app
 from raven.gateway.auth import Gatekeeper, load_or_mint_token
+from raven.heap import settle
 from raven.origins import origin_of
 from raven.running import GATEWAY, forget, record, recorded, running
 from raven.signals import until_stopped
@@ -60,6 +61,7 @@ async def serve(
         a2a = f"{url}{runtime.config.a2a.server.path}" if app.get(A2A_MOUNTED) else None
         record(state, url=url, a2a=a2a)
         announce(url, f"{url}/login?code={gate.new_login_code()}")
+        settle()
         await until_stopped()
         log.info("stopping the gateway")
     finally:

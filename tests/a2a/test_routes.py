@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import io
 import json
+import weakref
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -151,6 +154,36 @@ async def test_a_notification_gets_no_response(client: TestClient) -> None:
     answered = await client.post("/a2a", json=note, headers=AUTH)
     assert answered.status == 204 and await answered.read() == b""
     assert (await client.post("/a2a", json=note)).status == 401
+
+
+async def test_a_finished_task_lets_go_of_its_session_without_the_collector(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing of a task's turn is left in a reference cycle: once the task has ended, its
+    session (transcript, event log, tools) is freed as its last reference goes, not at the
+    next pass of the cyclic garbage collector, which stalls a busy server."""
+    sessions: list[weakref.ref[Any]] = []
+    new_session = Runtime.new_session
+
+    async def recording(self: Runtime, *args: Any, **kwargs: Any) -> Any:
+        session = await new_session(self, *args, **kwargs)
+        sessions.append(weakref.ref(session))
+        return session
+
+    monkeypatch.setattr(Runtime, "new_session", recording)
+    message = {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+    call = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+    gc.collect()
+    gc.disable()
+    try:
+        reply = await (await client.post("/a2a", json=call, headers=AUTH)).json()
+        assert reply["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert len(sessions) == 1
+        async with asyncio.timeout(10):  # the task settles just after it answered
+            while sessions[0]() is not None:
+                await asyncio.sleep(0.01)
+    finally:
+        gc.enable()
 
 
 async def test_json_rpc_errors_come_before_the_version_check(client: TestClient) -> None:

@@ -3,7 +3,7 @@ collector's full passes.
 
 A full pass walks every object the collector tracks. In a serving Raven that is mostly
 what start-up made and keeps for the process's life: the imported modules, the
-configuration, the runtime, over 100,000 objects, 60–100 ms of a stalled event loop
+configuration, the runtime, over 100,000 objects, 40–100 ms of a stalled event loop
 per pass on a 2-core machine (under `bench/a2a.py` such passes set the p99 latency).
 Frozen once the server listens, they are never walked again; a pass then walks only
 what was made since. Never collects (a pass at start-up would cost as much, and finds

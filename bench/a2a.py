@@ -2,9 +2,9 @@
 
 `raven a2a serve` (echo model, tasks stored in the session store as usual) next to
 the a2a-sdk's own Starlette application serving an equivalent echo executor, and
-a bare aiohttp handler showing what the load client itself can drive. One
-aiohttp session drives every run. Besides requests a second, each server's own CPU
-time per request (user and system, all its threads, from /proc): the client's share
+a bare aiohttp handler showing what the load client itself can drive (one client,
+`loadgen.load`, drives every run). Besides requests a second, each server's own
+CPU time per request (user and system, all its threads, from /proc): the client's share
 of a round trip is the same for every server, so at 1 client the rates' ratio is
 smaller than the servers' own costs' ratio.
 

@@ -9,7 +9,11 @@ of a round trip is the same for every server, so at 1 client the rates' ratio is
 smaller than the servers' own costs' ratio.
 
     uv run python bench/a2a.py [--seconds 5] [--rounds 3]
+    uv run python bench/a2a.py --before 0ec75e5  # and Raven as it was at a commit, alike
     uv run python bench/a2a.py --memory 20000   # raven's RSS after 1,000, 10,000 and N tasks
+
+`--before` runs the `raven` package of that commit (`git archive`) in the same rounds,
+with a home of its own, so a change's before and after meet the same stretch of the host.
 """
 
 from __future__ import annotations
@@ -24,7 +28,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
+from typing import NamedTuple
 
 from loadgen import TOKEN, free_port, load, wait_listening
 
@@ -33,22 +39,46 @@ LEVELS = (1, 8, 32)
 RAVEN, SDK = "raven a2a serve", "a2a-sdk Starlette"
 
 
-def servers(home: str) -> dict[str, tuple[list[str], int]]:
-    raven_port, sdk_port, bare_port = free_port(), free_port(), free_port()
+class Server(NamedTuple):
+    argv: list[str]
+    port: int
+    cwd: str | None = None
+    """Where it starts: `python -m raven` imports the `raven` found there first."""
+    home: str | None = None
+    """Its RAVEN_HOME, when not the benchmark's."""
+
+
+def raven(port: int, cwd: str | None = None, home: str | None = None) -> Server:
+    return Server(
+        [sys.executable, "-m", "raven", "a2a", "serve", "--port", str(port)], port, cwd, home
+    )
+
+
+def servers(home: str) -> dict[str, Server]:
+    sdk_port, bare_port = free_port(), free_port()
     return {
-        RAVEN: (
-            [sys.executable, "-m", "raven", "a2a", "serve", "--port", str(raven_port)],
-            raven_port,
+        RAVEN: raven(free_port()),
+        SDK: Server(
+            [sys.executable, str(HERE / "floor" / "sdk_a2a_echo.py"), str(sdk_port)], sdk_port
         ),
-        SDK: (
-            [sys.executable, str(HERE / "floor" / "sdk_a2a_echo.py"), str(sdk_port)],
-            sdk_port,
-        ),
-        "bare aiohttp handler": (
-            [sys.executable, str(HERE / "floor" / "bare_aiohttp.py"), str(bare_port)],
-            bare_port,
+        "bare aiohttp handler": Server(
+            [sys.executable, str(HERE / "floor" / "bare_aiohttp.py"), str(bare_port)], bare_port
         ),
     }
+
+
+def raven_at(rev: str, stack: ExitStack, config: str) -> Server:
+    """`raven a2a serve` from the `raven` package of commit `rev`, with a home of its own."""
+    code = stack.enter_context(tempfile.TemporaryDirectory())
+    home = stack.enter_context(tempfile.TemporaryDirectory())
+    tree = subprocess.run(
+        ["git", "-C", str(HERE.parent), "archive", rev, "raven"], capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", code], input=tree, check=True)
+    config_file = Path(home, "config.json")
+    config_file.write_text(config)
+    config_file.chmod(0o600)
+    return raven(free_port(), cwd=code, home=home)
 
 
 def cpu_s(pid: int) -> float:
@@ -71,7 +101,7 @@ def rss_mib(pid: int) -> tuple[float, float]:
 async def memory(home: str, env: dict[str, str], tasks: int) -> None:
     """Raven's RSS after a warm-up of 1,000 tasks, after 10,000 (the memory task store's
     default `keepFinishedTasks`: from there it forgets the oldest) and after `tasks`."""
-    argv, port = servers(home)[RAVEN]
+    argv, port, _, _ = servers(home)[RAVEN]
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_listening(port)
@@ -100,51 +130,63 @@ async def main() -> None:
     parser.add_argument("--memory", type=int, metavar="TASKS", help="measure RSS instead")
     parser.add_argument("--task-store", default="memory", help="a2a.server.taskStore")
     parser.add_argument("--rounds", type=int, default=3, help="rounds per level, taking turns")
+    parser.add_argument("--before", metavar="REV", help="also Raven as it was at commit REV")
     args = parser.parse_args()
     seconds = args.seconds
-    with tempfile.TemporaryDirectory() as home:
-        Path(home, "config.json").write_text(
-            json.dumps(
-                {
-                    "defaultModel": "echo",
-                    "a2a": {
-                        "server": {
-                            "token": TOKEN,
-                            "maxConcurrentTasks": 64,
-                            "taskStore": args.task_store,
-                        }
-                    },
+    config = json.dumps(
+        {
+            "defaultModel": "echo",
+            "a2a": {
+                "server": {
+                    "token": TOKEN,
+                    "maxConcurrentTasks": 64,
+                    "taskStore": args.task_store,
                 }
-            )
-        )
+            },
+        }
+    )
+    with tempfile.TemporaryDirectory() as home, ExitStack() as stack:
+        Path(home, "config.json").write_text(config)
+        Path(home, "config.json").chmod(0o600)
         env = {**os.environ, "RAVEN_HOME": home}
         if args.memory:
             await memory(home, env, args.memory)
             return
-        await compare(servers(home), env, seconds, args.rounds)
+        listed = servers(home)
+        if args.before:
+            listed = {f"raven at {args.before}": raven_at(args.before, stack, config), **listed}
+        await compare(listed, env, seconds, args.rounds)
 
 
 async def compare(
-    listed: dict[str, tuple[list[str], int]], env: dict[str, str], seconds: float, rounds: int
+    listed: dict[str, Server], env: dict[str, str], seconds: float, rounds: int
 ) -> None:
     """Every server up at once; at each level, `rounds` rounds taking turns, so a slower
     stretch of a shared machine falls on all of them alike. Medians per server, and the
-    median of each round's Raven / SDK ratio, of rates and of CPU time per request."""
+    median of each round's ratio to the SDK (of every Raven), of rates and of CPU time per
+    request."""
     procs = {
-        name: subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for name, (argv, _) in listed.items()
+        name: subprocess.Popen(
+            server.argv,
+            env={**env, "RAVEN_HOME": server.home} if server.home else env,
+            cwd=server.cwd,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for name, server in listed.items()
     }
+    ravens = [name for name in listed if name.startswith("raven")]
     try:
         urls = {}
-        for name, (_, port) in listed.items():
-            wait_listening(port)
-            urls[name] = f"http://127.0.0.1:{port}/a2a"
+        for name, server in listed.items():
+            wait_listening(server.port)
+            urls[name] = f"http://127.0.0.1:{server.port}/a2a"
             await load(urls[name], 4, 1.0)
         columns = ("clients", 7), ("req/s", 8), ("p50 ms", 8), ("p99 ms", 8), ("errors", 7)
         head = " ".join(f"{title:>{width}}" for title, width in columns)
         print(f"{'server':22} {head} {'cpu us/req':>10}")
-        ratios: dict[int, list[float]] = {}
-        cpu_ratios: dict[int, list[float]] = {}
+        ratios: dict[tuple[str, int], list[float]] = {}
+        cpu_ratios: dict[tuple[str, int], list[float]] = {}
         for clients in LEVELS:
             runs: dict[str, list[tuple[float, float, float, int, float]]] = {n: [] for n in urls}
             for _ in range(rounds):
@@ -153,21 +195,23 @@ async def compare(
                     rate, p50, p99, errors = await load(url, clients, seconds)
                     used = cpu_s(procs[name].pid) - before
                     runs[name].append((rate, p50, p99, errors, used / (rate * seconds) * 1e6))
-                ratios.setdefault(clients, []).append(runs[RAVEN][-1][0] / runs[SDK][-1][0])
-                cpu_ratios.setdefault(clients, []).append(runs[SDK][-1][4] / runs[RAVEN][-1][4])
+                for name in ravens:
+                    rate, sdk = runs[name][-1], runs[SDK][-1]
+                    ratios.setdefault((name, clients), []).append(rate[0] / sdk[0])
+                    cpu_ratios.setdefault((name, clients), []).append(sdk[4] / rate[4])
             for name, got in runs.items():
                 rate, p50, p99, cpu = (statistics.median(r[i] for r in got) for i in (0, 1, 2, 4))
                 errors = sum(r[3] for r in got)
                 shown = f"{rate:8.0f} {p50:8.1f} {p99:8.1f} {errors:7} {cpu:10.0f}"
                 print(f"{name:22} {clients:7} {shown}")
         print()
-        for clients, got in ratios.items():
+        for (name, clients), got in ratios.items():
             shown = ", ".join(f"{r:.2f}" for r in got)
-            print(f"raven / sdk at {clients:2} clients: {statistics.median(got):.2f}× ({shown})")
-        for clients, got in cpu_ratios.items():
+            print(f"{name} / sdk at {clients:2} clients: {statistics.median(got):.2f}× ({shown})")
+        for (name, clients), got in cpu_ratios.items():
             shown = ", ".join(f"{r:.2f}" for r in got)
             print(
-                f"server CPU per request, sdk / raven, at {clients:2} clients: "
+                f"server CPU per request, sdk / {name}, at {clients:2} clients: "
                 f"{statistics.median(got):.2f}× ({shown})"
             )
     finally:

@@ -7,6 +7,7 @@ not repeated here.
 
 from __future__ import annotations
 
+import functools
 import platform
 from datetime import date
 from pathlib import Path
@@ -19,10 +20,12 @@ DEFAULT_PROMPT = (
 )
 
 
+@functools.lru_cache(maxsize=64)
 def system_prompt(cwd: Path, today: date, template: str | None = None) -> str:
     """`template` (or the default) with `{cwd}`, `{date}` and `{platform}` filled in.
 
-    Filled by plain replacement, so other braces in a custom prompt stay as written.
+    Filled by plain replacement, so other braces in a custom prompt stay as written. Made
+    once for a directory, day and template: a turn asks for it at every model call.
     """
     text = template if template is not None else DEFAULT_PROMPT
     values = {

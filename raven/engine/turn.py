@@ -343,6 +343,8 @@ def _flush(text: SafeChunks, thought: SafeChunks, emit: Emit, lead: str) -> None
 
 def _described(session: LiveSession, calls: list[ToolCall]) -> list[ToolCall]:
     """The calls with the title and kind people see, stored with them for replays."""
+    if not calls:
+        return calls
     tools = {t.name: t for t in session.offered_tools()}
     ctx = ToolContext(cwd=session.cwd, limits=session.limits, ask=_no_answer, session_id=session.id)
     described = []

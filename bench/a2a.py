@@ -6,11 +6,14 @@ a bare aiohttp handler showing what the load client itself can drive (one client
 `loadgen.load`, drives every run). Besides requests a second, each server's own
 CPU time per request (user and system, all its threads, from /proc): the client's share
 of a round trip is the same for every server, so at 1 client the rates' ratio is
-smaller than the servers' own costs' ratio.
+smaller than the servers' own costs' ratio. And how often each server slept (its
+threads' voluntary context switches per request): one that sleeps between requests
+wakes with cold caches.
 
     uv run python bench/a2a.py [--seconds 5] [--rounds 3]
     uv run python bench/a2a.py --before 0ec75e5  # and Raven as it was at a commit, alike
     uv run python bench/a2a.py --memory 20000   # raven's RSS after 1,000, 10,000 and N tasks
+    uv run python bench/a2a.py --placement split  # the load client on one CPU, servers on another
 
 `--before` runs the `raven` package of that commit (`git archive`) in the same rounds,
 with a home of its own, so a change's before and after meet the same stretch of the host.
@@ -87,6 +90,32 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def sleeps(pid: int) -> int:
+    """How often `pid`'s threads have waited for something so far (voluntary context
+    switches)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            status = (task / "status").read_text()
+        except FileNotFoundError:  # a thread that ended meanwhile
+            continue
+        total += int(status.partition("voluntary_ctxt_switches:")[2].split()[0])
+    return total
+
+
+def placement(kind: str) -> tuple[set[int] | None, set[int] | None]:
+    """The CPUs of (the load client, the servers): `free` leaves both to the scheduler;
+    `split` gives the client one CPU and the servers another; `shared` gives all one."""
+    if kind == "free":
+        return None, None
+    cpus = sorted(os.sched_getaffinity(0))
+    if kind == "shared":
+        return {cpus[0]}, {cpus[0]}
+    if len(cpus) < 2:
+        raise SystemExit("--placement split needs two CPUs")
+    return {cpus[0]}, {cpus[1]}
+
+
 def rss_mib(pid: int) -> tuple[float, float]:
     """(current, peak) resident set size of `pid`, MiB."""
     status = Path(f"/proc/{pid}/status").read_text()
@@ -131,6 +160,7 @@ async def main() -> None:
     parser.add_argument("--task-store", default="memory", help="a2a.server.taskStore")
     parser.add_argument("--rounds", type=int, default=3, help="rounds per level, taking turns")
     parser.add_argument("--before", metavar="REV", help="also Raven as it was at commit REV")
+    parser.add_argument("--placement", choices=("free", "split", "shared"), default="free")
     args = parser.parse_args()
     seconds = args.seconds
     config = json.dumps(
@@ -155,16 +185,23 @@ async def main() -> None:
         listed = servers(home)
         if args.before:
             listed = {f"raven at {args.before}": raven_at(args.before, stack, config), **listed}
-        await compare(listed, env, seconds, args.rounds)
+        client_cpus, server_cpus = placement(args.placement)
+        if client_cpus is not None:
+            os.sched_setaffinity(0, client_cpus)
+        await compare(listed, env, seconds, args.rounds, server_cpus)
 
 
 async def compare(
-    listed: dict[str, Server], env: dict[str, str], seconds: float, rounds: int
+    listed: dict[str, Server],
+    env: dict[str, str],
+    seconds: float,
+    rounds: int,
+    cpus: set[int] | None = None,
 ) -> None:
-    """Every server up at once; at each level, `rounds` rounds taking turns, so a slower
-    stretch of a shared machine falls on all of them alike. Medians per server, and the
-    median of each round's ratio to the SDK (of every Raven), of rates and of CPU time per
-    request."""
+    """Every server up at once (on `cpus`, if given); at each level, `rounds` rounds taking
+    turns, so a slower stretch of a shared machine falls on all of them alike. Medians per
+    server, and the median of each round's ratio to the SDK (of every Raven), of rates and
+    of CPU time per request."""
     procs = {
         name: subprocess.Popen(
             server.argv,
@@ -172,6 +209,8 @@ async def compare(
             cwd=server.cwd,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            # In the child before it runs: every thread it starts inherits the CPUs.
+            preexec_fn=None if cpus is None else lambda: os.sched_setaffinity(0, cpus),
         )
         for name, server in listed.items()
     }
@@ -184,25 +223,31 @@ async def compare(
             await load(urls[name], 4, 1.0)
         columns = ("clients", 7), ("req/s", 8), ("p50 ms", 8), ("p99 ms", 8), ("errors", 7)
         head = " ".join(f"{title:>{width}}" for title, width in columns)
-        print(f"{'server':22} {head} {'cpu us/req':>10}")
+        print(f"{'server':22} {head} {'cpu us/req':>10} {'sleeps/req':>10}")
         ratios: dict[tuple[str, int], list[float]] = {}
         cpu_ratios: dict[tuple[str, int], list[float]] = {}
         for clients in LEVELS:
-            runs: dict[str, list[tuple[float, float, float, int, float]]] = {n: [] for n in urls}
+            runs: dict[str, list[tuple[float, float, float, int, float, float]]] = {
+                n: [] for n in urls
+            }
             for _ in range(rounds):
                 for name, url in urls.items():
-                    before = cpu_s(procs[name].pid)
+                    pid = procs[name].pid
+                    before, slept = cpu_s(pid), sleeps(pid)
                     rate, p50, p99, errors = await load(url, clients, seconds)
-                    used = cpu_s(procs[name].pid) - before
-                    runs[name].append((rate, p50, p99, errors, used / (rate * seconds) * 1e6))
+                    used, slept = cpu_s(pid) - before, sleeps(pid) - slept
+                    served = rate * seconds
+                    runs[name].append((rate, p50, p99, errors, used / served * 1e6, slept / served))
                 for name in ravens:
                     rate, sdk = runs[name][-1], runs[SDK][-1]
                     ratios.setdefault((name, clients), []).append(rate[0] / sdk[0])
                     cpu_ratios.setdefault((name, clients), []).append(sdk[4] / rate[4])
             for name, got in runs.items():
-                rate, p50, p99, cpu = (statistics.median(r[i] for r in got) for i in (0, 1, 2, 4))
+                rate, p50, p99, cpu, slept = (
+                    statistics.median(r[i] for r in got) for i in (0, 1, 2, 4, 5)
+                )
                 errors = sum(r[3] for r in got)
-                shown = f"{rate:8.0f} {p50:8.1f} {p99:8.1f} {errors:7} {cpu:10.0f}"
+                shown = f"{rate:8.0f} {p50:8.1f} {p99:8.1f} {errors:7} {cpu:10.0f} {slept:10.2f}"
                 print(f"{name:22} {clients:7} {shown}")
         print()
         for (name, clients), got in ratios.items():

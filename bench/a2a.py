@@ -99,7 +99,8 @@ def sleeps(pid: int) -> int:
             status = (task / "status").read_text()
         except FileNotFoundError:  # a thread that ended meanwhile
             continue
-        total += int(status.partition("voluntary_ctxt_switches:")[2].split()[0])
+        line = next(x for x in status.splitlines() if x.startswith("voluntary_ctxt_switches:"))
+        total += int(line.split()[1])
     return total
 
 
@@ -130,11 +131,13 @@ def rss_mib(pid: int) -> tuple[float, float]:
 async def memory(home: str, env: dict[str, str], tasks: int) -> None:
     """Raven's RSS after a warm-up of 1,000 tasks, after 10,000 (the memory task store's
     default `keepFinishedTasks`: from there it forgets the oldest) and after `tasks`."""
-    argv, port, _, _ = servers(home)[RAVEN]
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = servers(home)[RAVEN]
+    proc = subprocess.Popen(
+        server.argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
-        wait_listening(port)
-        url = f"http://127.0.0.1:{port}/a2a"
+        wait_listening(server.port)
+        url = f"http://127.0.0.1:{server.port}/a2a"
         done, marks, errors, began = 0, [], 0, time.perf_counter()
         for mark in sorted({1000, min(10_000, tasks), tasks}):
             _, _, _, failed = await load(url, 8, float("inf"), total=mark - done)

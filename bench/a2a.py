@@ -7,8 +7,9 @@ a bare aiohttp handler showing what the load client itself can drive (one client
 CPU time per request (user and system, all its threads, from /proc): the client's share
 of a round trip is the same for every server, so at 1 client the rates' ratio is
 smaller than the servers' own costs' ratio. And how often each server slept (its
-threads' voluntary context switches per request): one that sleeps between requests
-wakes with cold caches.
+threads' voluntary context switches per request): at 1 client the SDK's server is
+never idle between requests, Raven's is (docs/a2a.md tells what that does and does not
+cost).
 
     uv run python bench/a2a.py [--seconds 5] [--rounds 3]
     uv run python bench/a2a.py --before 0ec75e5  # and Raven as it was at a commit, alike

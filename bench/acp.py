@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from frames import result_of
+
 HERE = Path(__file__).parent
 
 
@@ -60,9 +62,9 @@ async def one_run(argv: list[str], env: dict[str, str], cwd: str) -> Sample:
     rss_init = peak_rss_mib(proc.pid)
     new = await call(1, "session/new", {"cwd": cwd, "mcpServers": []})
     t_new = time.perf_counter()
-    sid = new["result"]["sessionId"]
+    sid = result_of(new, "session/new")["sessionId"]
     prompt = [{"type": "text", "text": "hello from the benchmark"}]
-    await call(2, "session/prompt", {"sessionId": sid, "prompt": prompt})
+    result_of(await call(2, "session/prompt", {"sessionId": sid, "prompt": prompt}), "prompt")
     t_prompt = time.perf_counter()
     rss_turn = peak_rss_mib(proc.pid)
     proc.stdin.close()

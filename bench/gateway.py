@@ -23,13 +23,14 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from frames import ErrorFrame, result_of
 
 
 class Ui:
     def __init__(self, ws: aiohttp.ClientWebSocketResponse) -> None:
         self.ws = ws
         self.ids = 0
-        self.replies: dict[int, asyncio.Future[Any]] = {}
+        self.replies: dict[int, tuple[str, asyncio.Future[Any]]] = {}
         self.ended = asyncio.Event()
         self.events = 0
         self.reader = asyncio.create_task(self.read())
@@ -42,12 +43,16 @@ class Ui:
                 if frame["params"]["event"]["type"] == "TurnEnded":
                     self.ended.set()
             elif "id" in frame and frame["id"] in self.replies:
-                self.replies[frame["id"]].set_result(frame.get("result"))
+                method, reply = self.replies.pop(frame["id"])
+                try:
+                    reply.set_result(result_of(frame, method))
+                except ErrorFrame as exc:
+                    reply.set_exception(exc)
 
     async def call(self, method: str, **params: Any) -> Any:
         self.ids += 1
         future = asyncio.get_running_loop().create_future()
-        self.replies[self.ids] = future
+        self.replies[self.ids] = (method, future)
         body = {"jsonrpc": "2.0", "id": self.ids, "method": method, "params": params}
         await self.ws.send_str(json.dumps(body))
         return await asyncio.wait_for(future, 30)

@@ -19,7 +19,7 @@ import statistics
 import time
 from urllib.parse import urlsplit
 
-from tests.mcp.conftest import free_port
+from tests.ports import free_port
 from tests.processes import wait_listening
 
 __all__ = ["TOKEN", "free_port", "load", "wait_listening"]

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from frames import result_of
 from loadgen import TOKEN, free_port, load, wait_listening
 
 sys.path.insert(0, str(Path(__file__).parent.parent))
@@ -168,7 +169,7 @@ async def follow_latency(root: Path, pg_server: str, turns: int, listen: bool) -
                     while True:
                         frame = json.loads((await ws.receive()).data)
                         if frame.get("id") == n:
-                            return frame["result"]
+                            return result_of(frame, method)
 
                 async def answer_at(ws: Any) -> float:
                     while True:

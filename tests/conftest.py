@@ -15,6 +15,44 @@ import pytest
 from tests.fakes.model_server import FakeModelServer
 
 RAVEN = [sys.executable, "-m", "raven"]
+TESTS = Path(__file__).parent
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto` (the default, in pyproject.toml): twice the cores this process may use, as
+    most tests wait on the processes and servers they start rather than compute."""
+    return min(2 * len(os.sched_getaffinity(0)), 8)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark what the fast loop (`-m "not slow"`) leaves out: the end-to-end tests (they
+    launch `raven` as a user does), the browser and PostgreSQL tests, and the modules
+    marked `processes` (they start Raven, agent or server processes)."""
+    for item in items:
+        if item.path.is_relative_to(TESTS / "e2e"):
+            item.add_marker(pytest.mark.e2e)
+        if "postgres_server_url" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.postgres)
+        if any(
+            item.get_closest_marker(kind) for kind in ("e2e", "browser", "postgres", "processes")
+        ):
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_machine_git_config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The tests, and every process they start, see git as on a fresh machine: no system
+    or global config, so no identity (and git guesses none), whoever runs them."""
+    config = tmp_path_factory.mktemp("git") / "config"
+    config.write_text("[user]\n\tuseConfigOnly = true\n", encoding="utf-8")
+    saved = {k: v for k, v in os.environ.items() if k.startswith("GIT_")}
+    for key in saved:
+        del os.environ[key]
+    os.environ.update(GIT_CONFIG_GLOBAL=str(config), GIT_CONFIG_NOSYSTEM="1")
+    yield
+    for key in [k for k in os.environ if k.startswith("GIT_")]:
+        del os.environ[key]
+    os.environ.update(saved)
 
 
 @pytest.fixture(autouse=True)

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.mcp.conftest import free_port
+from tests.ports import free_port
+from tests.processes import program
 
 
 def server_binaries() -> Path | None:
@@ -47,7 +48,9 @@ def postgres_server() -> Iterator[str]:
     workdir = Path(tempfile.mkdtemp(prefix="raven-pg-"))
     data = workdir / "pgdata"
     if os.geteuid() == 0:  # PostgreSQL refuses to run as root
-        as_user = ["runuser", "-u", "postgres", "--"]
+        runuser = program("runuser")
+        assert runuser is not None, "PostgreSQL refuses root, and runuser is not installed"
+        as_user = [runuser, "-u", "postgres", "--"]
         shutil.chown(workdir, "postgres")
     port = free_port()
     run = lambda *args: subprocess.run(  # noqa: E731

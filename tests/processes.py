@@ -3,10 +3,25 @@
 from __future__ import annotations
 
 import os
+import select
+import shutil
 import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+
+def program(name: str) -> str | None:
+    """Where the program `name` is: on PATH, or where Debian puts system programs (a
+    minimal PATH, such as /usr/bin:/bin, leaves out /usr/sbin, home of runuser and
+    haproxy)."""
+    found = shutil.which(name)
+    if found is not None:
+        return found
+    for folder in ("/usr/sbin", "/sbin", "/usr/local/sbin"):
+        if os.access(f"{folder}/{name}", os.X_OK):
+            return f"{folder}/{name}"
+    return None
 
 
 def alive(pid: int) -> bool:
@@ -35,15 +50,63 @@ def live_pids(where: Callable[[Path, list[str]], bool]) -> list[int]:
     return found
 
 
+def _pidfds(pids: list[int]) -> list[int]:
+    """A pidfd for each of `pids` still there (one already reaped has ended); a pidfd is
+    readable once its process has ended, a zombie included."""
+    fds = []
+    for pid in pids:
+        try:
+            fds.append(os.pidfd_open(pid))
+        except ProcessLookupError:
+            continue
+    return fds
+
+
 def ended_within(pids: list[int], timeout_s: float = 10) -> bool:
-    """True once none of `pids` is alive, waiting up to `timeout_s`: a process killed with
-    its group ends a moment after the signal, not at once."""
-    deadline = time.monotonic() + timeout_s
-    while any(alive(pid) for pid in pids):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
+    """True once every one of `pids` has ended, waiting on the processes themselves (their
+    pidfds) for at most `timeout_s`; blocks, so async tests await `ended` instead."""
+    fds = _pidfds(pids)
+    try:
+        poller = select.poll()
+        for fd in fds:
+            poller.register(fd, select.POLLIN)
+        pending = set(fds)
+        deadline = time.monotonic() + timeout_s
+        while pending:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            for fd, _ in poller.poll(left * 1000):
+                pending.discard(fd)
+                poller.unregister(fd)
+        return True
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+async def ended(pids: list[int], timeout_s: float = 10) -> bool:
+    """`ended_within` for async tests: the event loop goes on (the Raven under test may be
+    running in it) while it waits on the processes' pidfds."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    fds = _pidfds(pids)
+    waits = []
+    for fd in fds:
+        done = loop.create_future()
+        loop.add_reader(fd, lambda d=done: d.done() or d.set_result(None))
+        waits.append(done)
+    try:
+        async with asyncio.timeout(timeout_s):
+            await asyncio.gather(*waits)
+        return True
+    except TimeoutError:
+        return False
+    finally:
+        for fd in fds:
+            loop.remove_reader(fd)
+            os.close(fd)
 
 
 def group_gone(pgid: int) -> bool:

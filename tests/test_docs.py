@@ -9,6 +9,8 @@ import pytest
 
 from tests.conftest import raven
 
+pytestmark = pytest.mark.processes  # starts Raven, agent or server processes
+
 ROOT = Path(__file__).parents[1]
 GUIDE = (ROOT / "docs" / "protocols.md").read_text()
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from raven import lifeline
 from raven.config import SUBAGENT_ENV
 from raven.jsonrpc import MAX_FRAME_BYTES
+from raven.process_group import spawn
 from raven.redact import redact
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ class ChildProcess:
     ) -> ChildProcess:
         """Start `command` in a new process group with the parent's environment, `env`, and
         RAVEN_SUBAGENT=1; raises OSError when it cannot be started."""
-        proc = await asyncio.create_subprocess_exec(
+        proc = await spawn(
             command,
             *args,
             stdin=asyncio.subprocess.PIPE if stdin_data else asyncio.subprocess.DEVNULL,
@@ -58,7 +59,6 @@ class ChildProcess:
             stderr=asyncio.subprocess.PIPE,
             env={**os.environ, **env, SUBAGENT_ENV: "1", **lifeline.env()},
             cwd=cwd,
-            start_new_session=True,
             limit=MAX_FRAME_BYTES,
         )
         return cls(name, proc)

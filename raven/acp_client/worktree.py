@@ -104,6 +104,20 @@ async def changes_of(repo: Path, base: str, branch: str) -> list[Change]:
     return changes
 
 
+async def require_identity(repo: Path) -> None:
+    """Nothing when git knows who commits in `repo`; else `WorktreeError` saying what to
+    set (git's own words, "unable to auto-detect email address", do not)."""
+    try:
+        await git(repo, "var", "GIT_COMMITTER_IDENT")
+    except WorktreeError:
+        raise WorktreeError(
+            "git does not know who you are, and a merge is a commit in your name; "
+            'set it once with `git config --global user.name "Your Name"` and '
+            "`git config --global user.email you@example.com` (or without --global, "
+            f"for {repo} alone), then merge again"
+        ) from None
+
+
 def summary(tree: Worktree, changes: list[Change]) -> str:
     """The lines the delegate answer ends with: what changed, where, and what to do."""
     if not changes:

@@ -205,11 +205,12 @@ def merge_command(
     """Merge a sub-agent's branch into the current one (a merge commit), then delete it."""
     import asyncio
 
-    from raven.acp_client.worktree import git
+    from raven.acp_client.worktree import git, require_identity
     from raven.cli.options import workdir
 
     async def main() -> str:
         repo = workdir(cwd)
+        await require_identity(repo)
         await git(repo, "merge", "--no-ff", "--no-edit", _ours(branch))
         await git(repo, "branch", "--quiet", "-d", branch)
         return f"merged {branch}"

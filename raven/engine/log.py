@@ -161,6 +161,12 @@ class EventLog:
         self._listeners.append(listener)
         return lambda: self._drop(listener)
 
+    def behind(self, cursor: str) -> bool:
+        """This log's epoch numbered events past what this copy holds up to `cursor`: a
+        copy of a shared log read it yet (another replica handed the cursor out)."""
+        epoch, _, number = cursor.partition(".")
+        return epoch == self._epoch and number.isdigit() and int(number) > self._seq
+
     def _since(self, after: str | None) -> list[Logged]:
         if after is None:
             return []

@@ -297,6 +297,13 @@ class LiveSession:
         returns the function that stops it. Raises `CursorExpired`."""
         return self.log.follow(listener, after)
 
+    async def reach(self, cursor: str | None) -> None:
+        """Read a shared log up to `cursor` when this copy is behind it (a UI coming back
+        from a replica further along), so that following from it resumes instead of
+        expiring; nothing otherwise."""
+        if cursor is not None and self.shared is not None and self.log.behind(cursor):
+            await self.shared.catch_up(self)
+
     def snapshot(self, last: int | None = None) -> Snapshot:
         """The session so far as events, and the cursor to follow it from (`last`: only the
         newest messages of the transcript older than the log)."""

@@ -324,7 +324,9 @@ class Peer:
         return self._info(live.record)
 
     async def _session_subscribe(self, p: c.SessionSubscribe) -> c.Accepted:
-        self._hub.watch(await self._live(p.session_id), self, p.after)
+        live = await self._live(p.session_id)
+        await live.reach(p.after)
+        self._hub.watch(live, self, p.after)
         return c.Accepted()
 
     async def _session_unsubscribe(self, p: c.SessionRef) -> c.Accepted:

@@ -16,6 +16,7 @@ from typing import ClassVar
 from pydantic import Field
 
 from raven import lifeline
+from raven.process_group import kill_group, spawn
 from raven.tools.base import Args, BuiltinTool, Capped, Preview, ToolContext, ToolOutput
 
 STOP_GRACE_S = 1.0
@@ -47,7 +48,7 @@ class RunCommand(BuiltinTool):
         timeout_s = min(
             args.timeout_s or ctx.limits.command_timeout_s, ctx.limits.command_timeout_s
         )
-        proc = await asyncio.create_subprocess_exec(
+        proc = await spawn(
             "/bin/sh",
             "-c",
             args.command,
@@ -55,7 +56,6 @@ class RunCommand(BuiltinTool):
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
             env={**os.environ, **ctx.env, **lifeline.env()},
         )
         assert proc.stdout is not None
@@ -88,6 +88,5 @@ async def stop_process_group(proc: asyncio.subprocess.Process) -> None:
     except TimeoutError:
         pass
     # The leader may be gone while others in its group live on; kill the group regardless.
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
+    kill_group(proc.pid)
     await proc.wait()

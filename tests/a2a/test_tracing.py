@@ -11,6 +11,8 @@ import pytest
 
 from raven.a2a.tracing import SDK_SWITCH
 
+pytestmark = pytest.mark.processes  # starts Raven, agent or server processes
+
 PROBE = f"""
 import json, os
 import raven.a2a

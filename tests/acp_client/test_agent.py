@@ -18,7 +18,9 @@ from raven.config import AgentSpec, Limits
 from raven.tools import Permission, Progress, Question, ToolContext, ToolError
 from tests.conftest import RAVEN
 from tests.npm import npm_install
-from tests.processes import ended_within, group_gone, pid_from
+from tests.processes import ended, group_gone, pid_from
+
+pytestmark = pytest.mark.processes  # starts Raven, agent or server processes
 
 SDK_AGENT = Path(__file__).with_name("sdk_agent.py")
 
@@ -241,7 +243,7 @@ async def test_a_hanging_child_is_cancelled_then_killed_leaving_nothing(
         await agent.prompt("go", lambda p: None)
     hung = await pid_from(pidfile)
     await agent.stop()
-    assert ended_within([hung], 5) and group_gone(hung)
+    assert await ended([hung], 5) and group_gone(hung)
 
 
 async def test_an_agent_that_never_answers_initialize_times_out(tmp_path: Path) -> None:
@@ -329,7 +331,7 @@ async def test_cancelling_the_parent_turn_stops_the_child(
     work.cancel()
     with pytest.raises(asyncio.CancelledError):
         await work
-    assert ended_within([hung], 5) and group_gone(hung)
+    assert await ended([hung], 5) and group_gone(hung)
     await source.aclose()
 
 

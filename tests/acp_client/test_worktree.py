@@ -16,6 +16,8 @@ from raven.tools import ToolContext, ToolError
 from tests.children import scripted_child
 from tests.conftest import raven
 
+pytestmark = pytest.mark.processes  # starts Raven, agent or server processes
+
 
 def git(repo: Path, *args: str) -> str:
     done = subprocess.run(
@@ -93,8 +95,18 @@ async def test_two_agents_change_one_file_at_once_and_both_changes_are_kept(
 
     listed = raven("agents", "branches", env=env, cwd=repo)
     assert branches["alpha"] in listed.stdout and "+1 -1" in listed.stdout
+    # The tests see no git identity (tests/conftest.py), as on a fresh machine: a merge is
+    # the person's commit, so Raven says what to set instead of git's own words.
+    anonymous = raven("agents", "merge", branches["alpha"], env=env, cwd=repo)
+    assert anonymous.returncode == 1
+    assert "git config --global user.email" in anonymous.stderr, anonymous.stderr
+    assert "auto-detect" not in anonymous.stderr
+    assert git(repo, "branch", "--list", branches["alpha"]) != ""  # nothing was touched
+    git(repo, "config", "user.name", "Person")
+    git(repo, "config", "user.email", "person@example.com")
     merged = raven("agents", "merge", branches["alpha"], env=env, cwd=repo)
     assert merged.returncode == 0, merged.stderr
+    assert git(repo, "log", "-1", "--format=%ae") == "person@example.com"
     assert (repo / "src" / "shared.txt").read_text() == "from alpha\n"
     discarded = raven("agents", "discard", branches["beta"], env=env, cwd=repo)
     assert discarded.returncode == 0, discarded.stderr

@@ -7,9 +7,13 @@ import json
 import stat
 from pathlib import Path
 
+import pytest
+
 from raven.cli.setup_cmd import find_local
 from tests.conftest import raven
 from tests.fakes.model_server import FakeModelServer, Reply, openai_stream
+
+pytestmark = pytest.mark.processes  # starts Raven, agent or server processes
 
 
 async def test_a_local_server_is_found_by_its_models_list(model_server: FakeModelServer) -> None:

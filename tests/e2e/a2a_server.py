@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from tests.conftest import RAVEN, write_config
-from tests.mcp.conftest import free_port
+from tests.ports import free_port
 
 TOKEN = "test-token-0123456789abcdefghijklmnopqrstuv"
 

@@ -36,9 +36,9 @@ from raven.sessions import SqliteStore
 from tests.conftest import raven, write_config
 from tests.e2e.a2a_server import TOKEN, A2AServer, configure, message, start
 from tests.e2e.webhooks import Receiver, pushed_states
-from tests.mcp.conftest import free_port
+from tests.ports import free_port
 from tests.postgres import sqlalchemy_url
-from tests.processes import ended_within, pid_from
+from tests.processes import ended, pid_from
 
 BINDINGS = ("JSONRPC", "HTTP+JSON")
 
@@ -580,7 +580,7 @@ async def test_cancel_task_kills_a_running_command(serve: Any, tmp_path: Path) -
     pid = await pid_from(pidfile)
     cancelled = server.call("CancelTask", {"id": task["id"]})["result"]
     assert cancelled["status"]["state"] == "TASK_STATE_CANCELED"
-    assert ended_within([pid], 5)  # killed with its group: gone a moment after
+    assert await ended([pid], 5)  # killed with its group: gone a moment after
     again = server.call("CancelTask", {"id": task["id"]})
     assert again["error"]["code"] == -32002
 
@@ -1030,7 +1030,7 @@ async def test_a_blocking_task_can_be_watched_and_cancelled_while_it_runs(
         await client.close()
         await http.aclose()
     assert rest[-1].status_update.status.state == TaskState.TASK_STATE_CANCELED
-    assert ended_within([pid], 5)
+    assert await ended([pid], 5)
     answered = (await blocking)["result"]["task"]
     assert answered["id"] == listed["id"]
     assert answered["status"]["state"] == "TASK_STATE_CANCELED"

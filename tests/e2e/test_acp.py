@@ -22,7 +22,7 @@ from tests.children import scripted_child
 from tests.conftest import write_config
 from tests.e2e.acp_harness import Editor, RavenAcp
 from tests.fakes.model_server import FakeModelServer, Reply, openai_stream
-from tests.processes import ended_within, pid_from
+from tests.processes import ended, pid_from
 
 MODES = [
     {"id": "ask", "name": "Ask", "description": "Ask before edits", "approvals": "ask"},
@@ -309,7 +309,7 @@ async def test_cancel_kills_a_running_command(start: Any, tmp_path: Path) -> Non
     await agent.conn.cancel(session_id=sid)
     assert (await asyncio.wait_for(prompt, 5)).stop_reason == "cancelled"
     assert time.monotonic() - started < 2.5
-    assert ended_within([pid], 5)  # killed with its group: gone a moment after
+    assert await ended([pid], 5)  # killed with its group: gone a moment after
     statuses = [u.status for u in agent.editor.of("tool_call_update")]
     assert statuses[-1] == "failed"
 
@@ -660,7 +660,7 @@ async def test_a_stop_signal_stops_the_turn_and_its_commands(
     sleeper, shell = await pid_from(pidfile), await pid_from(shfile)
     agent.proc.send_signal(signum)
     assert await asyncio.wait_for(agent.proc.wait(), 10) == 128 + signum
-    assert ended_within([sleeper, shell])
+    assert await ended([sleeper, shell])
     await asyncio.wait_for(agent._pump, 10)
     with contextlib.suppress(Exception):
         await asyncio.wait_for(prompt, 5)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import RAVEN, write_config
-from tests.processes import ended_within, pid_from
+from tests.processes import ended, pid_from
 
 INIT = {
     "jsonrpc": "2.0",
@@ -204,7 +204,7 @@ async def test_eof_mid_turn_cancels_it_and_exits_within_5s(
     assert answer["result"]["stopReason"] == "cancelled"
     assert await asyncio.wait_for(wire.proc.wait(), 10) == 0
     assert time.monotonic() - started < 5.0
-    assert ended_within([int(pidfile.read_text())], 5)
+    assert await ended([int(pidfile.read_text())], 5)
 
 
 def test_stray_prints_and_fd_1_writes_go_to_stderr_not_the_frame_stream() -> None:

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from tests.conftest import RAVEN, raven, write_config
-from tests.processes import alive, pid_from
+from tests.processes import ended, pid_from
 
 SDK_AGENT = Path(__file__).parents[1] / "acp_client" / "sdk_agent.py"
 
@@ -154,9 +154,7 @@ async def test_sigterm_stops_agents_run_and_its_sub_agent(
     child = await pid_from(pidfile)
     proc.send_signal(signal.SIGTERM)
     assert await asyncio.wait_for(proc.wait(), 20) == 128 + signal.SIGTERM
-    async with asyncio.timeout(10):
-        while alive(child):
-            await asyncio.sleep(0.05)
+    assert await ended([child])
 
 
 PEAK_RSS = (

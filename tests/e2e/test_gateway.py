@@ -18,7 +18,7 @@ import httpx
 from tests.conftest import RAVEN, write_config
 from tests.e2e.a2a_server import TOKEN as A2A_TOKEN
 from tests.e2e.a2a_server import message
-from tests.mcp.conftest import free_port
+from tests.ports import free_port
 
 DEADLINE_S = 30
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tests.conftest import RAVEN, write_config
 from tests.e2e.test_mcp import server_entry
-from tests.processes import alive, ended_within, pid_from
+from tests.processes import alive, ended, pid_from
 
 DEADLINE_S = 20
 
@@ -52,7 +52,7 @@ async def kill_9_and_see_gone(proc: asyncio.subprocess.Process, *pids: int) -> N
     assert all(alive(pid) for pid in pids)
     proc.kill()
     await proc.wait()
-    assert ended_within(list(pids), DEADLINE_S)
+    assert await ended(list(pids), DEADLINE_S)
 
 
 async def test_sigkill_of_raven_run_takes_its_command_tree_and_mcp_servers(

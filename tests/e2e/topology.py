@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -25,9 +24,9 @@ import pytest
 
 from tests.conftest import RAVEN, write_config
 from tests.e2e.a2a_server import TOKEN
-from tests.mcp.conftest import free_port
+from tests.ports import free_port
 from tests.postgres import sqlalchemy_url
-from tests.processes import wait_listening
+from tests.processes import program, wait_listening
 
 DEADLINE_S = 30
 LEASE_S = 2.0
@@ -35,9 +34,7 @@ GATEWAY_TOKEN = "replica-gateway-token-0123456789abcdefghijklmnopqrstuvwxyz"
 
 
 def require_haproxy() -> str:
-    found = shutil.which("haproxy") or (
-        "/usr/sbin/haproxy" if Path("/usr/sbin/haproxy").exists() else None
-    )
+    found = program("haproxy")
     if found is None:
         missing = "no HAProxy: apt install haproxy to run the replica topology tests"
         if os.environ.get("RAVEN_TEST_STRICT"):

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from tests.mcp.conftest import free_port
+from tests.ports import free_port
 
 
 @dataclass

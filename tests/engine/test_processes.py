@@ -16,6 +16,8 @@ from raven.messages import TextPart, UserMessage
 from tests.conftest import RAVEN, raven, write_config
 from tests.engine.conftest import RecordingAsker
 
+pytestmark = pytest.mark.processes  # starts Raven, agent or server processes
+
 DEADLINE_S = 20
 
 

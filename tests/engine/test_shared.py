@@ -90,6 +90,30 @@ async def test_a_turn_on_one_replica_is_followed_on_another_in_order_from_any_cu
         on_c.follow(later.append, after=f"{on_a.log.epoch}x.1")
 
 
+async def test_a_cursor_from_a_replica_further_along_resumes_on_one_behind(
+    replicas: Callable[..., Runtime], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = replicas([{"text": "one two"}])
+    b = replicas()
+    on_a = await a.new_session(tmp_path)
+    on_b = await b.open_session(on_a.id)
+    assert on_b.shared is not None
+    # B hears of nothing A stores (a notification late under load, or lost).
+    monkeypatch.setattr(on_b.shared, "wake", lambda *_, **__: None)
+    heard_on_a: list[Logged] = []
+    on_a.follow(heard_on_a.append)
+    assert await run_turn(on_a, prompt("count"), RecordingAsker(), lambda e: None) == "end_turn"
+    mid = next(e for e in heard_on_a if isinstance(e.event, AgentText))
+    assert on_b.log.seq < mid.seq  # B's copy is behind the cursor a UI brings from A
+    with pytest.raises(CursorExpired):
+        on_b.follow(lambda _: None, after=mid.cursor)
+    await on_b.reach(mid.cursor)  # what the gateway does before following from a cursor
+    resumed: list[Logged] = []
+    on_b.follow(resumed.append, after=mid.cursor)
+    after_mid = heard_on_a[heard_on_a.index(mid) + 1 :]
+    assert [(e.seq, e.event) for e in resumed] == [(e.seq, e.event) for e in after_mid]
+
+
 async def test_changes_to_a_session_reach_every_replica(
     replicas: Callable[..., Runtime], tmp_path: Path
 ) -> None:

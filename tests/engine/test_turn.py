@@ -26,7 +26,7 @@ from raven.engine import (
 )
 from raven.messages import AssistantMessage, TextPart, ToolResultMessage, UserMessage
 from tests.engine.conftest import Events, MakeRuntime, RecordingAsker
-from tests.processes import ended_within, pid_from
+from tests.processes import ended, pid_from
 
 
 def prompt(text: str) -> list[TextPart]:
@@ -328,7 +328,7 @@ async def test_cancel_kills_a_running_command_and_its_group(
     assert await asyncio.wait_for(turn, 5) == "cancelled"
     assert loop.time() - started < 2.0
     assert events[-1] == TurnEnded("cancelled")
-    assert ended_within([pid], 5)  # killed with its group: gone a moment after
+    assert await ended([pid], 5)  # killed with its group: gone a moment after
     results = [m for m in session.history if isinstance(m, ToolResultMessage)]
     assert results and "Cancelled" in results[-1].content
     assert not session.is_busy

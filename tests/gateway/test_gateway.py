@@ -22,7 +22,7 @@ from raven.gateway.app import HUB, make_app
 from raven.gateway.auth import COOKIE, LOGIN_LINK_TTL_S, Gatekeeper
 from raven.gateway.rpc import Peer
 from raven.rpc.contract import METHODS, NOTIFICATIONS, openrpc_document
-from tests.mcp.conftest import free_port
+from tests.ports import free_port
 
 TOKEN = "gateway-test-token-0123456789"
 DOCUMENT = Path(__file__).parents[2] / "rpc-schema" / "openrpc.json"
@@ -429,6 +429,7 @@ async def test_a_question_is_answered_over_rpc(gateway: Any, tmp_path: Path) -> 
     await ui.close()
 
 
+@pytest.mark.slow  # streams to a socket until its buffers fill: seconds of CPU
 async def test_a_socket_too_slow_to_keep_up_is_dropped_and_the_others_go_on(
     gateway: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -9,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from raven.config import McpHttpServer, McpStdioServer
+from tests.ports import free_port
 from tests.processes import wait_listening
 
 SERVER = Path(__file__).parent / "servers" / "notes_server.py"
@@ -16,12 +16,6 @@ SERVER = Path(__file__).parent / "servers" / "notes_server.py"
 
 def stdio_spec(name: str = "notes", *flags: str, **extra: object) -> McpStdioServer:
     return McpStdioServer(name=name, command=sys.executable, args=[str(SERVER), *flags], **extra)  # type: ignore[arg-type]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture

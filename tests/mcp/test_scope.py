@@ -8,12 +8,16 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+
 from raven.config import Limits, ToolFilter
 from raven.mcp import McpScope
 from raven.mcp.tools import PassThroughArgs, ReadResourceArgs
 from raven.tools import Question, ToolContext, ToolError
 from tests.mcp.conftest import stdio_spec
 from tests.processes import alive
+
+pytestmark = pytest.mark.processes  # starts Raven, agent or server processes
 
 
 async def _no(question: Question) -> str | None:

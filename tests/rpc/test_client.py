@@ -13,7 +13,7 @@ import pytest
 from raven.rpc import contract as c
 from raven.rpc.client import GatewayUnreachable, Refused, RpcClient
 from tests.gateway.test_gateway import TOKEN, gateway  # noqa: F401 (the fixture)
-from tests.mcp.conftest import free_port
+from tests.ports import free_port
 
 DEADLINE_S = 10
 

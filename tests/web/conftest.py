@@ -23,7 +23,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from tests.children import scripted_child
 from tests.conftest import RAVEN
-from tests.mcp.conftest import free_port
+from tests.ports import free_port
 
 CHROMIUM = os.environ.get("RAVEN_TEST_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [

@@ -15,7 +15,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.conftest import RAVEN
-from tests.mcp.conftest import free_port
+from tests.ports import free_port
 from tests.web.conftest import (
     DEADLINE_S,
     WebGateway,
@@ -92,6 +92,7 @@ def test_log_in_create_a_session_and_see_the_answer_stream(page: Page, web: WebG
     expect(answer.locator("figure.code .tok-com")).to_have_text("# say hi")
     expect(answer.get_by_role("button", name="Copy code")).to_be_visible()
     expect(answer.locator("li input[type=checkbox]:checked")).to_have_count(1)
+    expect(answer.get_by_role("checkbox", name="not done")).to_have_count(1)  # labelled
     expect(answer).to_contain_text("Done now.")
     expect(page.locator(".turn-end")).to_contain_text("tokens")
     expect(page.locator("#session-usage")).to_contain_text(" out")

@@ -74,6 +74,7 @@ export function renderMarkdown(source) {
           check.type = "checkbox";
           check.disabled = true;
           check.checked = box[1] !== " ";
+          check.setAttribute("aria-label", check.checked ? "done" : "not done");
           li.append(check, " ");
           text = text.slice(box[0].length);
         }

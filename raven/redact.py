@@ -84,11 +84,22 @@ def redact(text: str) -> str:
 
 
 def redact_json(value: Any) -> Any:
-    """A copy of a JSON value with `redact` applied to every string in it."""
+    """A copy of a JSON value with `redact` applied to every string in it, an object's keys
+    included (a model can put a credential in a key as well as in a value); keys that
+    become the same are told apart (`[REDACTED]`, `[REDACTED] (2)`)."""
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, dict):
-        return {k: redact_json(v) for k, v in value.items()}
+        copy: dict[Any, Any] = {}
+        for key, item in value.items():
+            shown = redact(key) if isinstance(key, str) else key
+            if shown != key:
+                base, n = shown, 1
+                while shown in copy or shown in value:
+                    n += 1
+                    shown = f"{base} ({n})"
+            copy[shown] = redact_json(item)
+        return copy
     if isinstance(value, list):
         return [redact_json(v) for v in value]
     return value

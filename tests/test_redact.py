@@ -55,3 +55,14 @@ def test_redact_json_walks_nested_values() -> None:
     value = {"command": "echo sk-live-0123456789abcdefghij", "n": 3, "list": ["api_key=abcd1234"]}
     out = redact_json(value)
     assert out["n"] == 3 and MASK in out["command"] and MASK in out["list"][0]
+
+
+def test_redact_json_masks_credentials_used_as_keys_and_keeps_them_apart() -> None:
+    key = "sk-proj-AbCdEfGhIjKlMnOpQrSt1234"
+    other = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
+    value = {"path": "x", key: 1, other: 2, "nested": [{other: {key: "v"}}]}
+    out = redact_json(value)
+    shown = repr(out)
+    assert key not in shown and other not in shown
+    assert out["path"] == "x" and out[MASK] == 1 and out[f"{MASK} (2)"] == 2
+    assert out["nested"] == [{MASK: {MASK: "v"}}]

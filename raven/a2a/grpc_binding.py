@@ -2,7 +2,8 @@
 of its own, over the same method table, checks and task service as the HTTP bindings.
 
 The bearer token travels in the call's metadata (`authorization`) and is checked before
-the request is even decoded; a call without it ends UNAUTHENTICATED. Loaded only when
+the request is even decoded; a call without it ends UNAUTHENTICATED, and a request that
+does not decode ends INVALID_ARGUMENT. Loaded only when
 `a2a.server.grpcPort` is set (the `grpc` extra brings grpcio); never logs the token.
 """
 
@@ -76,8 +77,10 @@ class _Bearer(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         details: Any,
     ) -> Any:
         handler = await continuation(details)
-        if handler is None or _caller(details.invocation_metadata, self._token) is not None:
+        if handler is None:
             return handler
+        if _caller(details.invocation_metadata, self._token) is not None:
+            return _decoding(handler)
         return _refusing(handler)
 
 
@@ -105,6 +108,56 @@ def _refusing(handler: Any) -> Any:
 
 def _nothing(_: Any) -> bytes:
     return b""
+
+
+class _Undecodable:
+    """A request whose bytes are not a message of the method's type."""
+
+
+UNDECODABLE = (
+    "the request is not a valid protobuf message for this method "
+    "(malformed, truncated, of another type, or nested too deep)"
+)
+
+
+def _decoding(handler: Any) -> Any:
+    """`handler` with a request that does not decode ending INVALID_ARGUMENT, saying so:
+    grpc's own answer would be UNKNOWN, naming a Python class to the peer."""
+    decode = handler.request_deserializer
+
+    def safe(data: bytes) -> Any:
+        try:
+            return decode(data)
+        except Exception as exc:  # DecodeError, RecursionError, …: the peer's bytes
+            log.info("a2a grpc: a request did not decode: %s", type(exc).__name__)
+            return _Undecodable()
+
+    if handler.unary_unary is not None:
+        unary = handler.unary_unary
+
+        async def checked(request: Any, context: Any) -> Any:
+            if isinstance(request, _Undecodable):
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, UNDECODABLE)
+            return await unary(request, context)
+
+        return grpc.unary_unary_rpc_method_handler(
+            checked, request_deserializer=safe, response_serializer=handler.response_serializer
+        )
+    if handler.unary_stream is not None:
+        stream = handler.unary_stream
+
+        async def checked_stream(request: Any, context: Any) -> AsyncIterator[Any]:
+            if isinstance(request, _Undecodable):
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, UNDECODABLE)
+            async for item in stream(request, context):
+                yield item
+
+        return grpc.unary_stream_rpc_method_handler(
+            checked_stream,
+            request_deserializer=safe,
+            response_serializer=handler.response_serializer,
+        )
+    return handler  # A2A has no client-streaming method
 
 
 class _Context(GrpcServerCallContextBuilder):  # type: ignore[misc]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from a2a.types import AgentCard
-from a2a.utils.errors import ExtendedAgentCardNotConfiguredError
+from a2a.utils.errors import UnsupportedOperationError
 
 from raven.a2a.card import agent_card, extended_card
 from raven.a2a.parts import input_modes
@@ -49,9 +49,13 @@ class A2AMount:
         return agent_card(rpc_url, self.roster, input_modes(self.settings), self.grpc_target)
 
     def extended_card(self, rpc_url: str) -> AgentCard:
-        """The card for authenticated callers: the public one plus the roster."""
+        """The card for authenticated callers: the public one plus the roster. Without a
+        roster there is none, which the spec answers as an unsupported operation (the
+        public card says `extendedAgentCard: false`)."""
         if not self.roster:
-            raise ExtendedAgentCardNotConfiguredError()
+            raise UnsupportedOperationError(
+                message="this agent has no extended agent card (its card says so)"
+            )
         return extended_card(self.card(rpc_url), self.roster)
 
     async def start(self) -> None:

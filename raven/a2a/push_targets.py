@@ -5,7 +5,8 @@ A webhook URL must be `http` or `https`, and its host must be a public address, 
 resolve only to public ones, unless the operator allow-lists it (`a2a.server.push.
 allowPrivate`: host names, or networks such as `10.0.0.0/8`). Loopback, private,
 link-local (cloud metadata at 169.254.169.254), shared, reserved, multicast and
-unspecified addresses are refused, IPv4-mapped IPv6 judged as the IPv4 it carries.
+unspecified addresses are refused; an IPv6 address that carries an IPv4 one (mapped,
+compatible, NAT64, 6to4, Teredo) is judged as the IPv4 it carries.
 
 The rule is checked twice: when a config is created (a clear error for a URL that is
 plainly refused), and on every connection, by the resolver the delivery's connector
@@ -89,11 +90,32 @@ class PushTargets:
     def allowed(self, host: str, address: Address) -> bool:
         if host.lower().rstrip(".") in self._hosts:
             return True
-        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-            address = address.ipv4_mapped
+        if isinstance(address, ipaddress.IPv6Address) and (inner := _embedded(address)):
+            address = inner
         if any(address in network for network in self._networks):
             return True
         return address.is_global and not address.is_multicast
+
+
+_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+
+
+def _embedded(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 one carries to reach it, judged in its stead: IPv4-mapped
+    (::ffff:a.b.c.d), IPv4-compatible (::a.b.c.d), NAT64 (64:ff9b::a.b.c.d and the local
+    64:ff9b:1::/48), 6to4 (2002:aabb:ccdd::) and Teredo's client address."""
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if address.teredo is not None:
+        return address.teredo[1]
+    if address in _IPV4_COMPATIBLE and int(address) > 1:  # not :: nor ::1
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    if any(address in network for network in _NAT64):
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return None
 
 
 class GuardedResolver(AbstractResolver):

@@ -33,10 +33,12 @@ from a2a.utils import constants
 from a2a.utils.error_handlers import build_rest_error_payload
 from a2a.utils.errors import (
     A2AError,
+    ContentTypeNotSupportedError,
     InternalError,
     InvalidParamsError,
     InvalidRequestError,
     MethodNotFoundError,
+    TaskNotCancelableError,
 )
 from a2a.utils.proto_utils import (
     parse_params,
@@ -96,6 +98,11 @@ _REST: tuple[tuple[str, str, str], ...] = (
 """The HTTP+JSON binding's paths (under the RPC path) and the method each one is."""
 _REST_BODY = frozenset({"SendMessage", "SendStreamingMessage", "CreateTaskPushNotificationConfig"})
 """Methods whose request is the body; the others' come from the path and the query."""
+_REST_STATUS: dict[type[A2AError], int] = {
+    TaskNotCancelableError: 409,
+    ContentTypeNotSupportedError: 415,
+}
+"""HTTP statuses where the spec's table (§5.4) says otherwise than the SDK's mapping (400)."""
 
 
 @validate_version(constants.PROTOCOL_VERSION_1_0)
@@ -240,6 +247,7 @@ class Binding:
             await _check_version(context)
             params: Any = {}
             if method in _REST_BODY:
+                _check_content_type(request)
                 limit = self._mount.settings.max_body_bytes
                 body = await _read_limited(request, limit)
                 if body is None:
@@ -260,7 +268,9 @@ class Binding:
             return _json({} if result is None else _result(method, typed, result))
         except A2AError as exc:
             payload = build_rest_error_payload(exc)
-            return _json(payload, status=payload["error"]["code"])
+            status = _REST_STATUS.get(type(exc), payload["error"]["code"])
+            payload["error"]["code"] = status
+            return _json(payload, status=status)
         except Exception:
             log.exception("A2A request failed")
             failed = build_rest_error_payload(InternalError(message="Internal error"))
@@ -356,10 +366,32 @@ def _event(event: Any) -> Any:
     return to_json(to_stream_response(event))
 
 
+def _check_content_type(request: web.Request) -> None:
+    """A body that says it is anything but JSON is refused as the spec says (415); one
+    that says nothing is read as JSON."""
+    if "Content-Type" not in request.headers:
+        return
+    kind = request.content_type
+    if kind != "application/json" and not kind.endswith("+json"):
+        raise ContentTypeNotSupportedError(
+            message=f"The body must be JSON (application/json), not {kind[:100]}"
+        )
+
+
+def _check_states(values: list[str]) -> None:
+    """ListTasks' `status` filter must name a task state: an unknown one is an error, not a
+    filter that matches nothing (JSON-RPC and HTTP+JSON alike)."""
+    for value in values:
+        if value not in a2a_types.TaskState.keys():
+            raise InvalidParamsError(message=f"Unknown task state {value[:100]!r}")
+
+
 def _from_path(typed: Any, request: web.Request) -> None:
     """What a REST path and query say of the request: the task id, the push config's id,
     the query's fields (`historyLength`, `pageSize`, `status`, …)."""
     if request.method == "GET" and request.query:
+        if isinstance(typed, a2a_types.ListTasksRequest):
+            _check_states(request.query.getall("status", []))
         try:
             parse_params(_Query(request.query), typed)  # type: ignore[arg-type]
         except ParseError as exc:
@@ -442,10 +474,8 @@ def _params(method: str, params: dict[str, Any]) -> Any:
         typed = from_json(params, _REQUESTS[method]())
     except Exception as exc:
         raise InvalidParamsError(message=f"Invalid params for {method}: {exc}") from None
-    if method == "ListTasks" and "status" in params:
-        status = params["status"]
-        if isinstance(status, str) and status not in a2a_types.TaskState.keys():
-            raise InvalidParamsError(message=f"Unknown task state {status!r}")
+    if method == "ListTasks" and isinstance(params.get("status"), str):
+        _check_states([params["status"]])
     return typed
 
 

@@ -228,6 +228,8 @@ async def _read_json(
         value = scrub(json.loads(data), secrets)
     except ValueError:
         raise PeerError(f"the peer's {what} is not JSON (HTTP {response.status_code})") from None
+    except RecursionError:
+        raise PeerError(f"the peer's {what} is nested too deeply to read") from None
     if response.status_code >= 400 and not (isinstance(value, dict) and "error" in value):
         raise PeerError(f"the peer answered HTTP {response.status_code}")
     if not isinstance(value, dict):
@@ -249,7 +251,8 @@ def _read_reply(reply: dict[str, Any], inbox: Path | None, max_bytes: int) -> Pe
         raise PeerError("the peer's reply is not a SendMessage result") from None
     if result.HasField("message"):
         message = result.message
-        texts, received = _parts([message.parts], inbox, max_bytes)
+        sent = _sent_parts(reply, "result", "message")
+        texts, received = _parts([(message.parts, sent)], inbox, max_bytes)
         return PeerReply(
             "message", "\n\n".join(texts), message.task_id, message.context_id, reply, received
         )
@@ -258,21 +261,40 @@ def _read_reply(reply: dict[str, Any], inbox: Path | None, max_bytes: int) -> Pe
     return _task_reply(result.task, reply, inbox, max_bytes)
 
 
+_Group = tuple[Sequence[Part], list[Any]]
+"""A message's or artifact's parts, and the same parts as the peer's JSON had them."""
+
+
+def _sent_parts(value: Any, *path: str | int) -> list[Any]:
+    """The `parts` list at `path` in the peer's JSON reply (empty where there is none): a
+    data part's JSON as sent keeps integers and key order, which its Struct loses."""
+    for step in path:
+        if isinstance(step, int):
+            value = value[step] if isinstance(value, list) and step < len(value) else None
+        else:
+            value = value.get(step) if isinstance(value, dict) else None
+    parts = value.get("parts") if isinstance(value, dict) else None
+    return parts if isinstance(parts, list) else []
+
+
 def _parts(
-    groups: Sequence[Sequence[Part]], inbox: Path | None, max_bytes: int
+    groups: Sequence[_Group], inbox: Path | None, max_bytes: int
 ) -> tuple[list[str], list[str]]:
     """(texts, lines about files) of groups of parts: each group's text joined, data as
-    fenced JSON, inline files saved to `inbox`, files by URI listed; nothing dropped."""
+    fenced JSON (as the peer sent it), inline files saved to `inbox`, files by URI listed;
+    nothing dropped."""
     texts: list[str] = []
     received: list[str] = []
     taken: set[str] = set()
     seen: set[tuple[str, str]] = set()
-    for parts in groups:
+    for parts, sent in groups:
         texts.append("".join(p.text for p in parts if p.WhichOneof("content") == "text"))
-        for part in parts:
+        for index, part in enumerate(parts):
             kind = part.WhichOneof("content")
             if kind == "data":
-                texts.append(clip(fenced_data(part), MAX_DATA_BYTES))
+                raw = sent[index] if index < len(sent) else None
+                data = raw.get("data") if isinstance(raw, dict) else None
+                texts.append(clip(fenced_data(part, data), MAX_DATA_BYTES))
             elif kind == "url":
                 received.append(f"file by reference (not fetched): {part.url}")
             elif kind == "raw":
@@ -304,11 +326,18 @@ def _task_reply(task: Task, raw: dict[str, Any], inbox: Path | None, max_bytes: 
     ):
         detail = f": {status_text}" if status_text else ""
         raise PeerError(f"the peer's task {task.id} ended {state}{detail}")
-    groups = [m.parts for m in task.history if m.role == Role.ROLE_AGENT and not _is_progress(m)]
+    where = ("result", "task")
+    groups: list[_Group] = [
+        (m.parts, _sent_parts(raw, *where, "history", i))
+        for i, m in enumerate(task.history)
+        if m.role == Role.ROLE_AGENT and not _is_progress(m)
+    ]
     # An artifact streamed in chunks (`append`) holds its text as consecutive parts.
-    groups += [a.parts for a in task.artifacts]
+    groups += [
+        (a.parts, _sent_parts(raw, *where, "artifacts", i)) for i, a in enumerate(task.artifacts)
+    ]
     if task.status.HasField("message"):
-        groups.append(task.status.message.parts)
+        groups.append((task.status.message.parts, _sent_parts(raw, *where, "status", "message")))
     texts, received = _parts(groups, inbox, max_bytes)
     unique = list(dict.fromkeys(t.strip() for t in texts if t and t.strip()))
     return PeerReply(state, "\n\n".join(unique), task.id, task.context_id, raw, received)

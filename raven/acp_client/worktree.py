@@ -5,21 +5,34 @@ branch kept for the person to merge or discard.
 Never touches the person's working tree, index or current branch; every git command has
 a deadline. The worktrees live in the repository's git directory (`raven-worktrees/`),
 the branches under `raven/<agent>/`.
+
+A worktree shares its repository's git directory, hooks included, and the child can
+write there. So Raven's own git commands run no hook (`core.hooksPath` to nowhere: a
+hook the child planted never runs as the person during Raven's commit), and the hooks
+are put back as they were when the task ends: none the child added or changed stays.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
+import os
 import re
+import shutil
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 from raven.errors import RavenError
 
+log = logging.getLogger(__name__)
+
 GIT_TIMEOUT_S = 60.0
 BRANCH_PREFIX = "raven/"
 SLUG_CHARS = 40
+_NO_HOOKS = ("-c", f"core.hooksPath={os.devnull}", "-c", "core.fsmonitor=false")
+"""Given to every git command Raven runs: no hook, no file-system monitor command."""
 _IDENTITY = ("-c", "user.name=Raven", "-c", "user.email=raven@localhost")
 """Who Raven's commits of a sub-agent's work are by: Raven, not the person, whose name
 goes on the merge."""
@@ -46,6 +59,10 @@ class Worktree:
     branch: str
     base: str
     """The commit it started from."""
+    hooks: Path
+    """The repository's hooks folder, which the child can reach."""
+    hooks_before: dict[str, tuple[bytes, int]]
+    """Each hook file as the task found it: its content and mode."""
 
     def where(self, cwd: Path) -> Path:
         """`cwd` (in the person's repository) as the same place in the worktree."""
@@ -74,7 +91,8 @@ async def open_worktree(cwd: Path, agent: str, task: str) -> Worktree:
     branch = f"{BRANCH_PREFIX}{agent}/{slug(task)}-{short}"
     path = common / "raven-worktrees" / f"{agent}-{short}"
     await git(top, "worktree", "add", "--quiet", "-b", branch, str(path), base)
-    return Worktree(top, path, branch, base)
+    hooks = common / "hooks"
+    return Worktree(top, path, branch, base, hooks, _files(hooks))
 
 
 async def close_worktree(tree: Worktree, message: str) -> list[Change]:
@@ -86,10 +104,43 @@ async def close_worktree(tree: Worktree, message: str) -> list[Change]:
             await git(tree.path, *_IDENTITY, "commit", "--quiet", "--no-verify", "-m", message)
         changes = await changes_of(tree.repo, tree.base, tree.branch)
     finally:
+        _put_back(tree.hooks, tree.hooks_before)
         await git(tree.repo, "worktree", "remove", "--force", str(tree.path))
     if not changes:
         await git(tree.repo, "branch", "--quiet", "-D", tree.branch)
     return changes
+
+
+def _files(folder: Path) -> dict[str, tuple[bytes, int]]:
+    """The regular files directly in `folder`: content and mode by name."""
+    found: dict[str, tuple[bytes, int]] = {}
+    with contextlib.suppress(FileNotFoundError):
+        for entry in folder.iterdir():
+            if entry.is_file() and not entry.is_symlink():
+                found[entry.name] = (entry.read_bytes(), entry.stat().st_mode & 0o7777)
+    return found
+
+
+def _put_back(folder: Path, before: dict[str, tuple[bytes, int]]) -> None:
+    """Make `folder` hold `before` again: what was added (a file, a link, a folder) goes,
+    what was changed or removed comes back; each is logged, for the person to know."""
+    with contextlib.suppress(FileNotFoundError):
+        for entry in folder.iterdir():
+            kept = before.get(entry.name)
+            if kept is not None and entry.is_file() and not entry.is_symlink():
+                if (entry.read_bytes(), entry.stat().st_mode & 0o7777) == kept:
+                    continue
+            log.warning("a sub-agent left git hook %s; removed", entry)
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+    for name, (content, mode) in before.items():
+        path = folder / name
+        if not path.exists():
+            folder.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(content)
+            path.chmod(mode)
 
 
 async def changes_of(repo: Path, base: str, branch: str) -> list[Change]:
@@ -149,6 +200,7 @@ async def git(cwd: Path, *args: str) -> str:
     try:
         proc = await asyncio.create_subprocess_exec(
             "git",
+            *_NO_HOOKS,
             *args,
             cwd=cwd,
             stdin=asyncio.subprocess.DEVNULL,

@@ -26,6 +26,17 @@ from raven.a2a.push_targets import GuardedResolver, PushRefused, PushTargets
         "fc00::1",
         "::ffff:127.0.0.1",
         "::ffff:10.0.0.1",
+        # IPv6 carrying an IPv4 address: NAT64, local NAT64, 6to4, IPv4-compatible, Teredo
+        "64:ff9b::7f00:1",
+        "64:ff9b::a9fe:a9fe",  # 169.254.169.254, the cloud metadata service
+        "64:ff9b:1::7f00:1",
+        "64:ff9b:1:abcd::a00:1",
+        "2002:7f00:1::",
+        "2002:a9fe:a9fe::1",
+        "::7f00:1",
+        "::127.0.0.1",
+        "::a9fe:a9fe",
+        "2001:0:4136:e378:8000:63bf:80ff:fffe",  # Teredo, client 127.0.0.1
     ],
 )
 def test_addresses_that_are_not_public_are_refused(address: str) -> None:
@@ -41,6 +52,10 @@ def test_public_addresses_pass_and_the_allow_list_opens_hosts_and_networks() -> 
     targets = PushTargets(["10.0.0.0/8", "hooks.lan", "127.0.0.1"])
     assert targets.allowed("x", ipaddress.ip_address("10.9.8.7"))
     assert targets.allowed("x", ipaddress.ip_address("::ffff:10.9.8.7"))
+    assert targets.allowed("x", ipaddress.ip_address("64:ff9b::a09:807"))  # NAT64 10.9.8.7
+    # An IPv6 address carrying a public IPv4 one reaches that public address.
+    assert PushTargets([]).allowed("h", ipaddress.ip_address("64:ff9b::5db8:d70e"))
+    assert PushTargets([]).allowed("h", ipaddress.ip_address("2002:5db8:d70e::1"))
     assert targets.allowed("hooks.lan", ipaddress.ip_address("192.168.0.2"))
     assert not targets.allowed("other.lan", ipaddress.ip_address("192.168.0.2"))
     assert targets.check_url("http://127.0.0.1:9/x") == ("127.0.0.1", 9)

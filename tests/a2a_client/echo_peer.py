@@ -33,8 +33,10 @@ class EchoPeer:
         return f"{self.origin}/.well-known/agent-card.json"
 
 
-def _reply(kind: str, secret: str, request_id: Any) -> tuple[int, dict[str, Any]]:
+def _reply(kind: str, secret: str, request_id: Any) -> tuple[int, dict[str, Any] | bytes]:
     leak = f"{secret} and {secret.upper()}"
+    if kind == "deep":  # a reply nested 50,000 levels: no JSON reader of Python's takes it
+        return 200, b'{"jsonrpc": "2.0", "id": 1, "result": ' + b"[" * 50_000 + b"]" * 50_000 + b"}"
     if kind == "error":
         return 200, {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32000, "message": leak}}
     if kind == "401":
@@ -43,7 +45,10 @@ def _reply(kind: str, secret: str, request_id: Any) -> tuple[int, dict[str, Any]
         filename = "../evil/result.txt" if kind == "parts" else "r" * 300 + ".txt"
         parts = [
             {"text": "here are your results"},
-            {"data": {"score": 7}, "mediaType": "application/json"},
+            {
+                "data": {"zeta": 1, "alpha": 2, "big": 9007199254740993},
+                "mediaType": "application/json",
+            },
             {"raw": "aGVsbG8=", "filename": filename, "mediaType": "text/plain"},
             {"url": "https://example.com/large.zip", "mediaType": "application/zip"},
         ]
@@ -75,8 +80,8 @@ def echo_peer() -> Iterator[EchoPeer]:
         def log_message(self, format: str, *args: Any) -> None:
             return None
 
-        def _send(self, status: int, body: dict[str, Any]) -> None:
-            data = json.dumps(body).encode()
+        def _send(self, status: int, body: dict[str, Any] | bytes) -> None:
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))

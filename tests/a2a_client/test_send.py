@@ -188,7 +188,10 @@ async def test_typed_parts_in_a_reply_are_saved_listed_or_shown(tmp_path: Path) 
     with echo_peer() as peer:
         reply = await send_message(peer.card_url, "parts", [], SETTINGS, inbox=tmp_path / "inbox")
     assert reply.text.startswith("here are your results")
-    assert '"score": 7' in reply.text and "```json" in reply.text
+    # The data as the peer sent it: integers stay integers (even past a double's 2**53) and
+    # keys keep their order, which the part's protobuf Struct would lose.
+    block = '{\n  "zeta": 1,\n  "alpha": 2,\n  "big": 9007199254740993\n}'
+    assert f"```json\n{block}\n```" in reply.text, reply.text
     (saved,) = (tmp_path / "inbox").rglob("*.txt")
     assert saved.name == "result.txt" and saved.read_bytes() == b"hello"
     assert saved.parent.parent == tmp_path / "inbox"  # <inbox>/<peer host>/, no escape
@@ -205,3 +208,8 @@ async def test_a_file_with_a_very_long_name_is_saved_under_a_shorter_one(tmp_pat
     assert saved.read_bytes() == b"hello" and saved.name.startswith("rrrr")
     assert len(saved.name) <= 120
     assert any(saved.name in line for line in reply.received)
+
+
+async def test_a_reply_nested_past_any_reader_is_a_clear_error() -> None:
+    with echo_peer() as peer, pytest.raises(PeerError, match="nested too deeply"):
+        await send_message(peer.card_url, "deep", [], SETTINGS)

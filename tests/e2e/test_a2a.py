@@ -31,6 +31,7 @@ from a2a.types import (
     TaskState,
     a2a_pb2_grpc,
 )
+from google.protobuf.struct_pb2 import Value
 
 from raven.sessions import SqliteStore
 from tests.conftest import raven, write_config
@@ -211,7 +212,7 @@ def test_bad_requests_get_the_sdk_errors(serve: Any) -> None:
     push = server.call("CreateTaskPushNotificationConfig", {"taskId": "t", "url": "http://x"})
     assert push["error"]["code"] == -32001  # no such task
     extended = server.call("GetExtendedAgentCard", {})
-    assert extended["error"]["code"] in (-32004, -32007)
+    assert extended["error"]["code"] == -32004  # UnsupportedOperationError, as the spec says
     deep = server.post(None, raw=b"[" * 100_000 + b"]" * 100_000)
     assert deep.status_code == 200 and deep.json()["error"]["code"] == -32700
     nested = b'{"a":' * 3000 + b"1" + b"}" * 3000
@@ -366,6 +367,34 @@ async def test_the_grpc_binding_wants_the_token_and_is_on_the_card(serve: Any) -
         with pytest.raises(grpc.aio.AioRpcError) as refused_version:
             await stub.ListTasks(ListTasksRequest(), metadata=old)
         assert refused_version.value.code() == grpc.StatusCode.UNIMPLEMENTED  # A2A 1.0 table
+        with pytest.raises(grpc.aio.AioRpcError) as no_card:
+            await stub.GetExtendedAgentCard(GetExtendedAgentCardRequest(), metadata=good)
+        assert no_card.value.code() == grpc.StatusCode.UNIMPLEMENTED  # none configured
+        # Bytes that are no message of the method's type: the peer is told so, and nothing
+        # of Raven's (a Python class name) reaches it; the server goes on serving.
+        sent = SendMessageRequest(message=Message(message_id="m", role=Role.ROLE_USER))
+        sent.message.parts.add().text = "hi"
+        whole = sent.SerializeToString()
+        nested = Value()
+        inner = nested
+        for _ in range(150):
+            inner = inner.list_value.values.add()
+        deep = SendMessageRequest()
+        deep.CopyFrom(sent)
+        deep.message.parts.add().data.CopyFrom(nested)
+        for raw in (b"\xff\xff\xff garbage", whole[: len(whole) // 2], b"\x0a\x03\x08\x01"):
+            call = channel.unary_unary("/lf.a2a.v1.A2AService/SendMessage")
+            with pytest.raises(grpc.aio.AioRpcError) as bad:
+                await call(raw, metadata=good)
+            assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT, bad.value
+            assert "class" not in (bad.value.details() or "") and "Error" not in (
+                bad.value.details() or ""
+            )
+        with pytest.raises(grpc.aio.AioRpcError) as too_deep:
+            await stub.SendMessage(deep, metadata=good)
+        assert too_deep.value.code() == grpc.StatusCode.INVALID_ARGUMENT, too_deep.value
+        answered = await stub.SendMessage(sent, metadata=good)
+        assert answered.task.status.state == TaskState.TASK_STATE_COMPLETED
 
 
 def test_the_rest_binding_answers_errors_as_it_specifies(serve: Any) -> None:
@@ -397,6 +426,22 @@ def test_the_rest_binding_answers_errors_as_it_specifies(serve: Any) -> None:
     )
     listed = httpx.get(f"{rest}/tasks", params={"pageSize": "5"}, headers=good).json()
     assert listed["pageSize"] == 1 and listed["tasks"][0]["id"] == sent.json()["task"]["id"]
+    # Where the spec's table and the SDK's mapping differ, the spec's status.
+    done = sent.json()["task"]["id"]
+    cancel = httpx.post(f"{rest}/tasks/{done}:cancel", headers=good)
+    assert cancel.status_code == 409, cancel.text
+    assert cancel.json()["error"]["details"][0]["reason"] == "TASK_NOT_CANCELABLE"
+    assert cancel.json()["error"]["code"] == 409
+    as_text = {**good, "Content-Type": "text/plain"}
+    text = httpx.post(f"{rest}/message:send", content=json.dumps(message("hi")), headers=as_text)
+    assert text.status_code == 415, text.text
+    assert text.json()["error"]["details"][0]["reason"] == "CONTENT_TYPE_NOT_SUPPORTED"
+    bogus = httpx.get(f"{rest}/tasks", params={"status": "TASK_STATE_BOGUS"}, headers=good)
+    assert bogus.status_code == 400 and bogus.json()["error"]["status"] == "INVALID_ARGUMENT"
+    assert "TASK_STATE_BOGUS" in bogus.json()["error"]["message"]
+    card = httpx.get(f"{rest}/extendedAgentCard", headers=good)
+    assert card.status_code == 400  # none configured: an unsupported operation, as the spec says
+    assert card.json()["error"]["details"][0]["reason"] == "UNSUPPORTED_OPERATION"
 
 
 async def test_streaming_frames_follow_the_task_lifecycle(serve: Any) -> None:

@@ -402,7 +402,11 @@ def test_nothing_a_ui_is_sent_carries_a_recognised_key(
     steps = [
         {
             "thought": f"the key is {GATEWAY_KEY}",
-            "toolCalls": [{"name": "run_command", "arguments": {"command": command}}],
+            "toolCalls": [
+                {"name": "run_command", "arguments": {"command": command}},
+                # A credential as a key of a call's input, not only as a value.
+                {"name": "read_file", "arguments": {"path": "x", GATEWAY_KEY: 1}},
+            ],
         },
         {"text": f"It printed {GATEWAY_KEY} and password=hunter2xyz"},
     ]

@@ -173,6 +173,9 @@ def test_paths_under_home_read_as_tilde_and_the_readme_shows_a_real_session(
         dialog.get_by_role("button", name="Allow once").click()
         expect(page.locator(".answer").last).to_contain_text("update show_forecast too?")
         assert "None when offline" in (project / "forecast.py").read_text()
+        # One session: the message typed while "New session" was still creating it went
+        # to that one, not to a second started from the draft.
+        expect(page.locator("#sessions .item-meta")).to_have_count(1)
         expect(page.locator("#sessions .item-meta")).to_contain_text("…/projects/weather")
         shown = page.evaluate("() => document.body.innerText")
         assert str(tmp_path) not in shown  # no machine paths on screen

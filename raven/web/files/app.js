@@ -23,6 +23,7 @@ const state = {
   pending: new Map(), // requestId → announcement (with method)
   asking: null, // requestId shown in the dialog
   gatewayCwd: null, // where `raven web` was started
+  opening: null, // a session being created and opened: what is sent meanwhile goes to it
 };
 const transcript = new Transcript($("transcript"));
 
@@ -459,7 +460,10 @@ async function send(event) {
   const box = $("prompt");
   const text = box.value.trim();
   if (!text) return;
-  if (!state.current && $("session").dataset.draft) await startFromDraft();
+  // A session the "New session" button is still creating takes this message: a second
+  // one must not start from the draft meanwhile.
+  if (state.opening) await state.opening.catch(() => {});
+  if (!state.current && $("session").dataset.draft) await opening(startFromDraft());
   if (!state.current) return;
   const sessionId = state.current.info.sessionId;
   clearReport();
@@ -471,6 +475,16 @@ async function send(event) {
     setBusy(true);
   }
   box.value = "";
+}
+
+// Runs `work` (creating and opening a session) as the one `state.opening`.
+async function opening(work) {
+  state.opening = work;
+  try {
+    return await work;
+  } finally {
+    if (state.opening === work) state.opening = null;
+  }
 }
 
 async function startFromDraft() {
@@ -500,11 +514,15 @@ async function createSession(event) {
     return;
   }
   try {
-    const info = await call("session.create", { cwd, model: state.defaults.model });
-    field.removeAttribute("aria-invalid");
-    error.hidden = true;
-    await refreshList();
-    await openSession(info.sessionId);
+    await opening(
+      (async () => {
+        const info = await call("session.create", { cwd, model: state.defaults.model });
+        field.removeAttribute("aria-invalid");
+        error.hidden = true;
+        await refreshList();
+        await openSession(info.sessionId);
+      })(),
+    );
   } catch (failure) {
     showFieldError(field, error, failure.code === CODES.INVALID_PARAMS ? failure.message : `Could not create: ${failure.message}`);
   }

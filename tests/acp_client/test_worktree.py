@@ -147,9 +147,7 @@ async def test_what_a_failed_task_changed_is_kept_and_the_error_says_where(repo:
     assert not (repo / "made.txt").exists()
 
 
-async def test_a_hook_a_child_plants_never_runs_and_never_stays(
-    repo: Path, tmp_path: Path
-) -> None:
+async def test_a_hook_a_child_plants_never_runs_and_never_stays(repo: Path, tmp_path: Path) -> None:
     """The child can write the shared git directory: a post-commit hook it plants must not
     run during Raven's commit of its work (as the person, outside any worktree), and the
     hooks must be as they were once the task ends."""

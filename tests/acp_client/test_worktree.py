@@ -155,6 +155,7 @@ async def test_a_hook_a_child_plants_never_runs_and_never_stays(repo: Path, tmp_
     hooks = repo / ".git" / "hooks"
     hooks.mkdir(exist_ok=True)
     (hooks / "pre-push").write_text("#!/bin/sh\nexit 0\n")  # the person's own hook
+    before = sorted(p.name for p in hooks.iterdir())
     plant = (
         'hooks="$(git rev-parse --path-format=absolute --git-common-dir)/hooks"; '
         f"printf '#!/bin/sh\\ntouch {ran}\\n' > \"$hooks/post-commit\"; "
@@ -167,7 +168,7 @@ async def test_a_hook_a_child_plants_never_runs_and_never_stays(repo: Path, tmp_
     outcome = await AgentsSource([spec]).delegate(context(repo), "sly", "do the work")
     assert outcome.answer.strip() == "planted" and "made.txt +1 -0" in outcome.changes
     assert not ran.exists()  # Raven's commit of the child's work ran no hook
-    assert sorted(p.name for p in hooks.iterdir()) == ["pre-push"]
+    assert sorted(p.name for p in hooks.iterdir()) == before
     assert (hooks / "pre-push").read_text() == "#!/bin/sh\nexit 0\n"
     (branch,) = git(repo, "branch", "--list", "raven/sly/*", "--format=%(refname:short)").split()
     assert git(repo, "show", f"{branch}:made.txt") == "work"

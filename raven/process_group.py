@@ -37,7 +37,11 @@ async def spawn(program: str, *args: str, **options: Any) -> asyncio.subprocess.
 def _kill_started(starting: asyncio.Future[asyncio.subprocess.Process]) -> None:
     if starting.cancelled() or starting.exception() is not None:
         return  # nothing started (its error is read here, so never reported unretrieved)
-    kill_group(starting.result().pid)
+    proc = starting.result()
+    kill_group(proc.pid)
+    # As asyncio's own cancelled start does: the transport is closed (its pipes too), so
+    # nothing is left open whenever the process is reaped (asyncio's child watcher does).
+    proc._transport.close()  # type: ignore[attr-defined]
 
 
 def kill_group(pgid: int) -> None:

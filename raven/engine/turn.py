@@ -64,6 +64,7 @@ from raven.providers import (
     estimate_tokens,
 )
 from raven.safe_chunks import SafeChunks
+from raven.sessions import StoreUnavailable
 from raven.tools import (
     ALL_DECISIONS,
     Permission,
@@ -204,6 +205,10 @@ async def _turn(
     except ProviderError as exc:
         # The face shows the notice; stderr must not get it a second time.
         log.info("model call failed: %s", exc)
+        emit(Notice(str(exc)))
+        return "end_turn", str(exc)
+    except StoreUnavailable as exc:  # a full disk, a damaged file: the person can act on it
+        log.warning("turn stopped: %s", exc)
         emit(Notice(str(exc)))
         return "end_turn", str(exc)
     except Exception as exc:

@@ -11,6 +11,7 @@ import asyncio
 import functools
 import logging
 import os
+import shutil
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -57,6 +58,44 @@ _LOOP_WRITES = frozenset({"create", "append", "claim_turn", "release_turn", "upd
 """Small writes `call` runs on the caller's own thread when the store is free at once."""
 
 
+_FULL, _CORRUPT, _NOTADB, _IOERR = (
+    sqlite3.SQLITE_FULL,
+    sqlite3.SQLITE_CORRUPT,
+    sqlite3.SQLITE_NOTADB,
+    sqlite3.SQLITE_IOERR,
+)
+
+
+def store_failure(exc: sqlite3.Error, path: Path, doing: str) -> Exception:
+    """What a failure of the database file itself means to the person, as a
+    `StoreUnavailable` naming the file (a full disk, a damaged file, an I/O error);
+    `exc` itself for anything else (a bug, to be logged as one)."""
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    if code == _FULL or (code == _IOERR and _full(path)):  # SQLite says I/O for some
+        return StoreUnavailable(
+            f"the disk holding the session store {path} is full; free some space there "
+            "(what was stored before is kept)"
+        )
+    if code in (_CORRUPT, _NOTADB):
+        return StoreUnavailable(
+            f"{doing} {path}: it is damaged ({exc}); move it aside to start a new one, "
+            "or put back a copy"
+        )
+    if code == _IOERR:
+        return StoreUnavailable(f"{doing} {path}: the disk failed to read or write it ({exc})")
+    if doing.startswith("cannot open"):  # whatever it is, the store is not there to use
+        return StoreUnavailable(f"{doing} {path}: {exc}")
+    return exc
+
+
+def _full(path: Path) -> bool:
+    """No room left beside the store (less than a few pages)."""
+    try:
+        return shutil.disk_usage(path.parent).free < 64 * 1024
+    except OSError:
+        return False
+
+
 class SqliteStore:
     """Thread-safe access to one raven.db; each write commits before returning.
 
@@ -85,7 +124,9 @@ class SqliteStore:
             self._db.execute("PRAGMA wal_autocheckpoint = 0")  # see `_grouping`
             with self._lock:
                 migrate(self._db)
-        except (sqlite3.Error, OSError) as exc:
+        except sqlite3.Error as exc:
+            raise store_failure(exc, path, "cannot open the session store") from exc
+        except OSError as exc:
             raise StoreUnavailable(f"cannot open the session store {path}: {exc}") from exc
         self._commits = 0
         self._worker = StoreWorker(group=self.group)
@@ -116,11 +157,17 @@ class SqliteStore:
 
     async def _call(self, call: Callable[[], T], method: Callable[..., T], stage: bool) -> T:
         due = self._commits >= CHECKPOINT_EVERY
-        if method.__name__ in _LOOP_WRITES and self._worker.idle and not due:
-            done, result = self._inline(call, stage)
-            if done:
-                return result  # type: ignore[return-value]
-        return await self._worker.call(call)
+        try:
+            if method.__name__ in _LOOP_WRITES and self._worker.idle and not due:
+                done, result = self._inline(call, stage)
+                if done:
+                    return result  # type: ignore[return-value]
+            return await self._worker.call(call)
+        except sqlite3.Error as exc:
+            failure = store_failure(exc, self._path, "the session store failed")
+            if failure is exc:
+                raise
+            raise failure from exc
 
     def close(self) -> None:
         """Finish queued calls, index the words of new messages, and close."""
@@ -152,8 +199,12 @@ class SqliteStore:
         """
         try:
             self._index_pending()
-        except sqlite3.Error:
-            log.warning("session store upkeep failed; tried again later", exc_info=True)
+        except sqlite3.Error as exc:
+            failure = store_failure(exc, self._path, "session store upkeep failed for")
+            if failure is exc:
+                log.warning("session store upkeep failed; tried again later", exc_info=True)
+            else:  # said plainly: the person acts on it, no traceback helps
+                log.warning("%s", failure)
         finally:
             self._commits = 0
         if wait:

@@ -28,10 +28,17 @@ def private_file(path: Path) -> Path:
     """Create `path` (and its directory) if need be; either way it ends 0600.
 
     SQLite gives a database's -wal and -shm files the database's mode, so a store
-    file made here keeps its journal private too.
+    file made here keeps its journal private too. A symlink is the person's own
+    arrangement (the file kept on another disk, in a dotfiles repository): it is
+    followed, and the file it names is created 0600 if missing but never re-moded, for
+    Raven did not make it.
     """
     private_dir(path.parent)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    if path.is_symlink():
+        if not path.exists():
+            os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+        return path
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
         if os.fstat(fd).st_mode & 0o077:
             os.fchmod(fd, 0o600)

@@ -19,18 +19,20 @@ def enable_command(config: ConfigOption = None) -> None:
     import secrets
 
     from raven.cli.options import load
-    from raven.config import save_config, starter_config
+    from raven.config import resolve_paths, save_config, starter_config
+    from raven.config.store import config_lock
 
-    cfg, paths = load(config, "cli", creates=True)
-    if not paths.config_file.exists():
-        cfg = starter_config()
-    server = cfg.a2a.server
-    minted = "" if server.token else secrets.token_urlsafe(32)
-    server = server.model_copy(update={"enabled": True, "token": server.token or minted})
-    save_config(
-        cfg.model_copy(update={"a2a": cfg.a2a.model_copy(update={"server": server})}),
-        paths.config_file,
-    )
+    with config_lock(resolve_paths(config).config_file):
+        cfg, paths = load(config, "cli", creates=True)
+        if not paths.config_file.exists():
+            cfg = starter_config()
+        server = cfg.a2a.server
+        minted = "" if server.token else secrets.token_urlsafe(32)
+        server = server.model_copy(update={"enabled": True, "token": server.token or minted})
+        save_config(
+            cfg.model_copy(update={"a2a": cfg.a2a.model_copy(update={"server": server})}),
+            paths.config_file,
+        )
     typer.echo(f"A2A enabled in {paths.config_file}")
     if not cfg.models:
         from raven.config.store import NO_MODEL_HINT
@@ -45,14 +47,16 @@ def enable_command(config: ConfigOption = None) -> None:
 def disable_command(config: ConfigOption = None) -> None:
     """Disable the A2A routes on the gateway; the token is kept."""
     from raven.cli.options import load
-    from raven.config import save_config
+    from raven.config import resolve_paths, save_config
+    from raven.config.store import config_lock
 
-    cfg, paths = load(config, "cli")
-    server = cfg.a2a.server.model_copy(update={"enabled": False})
-    save_config(
-        cfg.model_copy(update={"a2a": cfg.a2a.model_copy(update={"server": server})}),
-        paths.config_file,
-    )
+    with config_lock(resolve_paths(config).config_file):
+        cfg, paths = load(config, "cli")
+        server = cfg.a2a.server.model_copy(update={"enabled": False})
+        save_config(
+            cfg.model_copy(update={"a2a": cfg.a2a.model_copy(update={"server": server})}),
+            paths.config_file,
+        )
     typer.echo("A2A disabled (token kept).")
     _tell_gateway(paths.data_dir)
 

@@ -10,6 +10,8 @@ from raven.cli.help import Typer
 from raven.cli.options import ConfigOption
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from raven.config import RavenConfig
 
 app = Typer(help="Show and create the config file.", no_args_is_help=True)
@@ -61,25 +63,33 @@ def init_command(config: ConfigOption = None) -> None:
 
     Keys already set are never changed.
     """
-    from raven.config import load_config, resolve_paths, save_config, starter_config
-    from raven.config.store import NO_MODEL_HINT, add_missing_keys
+    from raven.config import resolve_paths
+    from raven.config.store import config_lock
 
     paths = resolve_paths(config)
-    if not paths.config_file.exists():
+    with config_lock(paths.config_file):
+        _init(paths.config_file)
+
+
+def _init(path: Path) -> None:
+    from raven.config import load_config, save_config, starter_config
+    from raven.config.store import NO_MODEL_HINT, add_missing_keys
+
+    if not path.exists():
         written = starter_config()
-        save_config(written, paths.config_file)
-        typer.echo(f"wrote {paths.config_file}")
+        save_config(written, path)
+        typer.echo(f"wrote {path}")
         if written.default_model:
             typer.echo(f"default model: {written.default_model} (its API key is set)")
         else:
             typer.echo(f"raven: {NO_MODEL_HINT}", err=True)
         return
-    merged, added = add_missing_keys(load_config(paths.config_file), starter_config())
+    merged, added = add_missing_keys(load_config(path), starter_config())
     if not added:
-        typer.echo(f"{paths.config_file} already has every starter key; nothing changed")
+        typer.echo(f"{path} already has every starter key; nothing changed")
         return
-    save_config(merged, paths.config_file)
-    typer.echo(f"added {', '.join(added)} to {paths.config_file} (other keys kept)")
+    save_config(merged, path)
+    typer.echo(f"added {', '.join(added)} to {path} (other keys kept)")
 
 
 def _effective(cfg: RavenConfig) -> dict[str, Any]:

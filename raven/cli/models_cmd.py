@@ -5,7 +5,8 @@ Never writes an API key: a model names the environment variable that holds one."
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -88,15 +89,18 @@ def add_command(
 
     if provider not in VENDOR_KEYS:
         raise ConfigError(f"--provider {provider!r}: use openai or anthropic")
-    cfg, path = _config(config)
-    if any(m.id == name for m in cfg.models):
-        raise ConfigError(f"there is a model {name!r} already; `raven models remove {name}` first")
-    spec = ModelSpec.model_validate(
-        {"id": name, "provider": provider, "model": model, "baseUrl": base_url}
-        | ({"apiKeyEnv": key_env} if key_env else {})
-    )
-    default = cfg.default_model if cfg.default_model and not make_default else name
-    _save(cfg.model_copy(update={"models": [*cfg.models, spec], "default_model": default}), path)
+    with _editing(config) as (cfg, path):
+        if any(m.id == name for m in cfg.models):
+            raise ConfigError(
+                f"there is a model {name!r} already; `raven models remove {name}` first"
+            )
+        spec = ModelSpec.model_validate(
+            {"id": name, "provider": provider, "model": model, "baseUrl": base_url}
+            | ({"apiKeyEnv": key_env} if key_env else {})
+        )
+        default = cfg.default_model if cfg.default_model and not make_default else name
+        models = [*cfg.models, spec]
+        _save(cfg.model_copy(update={"models": models, "default_model": default}), path)
     shown = " (the default)" if default == name else ""
     typer.echo(f"added {name}{shown} to {path}")
 
@@ -107,9 +111,9 @@ def default_command(
     config: ConfigOption = None,
 ) -> None:
     """Make a model the default."""
-    cfg, path = _config(config)
-    _known(cfg, name)
-    _save(cfg.model_copy(update={"default_model": name}), path)
+    with _editing(config) as (cfg, path):
+        _known(cfg, name)
+        _save(cfg.model_copy(update={"default_model": name}), path)
     typer.echo(f"{name} is the default model ({path})")
 
 
@@ -121,23 +125,30 @@ def remove_command(
     """Remove a model from the config (if it was the default, the config then has none)."""
     from raven.config import ConfigError
 
-    cfg, path = _config(config)
-    if all(m.id != name for m in cfg.models):
-        _known(cfg, name)
-        raise ConfigError(f"{name!r} is built in, not in the config: there is nothing to remove")
-    default = None if cfg.default_model == name else cfg.default_model
-    kept = [m for m in cfg.models if m.id != name]
-    _save(cfg.model_copy(update={"models": kept, "default_model": default}), path)
+    with _editing(config) as (cfg, path):
+        if all(m.id != name for m in cfg.models):
+            _known(cfg, name)
+            raise ConfigError(
+                f"{name!r} is built in, not in the config: there is nothing to remove"
+            )
+        default = None if cfg.default_model == name else cfg.default_model
+        kept = [m for m in cfg.models if m.id != name]
+        _save(cfg.model_copy(update={"models": kept, "default_model": default}), path)
     note = "; there is no default model now" if cfg.default_model == name else ""
     typer.echo(f"removed {name} from {path}{note}")
 
 
-def _config(config: str | None) -> tuple[RavenConfig, Path]:
-    """The config file's settings (none yet: an empty config) and its path."""
+@contextmanager
+def _editing(config: str | None) -> Iterator[tuple[RavenConfig, Path]]:
+    """The config file's settings (none yet: an empty config) and its path, read and
+    written back while no other Raven edits it."""
     from raven.cli.options import load
+    from raven.config import resolve_paths
+    from raven.config.store import config_lock
 
-    cfg, paths = load(config, "cli", creates=True)
-    return cfg, paths.config_file
+    with config_lock(resolve_paths(config).config_file):
+        cfg, paths = load(config, "cli", creates=True)
+        yield cfg, paths.config_file
 
 
 def _known(cfg: RavenConfig, name: str) -> None:

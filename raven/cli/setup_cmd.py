@@ -67,6 +67,7 @@ def setup_command(config: ConfigOption = None) -> int:
     """Pick a model (a local server it finds, a base URL, OpenAI or Anthropic), write it to
     the config and test one turn."""
     from raven.config import load_config, resolve_paths, save_config, starter_config
+    from raven.config.store import config_lock
 
     paths = resolve_paths(config)
     typer.echo("Looking for model servers on this machine…", err=True)
@@ -94,12 +95,14 @@ def setup_command(config: ConfigOption = None) -> int:
     spec |= {"model": model} | ({"baseUrl": base_url} if base_url else {})
     spec |= {"apiKeyEnv": key_env} if key_env else {}
 
-    current = load_config(paths.config_file) if paths.config_file.exists() else starter_config()
-    body = current.model_dump(mode="json", by_alias=True, exclude_none=True)
-    body["models"] = [m for m in body.get("models", []) if m.get("id") != "setup"] + [spec]
-    body["defaultModel"] = "setup"
-    updated = type(current).model_validate(body)
-    save_config(updated, paths.config_file)
+    with config_lock(paths.config_file):
+        exists = paths.config_file.exists()
+        current = load_config(paths.config_file) if exists else starter_config()
+        body = current.model_dump(mode="json", by_alias=True, exclude_none=True)
+        body["models"] = [m for m in body.get("models", []) if m.get("id") != "setup"] + [spec]
+        body["defaultModel"] = "setup"
+        updated = type(current).model_validate(body)
+        save_config(updated, paths.config_file)
     typer.echo(f"wrote {paths.config_file} (model {model}, the default now)", err=True)
     return _test_turn(updated, paths)
 

@@ -5,12 +5,15 @@ Never leaves a half-written file and never prints a secret.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
 import stat
 import tempfile
-from collections.abc import Mapping
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -109,9 +112,44 @@ def save_config(config: RavenConfig, path: Path) -> None:
     write_private_file(path, body)
 
 
-def write_private_file(path: Path, body: str) -> None:
+LOCK_WAIT_S = 10.0
+"""How long an edit of the config waits for another Raven's edit to finish."""
+
+
+@contextmanager
+def config_lock(path: Path) -> Iterator[None]:
+    """Hold the config's edit lock while reading, changing and writing it: ten `raven
+    models add` at once keep all ten models. The lock is a file beside the config (the
+    file a symlink names); `ConfigError` when another edit holds it past `LOCK_WAIT_S`."""
     from raven.private_files import private_dir
 
+    target = path.resolve() if path.is_symlink() else path
+    private_dir(target.parent)
+    fd = os.open(target.with_name(f".{target.name}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise ConfigError(
+                        f"{path}: another Raven has been editing it for over {LOCK_WAIT_S:g}s"
+                    ) from None
+                time.sleep(0.01)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def write_private_file(path: Path, body: str) -> None:
+    """Replace `path` with `body` atomically (a temporary file beside it, then a rename),
+    mode 0600; a symlink is written through, to the file it names, and stays a link."""
+    from raven.private_files import private_dir
+
+    if path.is_symlink():
+        path = path.resolve()
     private_dir(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=".config-", suffix=".tmp", dir=path.parent)
     try:

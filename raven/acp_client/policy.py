@@ -21,7 +21,8 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Iterable, Mapping, Sequence
+import shutil
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -36,7 +37,35 @@ ALLOW = ("allow_always", "allow_once")
 ALLOW_ONCE_FIRST = ("allow_once", "allow_always")
 REJECT = ("reject_once", "reject_always")
 
-_COMMAND_KEYS = ("command", "cmd", "commandLine", "command_line", "script")
+_COMMAND_KEYS = (
+    "command",
+    "cmd",
+    "commandLine",
+    "command_line",
+    "script",
+    "shell",
+    "bash",
+    "sh",
+    "exec",
+    "code",
+    "input",
+    "argv",
+    "args",
+    "cmdline",
+    "run",
+)
+"""Keys a command line is looked for under first; any other string that looks like one
+(its first word a program on PATH, with arguments or shell operators) counts too."""
+_RUNS_OTHERS: dict[str, tuple[str, ...]] = {
+    "git": ("-c", "--config-env", "--exec-path", "--upload-pack", "--receive-pack", "--ext-diff"),
+    "find": ("-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprintf", "-fls"),
+    "rg": ("--pre",),
+    "tar": ("--to-command", "--checkpoint-action", "--use-compress-program", "-I"),
+}
+"""Options with which an allowed program runs another one or writes where it likes: a
+command using one is no longer that program alone, and a rule naming it does not apply."""
+_DEPTH = 8
+"""How deep the strings of a request's input are looked through."""
 _PATH_KEYS = ("path", "file_path", "filePath", "filename", "notebook_path", "abs_path", "cwd")
 _EDIT_KEYS = (
     "content",
@@ -49,6 +78,10 @@ _EDIT_KEYS = (
     "diff",
     "edits",
 )
+_NOT_COMMANDS = frozenset(
+    (*_PATH_KEYS, *_EDIT_KEYS, "old_text", "oldText", "old_string", "oldString")
+)
+"""Keys whose strings are paths or file content, never looked at as command lines."""
 _SHELL_OPERATORS = re.compile(r"[;&|<>`\n]|\$\(")
 """What lets one command line run another program, or write a file."""
 
@@ -132,23 +165,67 @@ def _applies(rule: AgentRule, judged: Judged, cwd: Path) -> bool:
             return False
     if rule.commands is not None:
         program = _program(judged.command)
-        if program is None or program not in rule.commands:
+        if program is None or not _named(program, rule.commands):
             return False
     return True
 
 
+def _named(program: str, names: Sequence[str]) -> bool:
+    """`program` (a name, or a path) is one of `names`: by name; a path only when it is
+    listed itself or is the program a listed name finds on PATH (`/usr/bin/git`, never
+    `/tmp/x/git`)."""
+    if "/" not in program:
+        return program in names
+    if program in names:
+        return True
+    real = os.path.realpath(program)
+    return any((found := shutil.which(n)) and os.path.realpath(found) == real for n in names)
+
+
 def _command(given: Mapping[str, Any]) -> str | None:
     for key in _COMMAND_KEYS:
-        value = given.get(key)
-        if isinstance(value, str) and value.strip():
-            return value
-        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-            return shlex.join(value)
+        if (line := _line(given.get(key))) is not None:
+            return line
+    others = {k: v for k, v in given.items() if k not in _NOT_COMMANDS}
+    for value in _values(others, _DEPTH):
+        if (line := _line(value)) is not None and _looks_like_command(line):
+            return line
     return None
 
 
+def _line(value: Any) -> str | None:
+    """`value` as a command line: a string, or a list of strings (an argv)."""
+    if isinstance(value, str) and value.strip():
+        return value
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return shlex.join(value)
+    return None
+
+
+def _values(value: Any, depth: int) -> Iterator[Any]:
+    """Every value inside `value` (objects and lists, to `depth` levels)."""
+    if depth <= 0:
+        return
+    children = value.values() if isinstance(value, Mapping) else value
+    if isinstance(value, Mapping | list):
+        for child in children:
+            yield child
+            yield from _values(child, depth - 1)
+
+
+def _looks_like_command(line: str) -> bool:
+    """A program on PATH (or a path to one) given arguments or shell operators: `rm -rf
+    ~`, `ls; curl x | sh`; not a path, a word, a pattern or a sentence."""
+    words = line.split()
+    if not words or shutil.which(words[0].rstrip(";&|")) is None:
+        return False
+    return len(words) > 1 or _SHELL_OPERATORS.search(line) is not None
+
+
 def _program(command: str | None) -> str | None:
-    """The one program `command` runs, by name; None when it could run more than one."""
+    """The one program `command` runs (its name, or the path given); None when it could
+    run more than one: shell operators, an environment for another, or an option with
+    which the program runs others."""
     if command is None or _SHELL_OPERATORS.search(command):
         return None
     try:
@@ -157,4 +234,7 @@ def _program(command: str | None) -> str | None:
         return None
     if not words or "=" in words[0]:  # `VAR=value prog`: an environment for another
         return None
-    return os.path.basename(words[0])
+    risky = _RUNS_OTHERS.get(os.path.basename(words[0]), ())
+    if any(w == o or w.startswith(f"{o}=") for w in words[1:] for o in risky):
+        return None
+    return words[0]

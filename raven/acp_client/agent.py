@@ -20,7 +20,7 @@ from raven import __version__
 from raven.acp import protocol as p
 from raven.acp.handshake import PROTOCOL_VERSION
 from raven.acp_client.policy import REJECT, Judged, decide, judge, pick
-from raven.acp_client.process import ChildProcess
+from raven.acp_client.process import ChildProcess, why_not_started
 from raven.config import AgentSpec
 from raven.errors import RavenError
 from raven.jsonrpc import METHOD_NOT_FOUND, Connection, ConnectionClosed, FrameReader, RpcError
@@ -107,9 +107,8 @@ class SubAgent:
                 self.spec.name, self.spec.command, self.spec.args, self.spec.env, self.cwd
             )
         except OSError as exc:
-            raise SubAgentError(
-                f"sub-agent {self.spec.name}: cannot start {self.spec.command!r}: {exc.strerror}"
-            ) from None
+            why = why_not_started(self.spec.name, self.spec.command, self.cwd, exc)
+            raise SubAgentError(why) from None
         proc = self._child.proc
         assert proc.stdin is not None and proc.stdout is not None
         stdin = proc.stdin

@@ -12,7 +12,7 @@ import contextlib
 from pathlib import Path
 
 from raven.acp_client.agent import MAX_ANSWER_CHARS, Outcome, SubAgentError
-from raven.acp_client.process import ChildProcess
+from raven.acp_client.process import ChildProcess, why_not_started
 from raven.config import AgentSpec
 from raven.tools import Capped
 
@@ -27,9 +27,7 @@ async def run_cli(spec: AgentSpec, task: str, cwd: Path) -> Outcome:
     try:
         child = await ChildProcess.spawn(spec.name, spec.command, args, spec.env, cwd)
     except OSError as exc:
-        raise SubAgentError(
-            f"sub-agent {spec.name}: cannot start {spec.command!r}: {exc.strerror}"
-        ) from None
+        raise SubAgentError(why_not_started(spec.name, spec.command, cwd, exc)) from None
     proc = child.proc
     assert proc.stdin is not None and proc.stdout is not None
     try:

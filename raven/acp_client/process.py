@@ -30,6 +30,15 @@ STOP_GRACE_S = 2.0
 KILL_GRACE_S = 3.0
 
 
+def why_not_started(name: str, command: str, cwd: Path, exc: OSError) -> str:
+    """Why sub-agent `name` could not be started: a working directory that is not there is
+    said as such (the system says "No such file or directory" for it, as for a missing
+    command)."""
+    if not cwd.is_dir():
+        return f"sub-agent {name}: its working directory {cwd} does not exist"
+    return f"sub-agent {name}: cannot start {command!r}: {exc.strerror}"
+
+
 class ChildProcess:
     """One running sub-agent process and the tail of what it wrote to stderr."""
 

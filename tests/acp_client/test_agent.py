@@ -492,3 +492,23 @@ async def test_the_typescript_sdks_example_agent_is_driven(
         "example: → Modifying critical configuration file",
         "example: ✓ Modifying critical configuration file",
     ]
+
+
+@pytest.mark.parametrize("protocol", ["acp", "cli"])
+async def test_a_working_directory_that_is_gone_is_said_as_such(
+    protocol: str, tmp_path: Path
+) -> None:
+    from raven.acp_client import AgentsSource
+    from raven.config import AgentSpec, Limits
+    from raven.tools import ToolContext, ToolError
+
+    async def nobody(question: object) -> None:
+        return None
+
+    gone = tmp_path / "gone"
+    spec = AgentSpec(name="kid", protocol=protocol, command=sys.executable, args=["-V"])
+    ctx = ToolContext(cwd=gone, limits=Limits(), ask=nobody, session_id="s")
+    with pytest.raises(ToolError) as failed:
+        await AgentsSource([spec]).delegate(ctx, "kid", "anything")
+    assert f"its working directory {gone} does not exist" in str(failed.value)
+    assert "cannot start" not in str(failed.value)  # the command is there

@@ -149,7 +149,14 @@ async def _rpc(request: web.Request) -> web.StreamResponse:
             log.warning("a Raven RPC socket took no message for %gs; dropped", SEND_TIMEOUT_S)
             peer.hang_up()
 
-    peer = Peer(hub, send, drop, blocked)
+    def waiting() -> int:
+        return (
+            0 if transport.is_closing() else transport.get_write_buffer_size() + _unread(ws_socket)
+        )
+
+    ws_socket = transport.get_extra_info("socket")
+
+    peer = Peer(hub, send, drop, blocked, waiting)
     hub.peers.add(peer)
     serving = asyncio.create_task(peer.connection.serve())
     try:
@@ -165,6 +172,20 @@ async def _rpc(request: web.Request) -> web.StreamResponse:
         await serving
         await peer.connection.finish(1.0)
     return ws
+
+
+def _unread(sock: Any) -> int:
+    """Bytes the kernel holds for the socket that its peer has not taken (sent and not
+    yet acknowledged, or not yet sent: Linux's SIOCOUTQ); 0 where it cannot tell."""
+    import fcntl
+    import struct
+    import termios
+
+    try:
+        answer = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0")
+    except (OSError, AttributeError, ValueError):
+        return 0
+    return int(struct.unpack("i", answer)[0])
 
 
 async def _hang_up(ws: web.WebSocketResponse, transport: asyncio.Transport) -> None:

@@ -155,14 +155,17 @@ MAX_BACKLOG_BYTES = 4 * 1024 * 1024
 STALL_S = 5.0
 """A UI whose socket takes nothing more (its send buffer is full) is dropped once
 `MAX_BACKLOG_BYTES` wait for it, or `MAX_BACKLOG_FRAMES` with none taken for `STALL_S`,
-rather than buffered without limit. A UI that keeps reading is never dropped for a burst."""
+rather than buffered without limit; and, whatever waits, once its socket has taken
+nothing for `STALL_S` after the frames stop coming (a UI that stopped reading as a turn
+ended). A UI that keeps reading is never dropped for a burst."""
 
 
 class Peer:
     """One connected UI: a JSON-RPC connection over its WebSocket's text messages.
 
     `blocked` says whether the socket can take no more now (its transport's buffer is
-    full); `drop` hangs it up (close code 1013).
+    full), `waiting` how many bytes it holds that the UI has not taken; `drop` hangs it
+    up (close code 1013).
     """
 
     def __init__(
@@ -171,15 +174,23 @@ class Peer:
         send: Callable[[str], Any],
         drop: Callable[[], Any],
         blocked: Callable[[], bool],
+        waiting: Callable[[], int],
     ) -> None:
         self._hub = hub
         self._send = send
         self._drop = drop
         self._blocked = blocked
+        self._waiting = waiting
+        """Bytes the socket holds, not yet taken by the UI."""
+        self._sent = 0
+        self._watched = (0, 0)
+        """(bytes waiting, frames sent) when the watch was armed."""
         self.dropped = False
         self.following: dict[str, tuple[LiveSession, Callable[[], None]]] = {}
         """session id → the live session this UI follows, and what stops that."""
         self._progress = time.monotonic()
+        self._watch: asyncio.TimerHandle | None = None
+        """Armed while the socket is blocked: drops the UI if it takes nothing meanwhile."""
         self.reader = asyncio.StreamReader()
         self.connection = Connection(
             FrameReader(self.reader), self._write, self, outbound=redact_json
@@ -210,6 +221,9 @@ class Peer:
     def _takes_more(self) -> bool:
         if self.dropped:
             return False
+        self._sent += 1
+        if self._watch is None:
+            self._watch_from(self._waiting())
         if self._behind():
             log.warning(
                 "a Raven RPC socket takes nothing more (%d frames, %d bytes waiting); dropped",
@@ -226,8 +240,34 @@ class Peer:
             followed[1]()
             self._hub.unfollowed(session_id)
 
+    def _watch_from(self, waiting: int) -> None:
+        """While bytes wait in the socket, look again in `STALL_S`."""
+        if waiting:
+            self._watched = (waiting, self._sent)
+            self._watch = asyncio.get_running_loop().call_later(STALL_S, self._stalled)
+
+    def _stalled(self) -> None:
+        """The watch's end: with nothing sent since, a socket that took none of what
+        waited in it is dropped (the backlog rules judge it while frames keep coming)."""
+        self._watch = None
+        if self.dropped:
+            return
+        waiting, sent = self._waiting(), self._sent
+        if waiting and sent == self._watched[1] and waiting >= self._watched[0]:
+            log.warning(
+                "a Raven RPC socket took nothing for %gs (%d bytes waiting); dropped",
+                STALL_S,
+                waiting,
+            )
+            self.hang_up()
+        else:
+            self._watch_from(waiting)
+
     def hang_up(self) -> None:
         """Stop sending to this UI and close its socket (1013), once."""
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
         if not self.dropped:
             self.dropped = True
             self._hub.forget(self)

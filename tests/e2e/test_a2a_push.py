@@ -179,7 +179,10 @@ async def test_a_receiver_that_never_answers_is_disabled_and_never_holds_the_tas
     assert state["lastError"] == "no answer within 0.3 s"
     assert state["failedInARow"] == 2 and state["failedAttempts"] == 4
     assert "delivered" not in state or state["delivered"] == 0
-    assert len(receiver.at("/silent")) == 4  # two notifications, two attempts each, then none
+    # Two notifications, two attempts each, then none, as the server counted them above;
+    # the receiver sees the attempts that reached it before their 0.3 s ran out (on a
+    # loaded machine one may not, which is no failure of Raven's), never more.
+    assert 1 <= len(receiver.at("/silent")) <= 4
 
 
 async def test_redirects_are_not_followed(serve: Any, receiver: Receiver) -> None:

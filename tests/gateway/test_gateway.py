@@ -429,30 +429,20 @@ async def test_a_question_is_answered_over_rpc(gateway: Any, tmp_path: Path) -> 
     await ui.close()
 
 
-async def test_a_socket_too_slow_to_keep_up_is_dropped_and_the_others_go_on(
-    gateway: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def _silent_subscriber(port: int, sid: str) -> socket.socket:
+    """A UI that subscribes to `sid`, then never reads: a raw WebSocket with a small
+    receive buffer."""
     import base64
     import os
 
-    monkeypatch.setattr("raven.gateway.rpc.MAX_BACKLOG_FRAMES", 20)
-    monkeypatch.setattr("raven.gateway.rpc.STALL_S", 0.5)
-    # ~6 MB, past what the kernel buffers of a socket hold, in few events: the cost of
-    # the test is the volume, not thousands of events (which a loaded machine took over
-    # half a minute to stream).
-    words = " ".join("w" * 15_000 + str(i) for i in range(400))
-    g = await gateway([{"text": words, "wordDelayMs": 1}])
-    reader = await g.connect()
-    sid = (await reader.call("session.create", cwd=str(tmp_path)))["sessionId"]
-    # A UI that subscribes, then never reads: a raw socket with a small receive buffer.
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     sock.setblocking(False)
     loop = asyncio.get_running_loop()
-    await loop.sock_connect(sock, ("127.0.0.1", g.server.port))
+    await loop.sock_connect(sock, ("127.0.0.1", port))
     key = base64.b64encode(os.urandom(16)).decode()
     handshake = (
-        f"GET /rpc HTTP/1.1\r\nHost: 127.0.0.1:{g.server.port}\r\nUpgrade: websocket\r\n"
+        f"GET /rpc HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
         f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
         f"Authorization: Bearer {TOKEN}\r\n\r\n"
     )
@@ -465,15 +455,61 @@ async def test_a_socket_too_slow_to_keep_up_is_dropped_and_the_others_go_on(
     masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
     assert len(payload) < 126
     await loop.sock_sendall(sock, bytes([0x81, 0x80 | len(payload)]) + mask + masked)
-    await reader.call("system.hello")  # the subscription is in before the turn starts
-    await reader.call("turn.send", sessionId=sid, text="talk a lot")
+    return sock
+
+
+async def _turn_heard(reader: Any, sid: str, text: str) -> None:
+    await reader.call("system.hello")  # the subscriptions are in before the turn starts
+    await reader.call("turn.send", sessionId=sid, text=text)
     async with asyncio.timeout(30):
         while not reader.events("TurnEnded"):
             reader.arrived.clear()
             await reader.arrived.wait()
+
+
+async def test_a_socket_too_slow_to_keep_up_is_dropped_and_the_others_go_on(
+    gateway: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("raven.gateway.rpc.MAX_BACKLOG_FRAMES", 20)
+    monkeypatch.setattr("raven.gateway.rpc.STALL_S", 0.5)
+    # ~6 MB, past what the kernel buffers of a socket hold, in few events: the cost of
+    # the test is the volume, not thousands of events (which a loaded machine took over
+    # half a minute to stream).
+    words = " ".join("w" * 15_000 + str(i) for i in range(400))
+    g = await gateway([{"text": words, "wordDelayMs": 1}])
+    reader = await g.connect()
+    sid = (await reader.call("session.create", cwd=str(tmp_path)))["sessionId"]
+    sock = await _silent_subscriber(g.server.port, sid)
+    await _turn_heard(reader, sid, "talk a lot")
     assert len(reader.events("AgentText")) == 400
     hub = g.server.app[HUB]
     assert [sid in peer.following for peer in hub.peers] == [True]  # the slow one was dropped
+    sock.close()
+    await reader.close()
+
+
+async def test_a_socket_that_stops_reading_as_the_turn_ends_is_closed_1013(
+    gateway: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What waits for it is under every backlog limit and no frame comes after: it is
+    closed all the same once it has taken nothing for `STALL_S`, not kept open for ever."""
+    monkeypatch.setattr("raven.gateway.rpc.STALL_S", 0.5)
+    words = " ".join("w" * 10_000 + str(i) for i in range(150))  # 1.5 MB: under the limits
+    g = await gateway([{"text": words}])
+    reader = await g.connect()
+    sid = (await reader.call("session.create", cwd=str(tmp_path)))["sessionId"]
+    sock = await _silent_subscriber(g.server.port, sid)
+    await _turn_heard(reader, sid, "talk")
+    hub = g.server.app[HUB]
+    async with asyncio.timeout(10):
+        while len(hub.peers) > 1:
+            await asyncio.sleep(0.05)
+    sock.setblocking(True)
+    sock.settimeout(10)
+    received = b""
+    while not (chunk := await asyncio.to_thread(sock.recv, 1 << 20)) == b"":
+        received += chunk  # what was waiting, then the close frame
+    assert b"\x88\x0a\x03\xf5too slow" in received  # close, 1013 "too slow"
     sock.close()
     await reader.close()
 

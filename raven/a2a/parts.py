@@ -23,6 +23,9 @@ from raven.config import A2AServerConfig
 
 TEXT_TYPES = ("text/plain", "text/*")
 FILE_FALLBACK_TYPE = "application/octet-stream"
+MAX_FILES_PER_MESSAGE = 32
+"""Inline files one message may leave in the task's inbox (each within `maxFileBytes`):
+a peer cannot fill a folder with thousands."""
 
 
 def input_modes(settings: A2AServerConfig) -> list[str]:
@@ -32,7 +35,13 @@ def input_modes(settings: A2AServerConfig) -> list[str]:
 
 def check_parts(message: Message, settings: A2AServerConfig) -> None:
     """Raise the A2A error for a part Raven will not take: too large, or of a type it does
-    not accept (-32005, listing what it does)."""
+    not accept (-32005, listing what it does), or more files than one message may leave."""
+    files = sum(1 for part in message.parts if part.WhichOneof("content") == "raw")
+    if files > MAX_FILES_PER_MESSAGE:
+        raise InvalidParamsError(
+            message=f"the message carries {files} files; a message may carry at most "
+            f"{MAX_FILES_PER_MESSAGE} (send the rest in another, or as one archive)"
+        )
     for index, part in enumerate(message.parts):
         kind = part.WhichOneof("content")
         media_type = part.media_type

@@ -194,6 +194,11 @@ class _Note:
     body: bytes
 
 
+MAX_CONFIGS_PER_TASK = 10
+"""Push configs one task takes (a peer could otherwise make every update fan out to
+thousands of URLs); re-creating one by its id replaces it."""
+
+
 class _Outbox:
     def __init__(self) -> None:
         self.queue: asyncio.Queue[tuple[TaskPushNotificationConfig, _Note]] = asyncio.Queue(
@@ -239,6 +244,12 @@ class Push:
             raise PushRefused("the push config's authentication has no scheme")
         given = TaskPushNotificationConfig()
         given.CopyFrom(config)
+        held = await self._store.get_info(task_id, context)
+        if len(held) >= MAX_CONFIGS_PER_TASK and all(c.id != given.id for c in held):
+            raise PushRefused(
+                f"a task takes at most {MAX_CONFIGS_PER_TASK} push configs; "
+                "delete one before adding another"
+            )
         if not given.token:
             given.token = secrets.token_urlsafe(32)
         stored = await self._store.set_info(task_id, given, context)

@@ -122,6 +122,10 @@ def test_files_over_the_cap_and_unaccepted_types_are_refused(serve: Any) -> None
     assert big["code"] == -32602 and "maxFileBytes (1024 bytes)" in big["message"]
     image = send(server, {"text": "x"}, file_part("a.png", b"png", "image/png"))["error"]
     assert image["code"] == -32005 and "text/plain, application/json, text/*" in image["message"]
+    many = [file_part(f"f{n}.txt", b"x") for n in range(3000)]  # a folder's worth, small
+    flood = send(server, {"text": "x"}, *many)["error"]
+    assert flood["code"] == -32602 and "at most 32" in flood["message"]
+    assert server.call("ListTasks", {})["result"]["tasks"] == []  # nothing written, no task
 
 
 def test_a_21_mib_file_gets_the_error_naming_the_default_cap(serve: Any) -> None:

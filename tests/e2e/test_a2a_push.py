@@ -224,3 +224,22 @@ async def test_private_addresses_are_refused_unless_allow_listed(
     )
     assert public["result"]["url"] == "https://hooks.example.com/a2a"
     assert receiver.hits == []
+    # A task takes ten configs at most; re-creating one by its id replaces it.
+    for n in range(2, 11):
+        made = server.call(
+            "CreateTaskPushNotificationConfig",
+            {"taskId": task["id"], "id": f"c{n}", "url": f"https://hooks.example.com/{n}"},
+        )
+        assert made["result"]["id"] == f"c{n}", made
+    over = server.call(
+        "CreateTaskPushNotificationConfig",
+        {"taskId": task["id"], "id": "c11", "url": "https://hooks.example.com/11"},
+    )
+    assert over["error"]["code"] == -32602 and "at most 10" in over["error"]["message"]
+    again = server.call(
+        "CreateTaskPushNotificationConfig",
+        {"taskId": task["id"], "id": "c5", "url": "https://hooks.example.com/five"},
+    )
+    assert again["result"]["url"] == "https://hooks.example.com/five"
+    listed = server.call("ListTaskPushNotificationConfigs", {"taskId": task["id"]})["result"]
+    assert len(listed["configs"]) == 10

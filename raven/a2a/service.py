@@ -397,6 +397,14 @@ class TaskService:
         )
         _stamp(first.status)
         snapshot = await self._write(task, first, follower)
+        session_id = self._conversations.session_id(owner, task.context_id)
+        refusal = self._admission.refusal(session_id) if follower is None else None
+        if refusal is not None:  # answered REJECTED now, not SUBMITTED then REJECTED later
+            try:
+                await self._update(task, TaskState.TASK_STATE_REJECTED, refusal)
+                return await self._cached(task), None
+            finally:
+                await self._settle(task)
         task.runner = asyncio.create_task(
             self._run(task, message, data, first=True), name=f"a2a:{task.id}"
         )

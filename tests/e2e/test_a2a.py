@@ -931,44 +931,64 @@ def transcript(home: Path) -> list[tuple[str, str]]:
     return [(m.role, getattr(m, "text", "")) for m in messages if m.role != "tool"]
 
 
+async def held(server: A2AServer, text: str) -> dict[str, Any]:
+    """A task that holds its conversation until `release` (its model asks a question the
+    test answers): what queues behind it stays queued however slow the machine is, where a
+    model that merely took its time could end first."""
+    first = server.call("SendMessage", message(text) | IMMEDIATELY)["result"]["task"]
+    return await reaches(server, first["id"], "TASK_STATE_INPUT_REQUIRED")
+
+
+def release(server: A2AServer, task: dict[str, Any]) -> None:
+    answer = message("go on", taskId=task["id"], contextId=task["contextId"])
+    assert "result" in server.call("SendMessage", answer | IMMEDIATELY)
+
+
 async def test_tasks_of_a_busy_conversation_queue_and_run_in_arrival_order(
     serve: Any, home: Path
 ) -> None:
-    server = serve([{"text": f"r{i}", "delayMs": 300} for i in range(5)])
-    first = server.call("SendMessage", message("t0") | IMMEDIATELY)["result"]["task"]
-    assert first["status"]["state"] in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING")
+    server = serve([asks("Ready?"), *({"text": f"r{i}"} for i in range(5))])
+    first = await held(server, "t0")
     context = {"contextId": first["contextId"]}
     queued = [
         server.call("SendMessage", message(f"t{i}", **context) | IMMEDIATELY)["result"]["task"]
         for i in range(1, 5)
     ]
     assert {t["status"]["state"] for t in queued} == {"TASK_STATE_SUBMITTED"}
+    release(server, first)
     done = [await reaches(server, t["id"], "TASK_STATE_COMPLETED") for t in [first, *queued]]
     assert [t["status"]["message"]["parts"][0]["text"] for t in done] == [f"r{i}" for i in range(5)]
+    said = [(role, text) for role, text in transcript(home) if text and text != "go on"]
     expected = [turn for i in range(5) for turn in (("user", f"t{i}"), ("assistant", f"r{i}"))]
-    assert transcript(home) == expected
+    assert said == expected
 
 
 async def test_a_full_conversation_queue_rejects_with_the_reason(serve: Any) -> None:
-    server = serve([{"text": "slow", "delayMs": 1500}], max_queued_per_context=1)
-    first = server.call("SendMessage", message("one") | IMMEDIATELY)["result"]["task"]
-    await reaches(server, first["id"], "TASK_STATE_WORKING")
+    server = serve([asks("Ready?"), {"text": "done"}], max_queued_per_context=1)
+    first = await held(server, "one")
     context = {"contextId": first["contextId"]}
     second = server.call("SendMessage", message("two", **context) | IMMEDIATELY)["result"]
     assert second["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
     third = server.call("SendMessage", message("three", **context))["result"]["task"]
     assert third["status"]["state"] == "TASK_STATE_REJECTED"
     assert "1 tasks waiting" in third["status"]["message"]["parts"][0]["text"]
+    # Answered at once as well: REJECTED, never SUBMITTED first and REJECTED a moment later.
+    fourth = server.call("SendMessage", message("four", **context) | IMMEDIATELY)["result"]
+    assert fourth["task"]["status"]["state"] == "TASK_STATE_REJECTED"
+    got = server.call("GetTask", {"id": fourth["task"]["id"]})["result"]
+    assert got["status"]["state"] == "TASK_STATE_REJECTED"
+    release(server, first)
+    await reaches(server, second["task"]["id"], "TASK_STATE_COMPLETED")
 
 
 async def test_a_queued_task_can_be_cancelled_before_it_runs(serve: Any, home: Path) -> None:
-    server = serve([{"text": "first done", "delayMs": 1000}])
-    first = server.call("SendMessage", message("one") | IMMEDIATELY)["result"]["task"]
-    await reaches(server, first["id"], "TASK_STATE_WORKING")
+    server = serve([asks("Ready?"), {"text": "first done"}])
+    first = await held(server, "one")
     context = {"contextId": first["contextId"]}
     queued = server.call("SendMessage", message("two", **context) | IMMEDIATELY)["result"]["task"]
     cancelled = server.call("CancelTask", {"id": queued["id"]})["result"]
     assert cancelled["status"]["state"] == "TASK_STATE_CANCELED"
+    release(server, first)
     await reaches(server, first["id"], "TASK_STATE_COMPLETED")
     after = server.call("GetTask", {"id": queued["id"]})["result"]
     assert after["status"]["state"] == "TASK_STATE_CANCELED"

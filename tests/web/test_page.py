@@ -589,6 +589,31 @@ def test_raven_web_on_a_running_gateway_prints_a_fresh_link(page: Page, web: Web
         stranger.close()
 
 
+def test_a_long_streamed_answer_is_drawn_in_linear_time(page: Page, web: WebGateway) -> None:
+    """A 2 MB answer arriving in 2,100 frames: each frame draws what changed, not the whole
+    answer again (which took a minute of main-thread time), and ends as drawn whole."""
+    login(page, web.login_link())
+    result = page.evaluate(
+        """async () => {
+            const { drawAnswer } = await import("/app/transcript.js");
+            const { renderMarkdown } = await import("/app/markdown.js");
+            const chunk = ("word ".repeat(60) + "\\n\\n") + "```py\\nx = 1\\n\\ny = 2\\n```\\n\\n";
+            const answer = { node: document.createElement("div"), text: "", settled: 0, live: [] };
+            const started = performance.now();
+            for (let frame = 0; frame < 2100; frame += 1) {
+                answer.text += chunk.repeat(3);
+                drawAnswer(answer);
+            }
+            const ms = performance.now() - started;
+            const whole = document.createElement("div");
+            whole.append(renderMarkdown(answer.text));
+            return { ms, size: answer.text.length, same: whole.innerHTML === answer.node.innerHTML };
+        }"""
+    )
+    assert result["size"] > 2_000_000 and result["same"], result
+    assert result["ms"] < 5000, result  # drawn whole at each frame: over a minute
+
+
 def test_markdown_renders_in_linear_time_whatever_the_answer_holds(
     page: Page, web: WebGateway
 ) -> None:
@@ -603,6 +628,9 @@ def test_markdown_renders_in_linear_time_whatever_the_answer_holds(
                 brackets: "[a](".repeat(30000),
                 mixed: "**a _b `c [d](e ".repeat(8000),
                 comment: "```c\\n" + "/*".repeat(50000) + "\\n```",
+                quotes: ">".repeat(20000) + " deep",
+                nested: "> ".repeat(6000) + "deep\\n".repeat(3),
+                ticks: "a`b".repeat(50000),
             };
             const out = {};
             for (const [name, text] of Object.entries(inputs)) {
@@ -615,6 +643,17 @@ def test_markdown_renders_in_linear_time_whatever_the_answer_holds(
     )
     assert timings["backticks"] < 50, timings
     assert all(ms < 1000 for ms in timings.values()), timings  # each was seconds before
+    # Quotes nested thousands deep render (they threw RangeError: the stack overflowed),
+    # as sixteen levels with the rest as the text they hold.
+    deep = page.evaluate(
+        """async () => {
+            const { renderMarkdown } = await import("/app/markdown.js");
+            const div = document.createElement("div");
+            div.append(renderMarkdown("> ".repeat(20000) + "the answer"));
+            return [div.querySelectorAll("blockquote").length, div.textContent.slice(-10)];
+        }"""
+    )
+    assert deep == [17, "the answer"], deep
     rendered = page.evaluate(
         """async () => {
             const { renderMarkdown } = await import("/app/markdown.js");

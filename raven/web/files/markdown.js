@@ -12,7 +12,11 @@ function el(tag, className, text) {
   return node;
 }
 
-export function renderMarkdown(source) {
+// Quotes nest this deep at most; deeper `>` lines show as the text they hold (6,000 levels
+// overflowed the stack, and each level re-read every line below it).
+const MAX_QUOTE_DEPTH = 16;
+
+export function renderMarkdown(source, depth = 0) {
   const root = document.createDocumentFragment();
   const lines = source.replace(/\r\n?/g, "\n").split("\n");
   let i = 0;
@@ -49,7 +53,8 @@ export function renderMarkdown(source) {
       const quoted = [];
       while (i < lines.length && /^\s*>/.test(lines[i])) quoted.push(lines[i++].replace(/^\s*> ?/, ""));
       const quote = el("blockquote");
-      quote.append(renderMarkdown(quoted.join("\n")));
+      if (depth < MAX_QUOTE_DEPTH) quote.append(renderMarkdown(quoted.join("\n"), depth + 1));
+      else quote.append(el("p", null, quoted.join("\n")));
       root.append(quote);
       continue;
     }

@@ -23,6 +23,7 @@ from a2a.types import ListTasksRequest, ListTasksResponse, Task, TaskState
 
 from raven.config import A2AServerConfig, ConfigError
 from raven.config.paths import Paths
+from raven.errors import RavenError
 
 if TYPE_CHECKING:
     from a2a.server.cluster import DatabaseTaskEventStream, VersionedDatabaseTaskStore
@@ -75,6 +76,17 @@ class BoundedMemoryTaskStore(TaskStore):
         await self._tasks.delete(task_id, context)
 
 
+class TaskStoreDamaged(RavenError):
+    """The A2A task store's SQLite file is not whole."""
+
+
+def _damaged(database: str | None, said: object) -> str:
+    return (
+        f"cannot open the A2A task store {database}: it is damaged ({said}); move it aside "
+        "to start a new one (its tasks are lost), or put back a copy"
+    )
+
+
 @dataclass
 class Shared:
     """A database store: versioned tasks, their events and leases, shared by replicas."""
@@ -86,10 +98,26 @@ class Shared:
     engine: AsyncEngine
 
     async def initialize(self) -> None:
-        await self.tasks.initialize()
-        await self.events.initialize()
-        await self.leases.initialize()
-        await self.push_configs.initialize()
+        """The tables, and, in an SQLite file, a check that the file is whole: a damaged
+        one is refused now, saying so, rather than failing task by task."""
+        from sqlalchemy import text
+        from sqlalchemy.exc import DBAPIError
+
+        database = self.engine.url.database
+        try:
+            if self.engine.url.get_backend_name() == "sqlite":
+                async with self.engine.connect() as conn:
+                    said = (await conn.execute(text("PRAGMA quick_check"))).scalar()
+                if said != "ok":
+                    raise TaskStoreDamaged(_damaged(database, said))
+            await self.tasks.initialize()
+            await self.events.initialize()
+            await self.leases.initialize()
+            await self.push_configs.initialize()
+        except DBAPIError as exc:
+            if self.engine.url.get_backend_name() == "sqlite":
+                raise TaskStoreDamaged(_damaged(database, exc.orig)) from None
+            raise
 
     async def running(self) -> list[tuple[str, str]]:
         """(id, owner) of every task stored as submitted or working."""

@@ -116,3 +116,25 @@ def test_a_damaged_store_is_named_with_what_to_do(
         assert "Traceback" not in done.stderr and "DatabaseError" not in done.stderr
         assert f"{db}: it is damaged" in done.stderr, done.stderr
         assert "move it aside" in done.stderr
+
+
+def test_a_damaged_a2a_task_store_is_named_with_what_to_do(env: dict[str, str], home: Path) -> None:
+    from tests.e2e.a2a_server import configure, message, start
+
+    configure(home, [{"text": "kept"}] * 3, task_store="sqlite")
+    server = start(env)
+    try:
+        for n in range(3):
+            assert "result" in server.call("SendMessage", message(f"task {n} " + "x" * 3000))
+    finally:
+        assert server.stop() == 0
+    db = home / "data" / "a2a-tasks.db"
+    raw = bytearray(db.read_bytes())
+    raw[4096:] = os.urandom(len(raw) - 4096)  # the schema page whole, the rest garbage
+    db.write_bytes(bytes(raw))
+    done = subprocess.run(
+        [*RAVEN, "a2a", "serve", "--port", "0"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr, done.stderr
+    assert f"A2A task store {db}: it is damaged" in done.stderr, done.stderr

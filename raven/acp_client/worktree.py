@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import re
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from raven.errors import RavenError
+from raven.holders import gone, this_process
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +61,9 @@ class Worktree:
     branch: str
     base: str
     """The commit it started from."""
-    hooks: Path
-    """The repository's hooks folder, which the child can reach."""
+    hooks: Path | None
+    """The repository's hooks folder, which the child can reach (None: not watched, for
+    a worktree found left behind)."""
     hooks_before: dict[str, tuple[bytes, int]]
     """Each hook file as the task found it: its content and mode."""
 
@@ -87,12 +90,55 @@ async def open_worktree(cwd: Path, agent: str, task: str) -> Worktree:
             f"the repository at {top} has none yet"
         ) from None
     common = Path(await git(top, "rev-parse", "--path-format=absolute", "--git-common-dir"))
+    await _sweep(top, common / "raven-worktrees")
     short = uuid.uuid4().hex[:6]
     branch = f"{BRANCH_PREFIX}{agent}/{slug(task)}-{short}"
     path = common / "raven-worktrees" / f"{agent}-{short}"
     await git(top, "worktree", "add", "--quiet", "-b", branch, str(path), base)
     hooks = common / "hooks"
-    return Worktree(top, path, branch, base, hooks, _files(hooks))
+    tree = Worktree(top, path, branch, base, hooks, _files(hooks))
+    owner = {"holder": this_process(), "branch": branch, "base": base}
+    _owner_file(path).write_text(json.dumps(owner), encoding="utf-8")
+    return tree
+
+
+def _owner_file(path: Path) -> Path:
+    """Beside a worktree: which Raven made it, for what branch and base."""
+    return path.with_name(path.name + ".raven.json")
+
+
+async def _sweep(repo: Path, folder: Path) -> None:
+    """Close the worktrees a Raven killed mid-task left (its process gone): their work is
+    committed on their branch (a branch with none is deleted) and the worktree removed,
+    as at a task's end; the next task finds the repository as the last one left it."""
+    for left, owner_file in await asyncio.to_thread(_left_behind, repo, folder):
+        log.warning("closing worktree %s, left by a Raven stopped mid-task", left.path)
+        try:
+            if left.path.is_dir():
+                await close_worktree(left, "unfinished: Raven was stopped during the task")
+            else:
+                await git(repo, "worktree", "prune")
+        except WorktreeError as exc:
+            log.warning("could not close worktree %s: %s", left.path, exc)
+            continue
+        owner_file.unlink(missing_ok=True)
+
+
+def _left_behind(repo: Path, folder: Path) -> list[tuple[Worktree, Path]]:
+    """The worktrees in `folder` whose Raven is gone, each with its owner file."""
+    found = []
+    for owner_file in sorted(folder.glob("*.raven.json")):
+        try:
+            owner = json.loads(owner_file.read_text(encoding="utf-8"))
+            if not gone(owner.get("holder")):
+                continue
+            path = owner_file.with_name(owner_file.name.removesuffix(".raven.json"))
+            found.append(
+                (Worktree(repo, path, owner["branch"], owner["base"], None, {}), owner_file)
+            )
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue
+    return found
 
 
 async def close_worktree(tree: Worktree, message: str) -> list[Change]:
@@ -104,8 +150,10 @@ async def close_worktree(tree: Worktree, message: str) -> list[Change]:
             await git(tree.path, *_IDENTITY, "commit", "--quiet", "--no-verify", "-m", message)
         changes = await changes_of(tree.repo, tree.base, tree.branch)
     finally:
-        _put_back(tree.hooks, tree.hooks_before)
+        if tree.hooks is not None:
+            _put_back(tree.hooks, tree.hooks_before)
         await git(tree.repo, "worktree", "remove", "--force", str(tree.path))
+        _owner_file(tree.path).unlink(missing_ok=True)
     if not changes:
         await git(tree.repo, "branch", "--quiet", "-D", tree.branch)
     return changes

@@ -172,3 +172,41 @@ async def test_a_hook_a_child_plants_never_runs_and_never_stays(repo: Path, tmp_
     assert (hooks / "pre-push").read_text() == "#!/bin/sh\nexit 0\n"
     (branch,) = git(repo, "branch", "--list", "raven/sly/*", "--format=%(refname:short)").split()
     assert git(repo, "show", f"{branch}:made.txt") == "work"
+
+
+async def test_a_worktree_left_by_a_killed_raven_is_closed_at_the_next_task(
+    repo: Path, tmp_path: Path, env: dict[str, str], home: Path
+) -> None:
+    import json
+    import signal
+
+    from tests.conftest import RAVEN, write_config
+
+    slow = {
+        "name": "slow",
+        "protocol": "cli",
+        "command": "sh",
+        "args": ["-c", "echo half > made.txt; exec sleep 300"],
+        "isolation": "worktree",
+    }
+    write_config(home, {"defaultModel": "echo", "agents": [slow]})
+    running = await asyncio.create_subprocess_exec(
+        *RAVEN, "agents", "run", "slow", "go", env=env, cwd=repo,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    trees = repo / ".git" / "raven-worktrees"
+    async with asyncio.timeout(30):
+        while not list(trees.glob("*/made.txt")):
+            await asyncio.sleep(0.05)
+    running.send_signal(signal.SIGKILL)
+    await running.wait()
+    assert len(git(repo, "worktree", "list").splitlines()) == 2  # left behind
+    (left,) = json.loads(next(trees.glob("*.raven.json")).read_text())["branch"].split()
+    spec = AgentSpec(
+        name="quiet", protocol="cli", command="sh", args=["-c", "echo looked"], isolation="worktree"
+    )
+    await AgentsSource([spec]).delegate(context(repo), "quiet", "look around")
+    assert len(git(repo, "worktree", "list").splitlines()) == 1  # closed, and the new one too
+    assert list(trees.iterdir()) == []
+    assert git(repo, "show", f"{left}:made.txt") == "half"  # the killed task's work, kept
+    assert (repo / "src" / "shared.txt").read_text() == "base\n"

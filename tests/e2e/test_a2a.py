@@ -473,12 +473,15 @@ async def test_streaming_frames_follow_the_task_lifecycle(serve: Any) -> None:
 
 
 async def test_subscribe_follows_a_running_task_with_the_sdk_client(serve: Any) -> None:
-    server = serve([{"text": "slow", "delayMs": 800}])
-    params = message("go") | {"configuration": {"returnImmediately": True}}
-    task_id = server.call("SendMessage", params)["result"]["task"]["id"]
+    server = serve([asks("Go?"), {"text": "done"}])
+    task = await held(server, "go")  # running until answered, however slow the machine
     client, http = await sdk_client(server, streaming=True)
     try:
-        updates = await last(client.subscribe(SubscribeToTaskRequest(id=task_id)))
+        updates = []
+        async for update in client.subscribe(SubscribeToTaskRequest(id=task["id"])):
+            updates.append(update)
+            if len(updates) == 1:  # subscribed: now the task may go on to its end
+                await asyncio.to_thread(release, server, task)
         assert updates[0].HasField("task")
         final = [u for u in updates if u.HasField("status_update")][-1]
         assert final.status_update.status.state == TaskState.TASK_STATE_COMPLETED
@@ -797,13 +800,17 @@ async def test_an_unanswered_question_times_out_and_the_turn_goes_on(serve: Any)
 
 
 async def test_a_full_queue_rejects_new_tasks_clearly(serve: Any) -> None:
-    server = serve([{"text": "busy", "delayMs": 1500}], max_concurrent_tasks=1, max_queued_tasks=0)
+    server = serve(
+        [{"text": "busy", "delayMs": 60_000}], max_concurrent_tasks=1, max_queued_tasks=0
+    )
     params = message("first") | {"configuration": {"returnImmediately": True}}
     first = server.call("SendMessage", params)["result"]["task"]
-    await reaches(server, first["id"], "TASK_STATE_WORKING")
+    await reaches(server, first["id"], "TASK_STATE_WORKING")  # and stays so: a minute
     second = server.call("SendMessage", message("second"))["result"]["task"]
     assert second["status"]["state"] == "TASK_STATE_REJECTED"
     assert "busy" in second["status"]["message"]["parts"][0]["text"]
+    canceled = server.call("CancelTask", {"id": first["id"]})["result"]
+    assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
 
 
 async def test_replicas_on_postgresql_reach_the_running_turn_and_never_change_an_end(

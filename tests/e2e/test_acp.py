@@ -327,13 +327,16 @@ async def test_cancel_withdraws_a_pending_permission_request(start: Any, tmp_pat
 
 
 async def test_a_second_prompt_while_busy_is_refused(start: Any, tmp_path: Path) -> None:
-    agent = await start([{"text": "slow", "delayMs": 500}])
+    # A model that takes a minute: the first turn runs until cancelled, however slow the
+    # machine (half a second was outlasted on a loaded one).
+    agent = await start([{"text": "slow", "delayMs": 60_000}])
     sid = await agent.new_session(tmp_path)
     first = asyncio.create_task(agent.conn.prompt(session_id=sid, prompt=text("one")))
     await agent.editor.wait_for("session_info_update")  # the turn titled the session
     with pytest.raises(acp.RequestError, match="already running"):
         await agent.conn.prompt(session_id=sid, prompt=text("two"))
-    assert (await first).stop_reason == "end_turn"
+    await agent.conn.cancel(session_id=sid)
+    assert (await first).stop_reason == "cancelled"
 
 
 async def test_failed_turn_explains_itself_and_ends_end_turn(start: Any, tmp_path: Path) -> None:

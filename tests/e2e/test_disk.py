@@ -20,9 +20,12 @@ from tests.conftest import RAVEN, raven
 INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}
 
 
-def on_a_small_disk(data: Path, script: str) -> list[str]:
+def on_a_small_disk(
+    data: Path, script: str, env: dict[str, str], cwd: Path
+) -> subprocess.CompletedProcess[str]:
     """`sh -c script` with a 512 KiB tmpfs mounted at `data` ($D in the script), in a user
-    and mount namespace of its own; skipped where the kernel allows no such namespace."""
+    and mount namespace of its own, as it ran; skipped where the kernel allows no such
+    namespace."""
     if (
         shutil.which("unshare") is None
         or subprocess.run(
@@ -35,7 +38,14 @@ def on_a_small_disk(data: Path, script: str) -> list[str]:
         pytest.skip(reason)
     data.mkdir(parents=True, exist_ok=True)
     mount = f'mount -t tmpfs -o size=512k tmpfs "{data}" && D="{data}" && '
-    return ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", mount + script]
+    return subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", mount + script],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_a_full_disk_under_raven_run_is_said_plainly_and_loses_nothing(
@@ -49,14 +59,7 @@ def test_a_full_disk_under_raven_run_is_said_plainly_and_loses_nothing(
         f'{run} run --model echo "{words}"; echo "exit $?"; '
         f'rm "$D/filler"; {run} sessions list --json'
     )
-    done = subprocess.run(
-        on_a_small_disk(home / "data", script),
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = on_a_small_disk(home / "data", script, env, tmp_path)
     said = done.stderr
     assert "Traceback" not in said and "OperationalError" not in said, said
     assert "is full" in said and str(home / "data" / "raven.db") in said, said
@@ -78,14 +81,7 @@ def test_a_full_disk_under_raven_acp_answers_why_and_keeps_serving(
         'head -c 10M /dev/zero > "$D/filler" 2>/dev/null; '
         f'exec {" ".join(RAVEN)} acp --model echo < "{tmp_path / "frames"}"'
     )
-    done = subprocess.run(
-        on_a_small_disk(home / "data", script),
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = on_a_small_disk(home / "data", script, env, tmp_path)
     answers = {m["id"]: m for m in map(json.loads, done.stdout.splitlines()) if "id" in m}
     assert answers[0]["result"]["protocolVersion"] == 1
     error = answers[1]["error"]

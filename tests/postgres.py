@@ -9,9 +9,10 @@ import shutil
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -68,11 +69,26 @@ def postgres_server() -> Iterator[str]:
         f"-p {port} -k {workdir} -c listen_addresses=127.0.0.1 -c fsync=off",
         "start",
     )
+    url = f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    _servers[url.rsplit("/", 1)[0]] = (lambda *args: run(str(bin_dir / "pg_ctl"), *args), data)
     try:
-        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+        yield url
     finally:
+        _servers.pop(url.rsplit("/", 1)[0], None)
         run(str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop")
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+_servers: dict[str, tuple[Callable[..., Any], Path]] = {}
+"""The running servers of this process, by `postgresql://user@host:port`."""
+
+
+def restart_server(url: str) -> None:
+    """Restart the server a database URL is on, as an operator's restart does (`fast`:
+    every connection is cut), and return once it takes connections again."""
+    pg_ctl, data = _servers[url.rsplit("/", 1)[0]]
+    # Its own log file: the server must not hold the pipes of this call open.
+    pg_ctl("-D", str(data), "-m", "fast", "-w", "-l", str(data.parent / "restart.log"), "restart")
 
 
 def sqlalchemy_url(url: str) -> str:

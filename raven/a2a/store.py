@@ -156,7 +156,9 @@ def open_store(settings: A2AServerConfig, paths: Paths) -> BoundedMemoryTaskStor
     else:
         url = kind
     try:
-        engine = create_async_engine(url)
+        # A connection the server dropped (a restart) is found out and replaced when taken
+        # from the pool, not by the request that uses it.
+        engine = create_async_engine(url, pool_pre_ping=kind != "sqlite")
     except Exception as exc:
         raise ConfigError(f"a2a.server.taskStore: cannot use {kind!r}: {exc}") from exc
     return Shared(

@@ -67,6 +67,29 @@ _UNREACHABLE = (
     asyncpg.exceptions.OperatorInterventionError,
 )
 _NOW = "extract(epoch FROM clock_timestamp())"
+
+
+class _Outage(logging.Filter):
+    """asyncpg's pool logs every retry of a server it lost with a full traceback (a few a
+    second while it is down): the first is kept, as one line, and the rest until the
+    server is back (`_listen` says so once) are dropped."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.said = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.said:
+            return False
+        self.said = True
+        if record.exc_info:
+            record.msg = f"{record.getMessage()}: {record.exc_info[1]}"
+            record.args, record.exc_info, record.exc_text = (), None, None
+        return True
+
+
+_outage = _Outage()
+logging.getLogger("asyncpg.pool").addFilter(_outage)
 _SELECT = (
     "SELECT id, cwd, title, mode, model, face, created_at, updated_at, closed, failure"
     " FROM raven_sessions"
@@ -589,6 +612,8 @@ class PostgresSessions:
                 await conn.add_listener(INBOX_CHANNEL, heard_inbox)
                 if ready.done():
                     watcher.missed()
+                    log.warning("the session store can be reached again")
+                    _outage.said = False
                 else:
                     ready.set_result(None)
                 await lost.wait()

@@ -1192,3 +1192,27 @@ def test_a2a_status_shows_what_is_running(env: dict[str, str], home: Path) -> No
         assert server.stop() == 0
     assert "running:    no" in raven("a2a", "status", env=env).stdout
     assert not (home / "data" / "a2a-serve.json").exists()
+
+
+async def test_a_postgresql_restart_fails_no_request_and_is_logged_once(
+    env: dict[str, str], home: Path, pg_url: str
+) -> None:
+    from tests.postgres import restart_server
+
+    configure(home, [{"text": "before"}, {"text": "after"}], task_store=sqlalchemy_url(pg_url))
+    config = json.loads((home / "config.json").read_text())
+    write_config(home, {**config, "sessions": {"url": pg_url}})
+    server = start(env)
+    try:
+        first = server.call("SendMessage", message("one"))["result"]["task"]
+        restart_server(pg_url)  # every connection of the replica's pools is cut
+        got = server.call("GetTask", {"id": first["id"]})  # the first request after it
+        assert got.get("result", {}).get("id") == first["id"], got
+        again = server.call("SendMessage", message("two"))
+        assert "result" in again, again  # the dropped connection is retried, not answered
+        assert again["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    finally:
+        assert server.stop() == 0
+    logged = "\n".join(p.read_text() for p in (home / "logs").glob("*.log"))
+    assert "Traceback" not in logged, logged  # a few a second, each with one, before
+    assert logged.count("asyncpg.pool") <= 1 and logged.count("connection was lost") <= 1

@@ -162,8 +162,9 @@ class EventLog:
         return lambda: self._drop(listener)
 
     def behind(self, cursor: str) -> bool:
-        """This log's epoch numbered events past what this copy holds up to `cursor`: a
-        copy of a shared log read it yet (another replica handed the cursor out)."""
+        """`cursor` is of this log's epoch but past the newest event this copy holds: a
+        copy of a shared log that has not read so far yet (another replica handed the
+        cursor out)."""
         epoch, _, number = cursor.partition(".")
         return epoch == self._epoch and number.isdigit() and int(number) > self._seq
 

@@ -10,7 +10,10 @@ Content-Security-Policy. Sockets are closed on shutdown.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import logging
+import struct
+import termios
 from typing import Any
 
 from aiohttp import WSMsgType, web
@@ -149,12 +152,12 @@ async def _rpc(request: web.Request) -> web.StreamResponse:
             log.warning("a Raven RPC socket took no message for %gs; dropped", SEND_TIMEOUT_S)
             peer.hang_up()
 
+    ws_socket = transport.get_extra_info("socket")
+
     def waiting() -> int:
         return (
             0 if transport.is_closing() else transport.get_write_buffer_size() + _unread(ws_socket)
         )
-
-    ws_socket = transport.get_extra_info("socket")
 
     peer = Peer(hub, send, drop, blocked, waiting)
     hub.peers.add(peer)
@@ -177,10 +180,6 @@ async def _rpc(request: web.Request) -> web.StreamResponse:
 def _unread(sock: Any) -> int:
     """Bytes the kernel holds for the socket that its peer has not taken (sent and not
     yet acknowledged, or not yet sent: Linux's SIOCOUTQ); 0 where it cannot tell."""
-    import fcntl
-    import struct
-    import termios
-
     try:
         answer = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0")
     except (OSError, AttributeError, ValueError):

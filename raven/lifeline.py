@@ -11,12 +11,8 @@ a server that left its process group), then exits. A mark lists every Raven
 above the process, so a Raven killed above a sub-agent takes the sub-agent's
 children too.
 
-A process can lose the mark (a command run under `env -i`), so Raven also tells the
-watcher of each process group it starts (`hold_group`); those groups are killed too.
-
 Linux only (it reads /proc); elsewhere `env()` marks nothing. Never signals a
-process without the mark outside a group Raven started; after a normal exit it
-signals nothing at all.
+process without the mark; after a normal exit it signals nothing at all.
 """
 
 from __future__ import annotations
@@ -37,18 +33,9 @@ _GOODBYE = "goodbye"
 _WATCHER = f"""
 import os, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_IGN)
-groups = set()
-for line in sys.stdin:
-    if line.strip() == {_GOODBYE!r}:
-        sys.exit(0)  # a normal exit: Raven stopped what it had to
-    if line[:1] in "+-" and line[1:].strip().isdigit():
-        (groups.add if line[0] == "+" else groups.discard)(int(line[1:]))
+if sys.stdin.read() == {_GOODBYE!r}:
+    sys.exit(0)  # a normal exit: Raven stopped what it had to
 mark, me = sys.argv[1].encode(), os.getpid()
-for group in groups:  # what left the mark behind (`env -i`) is still in its group
-    try:
-        os.killpg(group, signal.SIGKILL)
-    except OSError:
-        pass
 for _ in range(5):  # again while it finds some: one may have forked as it went
     killed = 0
     for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
@@ -87,39 +74,6 @@ def env() -> dict[str, str]:
             _watcher, _owner = _start(_mark), os.getpid()
     inherited = os.environ.get(MARK, "")
     return {MARK: f"{inherited} {_mark}".strip()}
-
-
-_groups: set[int] = set()
-"""Process groups Raven started that may still have members (see `hold_group`)."""
-
-
-def hold_group(pgid: int) -> None:
-    """Tell the watcher of a process group Raven started (a command, a sub-agent): if
-    Raven is killed, the whole group goes too, even a member whose environment lost the
-    mark (`env -i`). Groups already empty are let go of here, so the watcher never holds
-    a number the system may give to someone else's group for long."""
-    if not sys.platform.startswith("linux"):
-        return
-    env()  # the watcher runs
-    with _lock:
-        gone = [g for g in _groups if not _has_members(g)]
-        _groups.difference_update(gone)
-        _groups.add(pgid)
-        lines = "".join(f"-{g}\n" for g in gone) + f"+{pgid}\n"
-        with contextlib.suppress(OSError, ValueError):
-            assert _watcher is not None and _watcher.stdin is not None
-            _watcher.stdin.write(lines)
-            _watcher.stdin.flush()
-
-
-def _has_members(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _start(mark: str) -> subprocess.Popen[str]:

@@ -8,8 +8,7 @@ and hold the cancelled task for as long as they live. `spawn` shields the start
 instead: a cancelled caller goes on at once, and the group it started is killed as
 soon as it exists.
 
-Never signals a group it did not start. Each group it starts is handed to
-`raven.lifeline`, which kills it if Raven is killed.
+Never signals a group it did not start; imports no other part of Raven.
 """
 
 from __future__ import annotations
@@ -20,8 +19,6 @@ import os
 import signal
 from typing import Any
 
-from raven import lifeline
-
 
 async def spawn(program: str, *args: str, **options: Any) -> asyncio.subprocess.Process:
     """`asyncio.create_subprocess_exec(program, *args, start_new_session=True, **options)`;
@@ -31,12 +28,10 @@ async def spawn(program: str, *args: str, **options: Any) -> asyncio.subprocess.
         asyncio.create_subprocess_exec(program, *args, start_new_session=True, **options)
     )
     try:
-        proc = await asyncio.shield(starting)
+        return await asyncio.shield(starting)
     except asyncio.CancelledError:
         starting.add_done_callback(_kill_started)
         raise
-    lifeline.hold_group(proc.pid)
-    return proc
 
 
 def _kill_started(starting: asyncio.Future[asyncio.subprocess.Process]) -> None:

@@ -24,6 +24,7 @@ from raven.providers.base import (
     Finish,
     ModelEvent,
     ModelRequest,
+    ProviderError,
     TextDelta,
     ThoughtDelta,
     ToolCallReady,
@@ -46,12 +47,18 @@ class ScriptStep(_Wire):
     thought: str | None = None
     tool_calls: list[ScriptCall] = Field(default_factory=list)
     delay_ms: int = Field(default=0, ge=0)
+    wait_for: str | None = None
+    """A file the step waits to exist before it answers (relative to the script's folder):
+    a test or a CI job opens the gate when it is ready, however slow the machine is."""
     word_delay_ms: int = Field(default=0, ge=0)
     """A pause before each word after the first, to stream like a slow model."""
     stop: Literal["end_turn", "max_tokens", "refusal"] | None = None
 
 
 _YIELD_EVERY_WORDS = 64
+GATE_DEADLINE_S = 120.0
+"""How long a step waits for its `waitFor` file before the model call fails."""
+_GATE_POLL_S = 0.01
 _WORDS = re.compile(r"\S+\s*|\s+")
 _call_ids = itertools.count(1)
 
@@ -59,8 +66,9 @@ _call_ids = itertools.count(1)
 class _Script:
     """Steps of one script file and the process-wide position in them."""
 
-    def __init__(self, steps: list[ScriptStep]) -> None:
+    def __init__(self, steps: list[ScriptStep], folder: Path) -> None:
         self._steps = steps
+        self.folder = folder
         self._next = 0
 
     def take(self) -> ScriptStep | None:
@@ -92,7 +100,7 @@ def load_script(path: Path) -> _Script:
             steps = [ScriptStep.model_validate(item) for item in raw]
         except ValidationError as exc:
             raise ConfigError(f"script {path}: {exc.errors()[0]['msg']}") from exc
-        _scripts[path] = _Script(steps)
+        _scripts[path] = _Script(steps, path.parent)
     return _scripts[path]
 
 
@@ -109,6 +117,8 @@ class ScriptedProvider:
         step = self._script.take() if self._script else None
         if step is None:
             step = ScriptStep(text=_last_user_text(request))
+        if step.wait_for and self._script:
+            await _gate(self._script.folder / step.wait_for)
         if step.delay_ms:
             await asyncio.sleep(step.delay_ms / 1000)
         if step.thought:
@@ -126,6 +136,18 @@ class ScriptedProvider:
                 ToolCall(id=f"call_{next(_call_ids)}", name=call.name, arguments=call.arguments)
             )
         yield Finish(step.stop or ("tool_use" if step.tool_calls else "end_turn"))
+
+
+async def _gate(path: Path) -> None:
+    try:
+        async with asyncio.timeout(GATE_DEADLINE_S):
+            # Another process makes the file, so there is no event to await; a stat is cheap.
+            while not path.exists():  # noqa: ASYNC110, ASYNC240
+                await asyncio.sleep(_GATE_POLL_S)
+    except TimeoutError:
+        raise ProviderError(
+            f"scripted step waited {GATE_DEADLINE_S:.0f} s for {path}, which never appeared"
+        ) from None
 
 
 def _last_user_text(request: ModelRequest) -> str:

@@ -24,9 +24,11 @@ from raven.engine import Runtime
 TOKEN = "routes-test-token"
 
 
-async def serve_routes(tmp_path: Path, **extra: Any) -> tuple[TestClient, Any, Runtime]:
+async def serve_routes(
+    tmp_path: Path, steps: list[dict[str, Any]] | None = None, **extra: Any
+) -> tuple[TestClient, Any, Runtime]:
     script = tmp_path / "script.json"
-    script.write_text(json.dumps([{"text": "took a while", "delayMs": 450}]))
+    script.write_text(json.dumps(steps or []))
     server = {"token": TOKEN, **extra.pop("server", {})}
     config = RavenConfig.model_validate(
         {
@@ -45,8 +47,7 @@ async def serve_routes(tmp_path: Path, **extra: Any) -> tuple[TestClient, Any, R
 
 
 @pytest.fixture
-async def client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[TestClient]:
-    monkeypatch.setattr("raven.a2a.routes.KEEPALIVE_S", 0.1)
+async def client(tmp_path: Path) -> AsyncIterator[TestClient]:
     test_client, mount, runtime = await serve_routes(tmp_path)
     yield test_client
     await test_client.close()
@@ -54,7 +55,12 @@ async def client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterat
     await runtime.aclose()
 
 
-async def test_long_streams_get_keepalive_comments(client: TestClient) -> None:
+async def test_long_streams_get_keepalive_comments(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("raven.a2a.routes.KEEPALIVE_S", 0.1)
+    # The model says nothing until the test has seen the keepalives and opens the gate.
+    client, mount, runtime = await serve_routes(tmp_path, [{"text": "done", "waitFor": "gate"}])
     body: dict[str, Any] = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -62,10 +68,19 @@ async def test_long_streams_get_keepalive_comments(client: TestClient) -> None:
         "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "slow"}]}},
     }
     headers = {"Authorization": f"Bearer {TOKEN}", "A2A-Version": "1.0"}
-    response = await client.post("/a2a", json=body, headers=headers)
-    raw = (await response.read()).decode()
-    assert response.headers["Content-Type"].startswith("text/event-stream")
-    assert raw.count(": ping\n\n") >= 2
+    try:
+        response = await client.post("/a2a", json=body, headers=headers)
+        assert response.headers["Content-Type"].startswith("text/event-stream")
+        raw = ""
+        async with asyncio.timeout(10):
+            while raw.count(": ping\n\n") < 2:
+                raw += (await response.content.readany()).decode()
+        (tmp_path / "gate").touch()
+        raw += (await response.read()).decode()
+    finally:
+        await client.close()
+        await mount.aclose()
+        await runtime.aclose()
     last = [line for line in raw.splitlines() if line.startswith("data: ")][-1]
     final = json.loads(last[6:])["result"]["statusUpdate"]["status"]
     assert final["state"] == "TASK_STATE_COMPLETED"

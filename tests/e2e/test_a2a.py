@@ -1005,7 +1005,7 @@ async def test_a_queued_task_can_be_cancelled_before_it_runs(serve: Any, home: P
 async def test_a_follow_up_to_a_working_task_steers_it(serve: Any, home: Path) -> None:
     server = serve(
         [
-            {"toolCalls": [{"name": "list_dir", "arguments": {}}], "delayMs": 800},
+            {"toolCalls": [{"name": "list_dir", "arguments": {}}], "waitFor": "gate"},
             {"text": "done, tests checked too"},
         ]
     )
@@ -1014,6 +1014,7 @@ async def test_a_follow_up_to_a_working_task_steers_it(serve: Any, home: Path) -
     follow = message("check the tests too", taskId=task["id"], contextId=task["contextId"])
     answered = server.call("SendMessage", follow | IMMEDIATELY)["result"]["task"]
     assert answered["status"]["state"] == "TASK_STATE_WORKING"
+    (home / "gate").touch()  # the model answers its first call only now
     final = await reaches(server, task["id"], "TASK_STATE_COMPLETED")
     assert final["status"]["message"]["parts"][0]["text"] == "done, tests checked too"
     users = [text for role, text in transcript(home) if role == "user"]
@@ -1163,11 +1164,13 @@ async def test_the_memory_store_forgets_the_oldest_finished_tasks(serve: Any) ->
     assert listed == set(ids[1:])
 
 
-async def test_an_answer_sent_with_return_immediately_resumes_the_task(serve: Any) -> None:
+async def test_an_answer_sent_with_return_immediately_resumes_the_task(
+    serve: Any, home: Path
+) -> None:
     server = serve(
         [
             asks("Go on?"),
-            {"text": "Went on.", "delayMs": 300},
+            {"text": "Went on.", "waitFor": "gate"},
         ]
     )
     task = server.call("SendMessage", message("start"))["result"]["task"]
@@ -1175,6 +1178,7 @@ async def test_an_answer_sent_with_return_immediately_resumes_the_task(serve: An
     answer = message("yes", taskId=task["id"]) | IMMEDIATELY
     answered = server.call("SendMessage", answer)["result"]["task"]
     assert answered["status"]["state"] == "TASK_STATE_WORKING"
+    (home / "gate").touch()
     final = await reaches(server, task["id"], "TASK_STATE_COMPLETED")
     assert final["status"]["message"]["parts"][0]["text"] == "Went on."
     assert server.call("CancelTask", {"id": task["id"]})["error"]["code"] == -32002

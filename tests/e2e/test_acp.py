@@ -491,10 +491,10 @@ async def test_model_switch_mid_session(start: Any, tmp_path: Path) -> None:
         await agent.conn.set_config_option(config_id="model", session_id=sid, value="gpt-9")
 
 
-async def test_steer_joins_a_running_turn(start: Any, tmp_path: Path) -> None:
+async def test_steer_joins_a_running_turn(start: Any, tmp_path: Path, home: Path) -> None:
     agent = await start(
         [
-            {"text": "working", "delayMs": 400, "toolCalls": [call("list_dir")]},
+            {"text": "working", "waitFor": "gate", "toolCalls": [call("list_dir")]},
             {"text": "steered"},
         ]
     )
@@ -507,6 +507,7 @@ async def test_steer_joins_a_running_turn(start: Any, tmp_path: Path) -> None:
         "raven/session/steer", {"sessionId": sid, "text": "check the tests too"}
     )
     assert steered == {"status": "injected"}
+    (home / "gate").touch()  # the model answers its first call only now
     await prompt
     agent2 = await start()
     await agent2.conn.load_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])

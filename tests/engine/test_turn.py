@@ -408,7 +408,7 @@ async def test_steering_joins_before_the_next_model_call(
 ) -> None:
     runtime = make_runtime(
         [
-            {"text": "working", "delayMs": 200, "toolCalls": [call("list_dir")]},
+            {"text": "working", "waitFor": str(tmp_path / "gate"), "toolCalls": [call("list_dir")]},
             {"text": "steered"},
         ]
     )
@@ -418,6 +418,7 @@ async def test_steering_joins_before_the_next_model_call(
     turn = asyncio.create_task(run_turn(session, prompt("x"), RecordingAsker(), Events().append))
     await asyncio.wait_for(started.wait(), 10)
     assert session.steer("also check README") is True
+    (tmp_path / "gate").touch()  # the model answers its first call only now
     assert await turn == "end_turn"
     users = [m.text for m in session.history if isinstance(m, UserMessage)]
     assert users == ["x", "also check README"]

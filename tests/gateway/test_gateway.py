@@ -208,12 +208,13 @@ async def test_a_turn_streams_and_an_approval_is_answered_over_rpc(
 async def test_two_uis_see_one_turn_and_a_disconnect_does_not_stop_it(
     gateway: Any, tmp_path: Path
 ) -> None:
-    g = await gateway([{"text": "slow answer", "delayMs": 300}])
+    g = await gateway([{"text": "slow answer", "waitFor": str(tmp_path / "gate")}])
     first, second = await g.connect(), await g.connect()
     sid = (await first.call("session.create", cwd=str(tmp_path)))["sessionId"]
     await second.call("session.subscribe", sessionId=sid)
     await first.call("turn.send", sessionId=sid, text="go")
     await first.close()  # the UI that started it goes away
+    (tmp_path / "gate").touch()  # and only then does the model answer
     ended = await second.until(lambda: second.events("TurnEnded"))
     assert ended[0]["stopReason"] == "end_turn"
     assert "".join(e["text"] for e in second.events("AgentText")) == "slow answer"

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -7,7 +8,14 @@ import pytest
 
 from raven.config import ConfigError, ModelSpec
 from raven.messages import user_text
-from raven.providers import Finish, ModelRequest, TextDelta, ThoughtDelta, ToolCallReady
+from raven.providers import (
+    Finish,
+    ModelRequest,
+    ProviderError,
+    TextDelta,
+    ThoughtDelta,
+    ToolCallReady,
+)
 from raven.providers.scripted import ScriptedProvider, load_script
 
 
@@ -51,6 +59,24 @@ async def test_script_steps_play_in_order_then_echo(tmp_path: Path) -> None:
     assert second[-1] == Finish("max_tokens")
     third = await run(a, "echo me")
     assert [e.text for e in third if isinstance(e, TextDelta)] == ["echo ", "me"]
+
+
+async def test_a_step_waits_for_its_gate_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "gated.json"
+    path.write_text(json.dumps([{"text": "opened", "waitFor": "gate"}, {"waitFor": "never"}]))
+    spec = ModelSpec(id="s", provider="scripted", script=str(path))
+    provider = ScriptedProvider(spec, load_script(path))
+    answer = asyncio.create_task(run(provider, "x"))
+    await asyncio.wait([answer], timeout=0.2)
+    assert not answer.done()  # held while the gate is shut
+    (tmp_path / "gate").touch()
+    events = await asyncio.wait_for(answer, 10)
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["opened"]
+    monkeypatch.setattr("raven.providers.scripted.GATE_DEADLINE_S", 0.05)
+    with pytest.raises(ProviderError, match="never appeared"):
+        await run(provider, "y")
 
 
 @pytest.mark.parametrize(

@@ -825,6 +825,7 @@ async def test_replicas_on_postgresql_reach_the_running_turn_and_never_change_an
             {"text": "Deployed main."},
             {"text": "never told", "delayMs": 5000},
             {"text": "after the cancelled one"},
+            # B relays the follow-up through the store, which A polls every 0.25 s (#53).
             {"toolCalls": [{"name": "list_dir", "arguments": {}}], "delayMs": 1500},
             {"text": "tidied, the tests too"},
             {"toolCalls": [sleeper]},

@@ -127,7 +127,7 @@ def test_a_spinner_shows_while_the_model_thinks_and_a_tool_runs(
 ) -> None:
     steps = [
         {"toolCalls": [{"name": "run_command", "arguments": {"command": "sleep 1.5"}}]},
-        {"text": "all done", "delayMs": 1500},
+        {"text": "all done", "waitFor": "gate"},
     ]
     (home / "script.json").write_text(json.dumps(steps))
     write_config(home, {"models": [{"id": "s", "provider": "scripted", "script": "script.json"}]})
@@ -135,6 +135,7 @@ def test_a_spinner_shows_while_the_model_thinks_and_a_tool_runs(
     try:
         term.expect("running Run `sleep 1.5` · ")
         term.expect("thinking · 1s")
+        (home / "gate").touch()  # the model answers only now
         term.expect("all done")
         assert term.proc.wait(10) == 0
     finally:

@@ -236,11 +236,12 @@ def test_a_pipe_closed_early_ends_raven_quietly(env: dict[str, str], tmp_path: P
 def test_the_spinner_runs_while_the_first_turn_of_a_session_waits(
     env: dict[str, str], home: Path, tmp_path: Path
 ) -> None:
-    (home / "slow.json").write_text(json.dumps([{"text": "late answer", "delayMs": 2500}]))
+    (home / "slow.json").write_text(json.dumps([{"text": "late answer", "waitFor": "gate"}]))
     write_config(home, {"models": [{"id": "slow", "provider": "scripted", "script": "slow.json"}]})
     term = Terminal([*RAVEN, "run", "hello"], {**env, "TERM": "xterm"}, tmp_path)
     try:
         term.expect("thinking · 1s")  # still spinning after the title change, a second in
+        (home / "gate").touch()  # the model answers only now
         term.expect("late answer")
         assert term.proc.wait(30) == 0
     finally:

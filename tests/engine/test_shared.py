@@ -137,7 +137,10 @@ async def test_a_cancel_and_a_steer_sent_through_one_replica_reach_the_turn_on_a
 ) -> None:
     a = replicas(
         [
-            {"toolCalls": [{"name": "list_dir", "arguments": {}}], "delayMs": 400},
+            {
+                "toolCalls": [{"name": "list_dir", "arguments": {}}],
+                "waitFor": str(tmp_path / "gate"),
+            },
             {"text": "looked, and the tests too"},
             {"text": "never said", "delayMs": 5000},
         ]
@@ -154,6 +157,7 @@ async def test_a_cancel_and_a_steer_sent_through_one_replica_reach_the_turn_on_a
     )
     await until(lambda: on_a.claimed)
     assert await b.steer(on_a.id, "check the tests too")
+    (tmp_path / "gate").touch()  # the model answers only now
     assert await turn == "end_turn"
     said = [m.text for m in on_a.history if m.role == "user"]  # type: ignore[union-attr]
     assert said == ["look around", "check the tests too"]

@@ -157,7 +157,8 @@ async def test_a_cancel_and_a_steer_sent_through_one_replica_reach_the_turn_on_a
     )
     await until(lambda: on_a.claimed)
     assert await b.steer(on_a.id, "check the tests too")
-    (tmp_path / "gate").touch()  # the model answers only now
+    await until(on_a.has_steering)  # A took it from its inbox (NOTIFY)
+    (tmp_path / "gate").touch()  # and only now does the model answer
     assert await turn == "end_turn"
     said = [m.text for m in on_a.history if m.role == "user"]  # type: ignore[union-attr]
     assert said == ["look around", "check the tests too"]

@@ -5,7 +5,8 @@ but it comes from the ephemeral range that outgoing connections also draw from, 
 pytest-xdist workers asking at once can be given the same one before either server has
 bound it. So each worker takes ports from a block of its own below the ephemeral range
 (Linux's starts at 32768), in turn, skipping any that something else already holds.
-Outside xdist (a benchmark, one process) the block is the first.
+Outside xdist (a benchmark, one process) the block is the first. A second run on the same
+machine (a stress loop beside your own) sets RAVEN_TEST_PORT_BLOCKS=6 to start six blocks on.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ def _block() -> int:
     """Where this process's block starts: by its xdist worker number (`gw3` → 3)."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
     index = int(worker) if worker.isdigit() else 0
+    index += int(os.environ.get("RAVEN_TEST_PORT_BLOCKS", "0"))
     return FIRST_PORT + (index % 12) * BLOCK
 
 

@@ -11,8 +11,14 @@ a server that left its process group), then exits. A mark lists every Raven
 above the process, so a Raven killed above a sub-agent takes the sub-agent's
 children too.
 
+A process can lose the mark (a command run under `env -i`), so the watcher is also
+told of each process group Raven starts (`hold`, from `raven.process_group.spawn`,
+before anything runs in the group) and kills those groups too; a group is let go
+(`let_go`) once its leader is reaped, before its number can be anyone else's.
+
 Linux only (it reads /proc); elsewhere `env()` marks nothing. Never signals a
-process without the mark; after a normal exit it signals nothing at all.
+process outside a group Raven started that lacks the mark; after a normal exit it
+signals nothing at all.
 """
 
 from __future__ import annotations
@@ -33,9 +39,18 @@ _GOODBYE = "goodbye"
 _WATCHER = f"""
 import os, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_IGN)
-if sys.stdin.read() == {_GOODBYE!r}:
-    sys.exit(0)  # a normal exit: Raven stopped what it had to
+groups = set()
+for line in sys.stdin:
+    if line == {_GOODBYE + chr(10)!r}:
+        sys.exit(0)  # a normal exit: Raven stopped what it had to
+    if line[:1] in "+-" and line[1:].strip().isdigit() and int(line[1:]) > 1:
+        (groups.add if line[0] == "+" else groups.discard)(int(line[1:]))
 mark, me = sys.argv[1].encode(), os.getpid()
+for group in groups:  # what lost the mark (`env -i`) is still in its group
+    try:
+        os.killpg(group, signal.SIGKILL)
+    except OSError:
+        pass
 for _ in range(5):  # again while it finds some: one may have forked as it went
     killed = 0
     for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
@@ -76,6 +91,27 @@ def env() -> dict[str, str]:
     return {MARK: f"{inherited} {_mark}".strip()}
 
 
+def hold(pgid: int) -> None:
+    """Tell the watcher of a process group Raven started: if Raven is killed, the whole
+    group goes, a member whose environment lost the mark included. Returns once the
+    watcher's pipe has it, so a child may run from then on."""
+    _tell(f"+{pgid}\n")
+
+
+def let_go(pgid: int) -> None:
+    """The group's leader was reaped: its number may soon be another group's."""
+    _tell(f"-{pgid}\n")
+
+
+def _tell(line: str) -> None:
+    if not env():  # not Linux: no watcher
+        return
+    with _lock, contextlib.suppress(OSError, ValueError):
+        assert _watcher is not None and _watcher.stdin is not None
+        _watcher.stdin.write(line)
+        _watcher.stdin.flush()
+
+
 def _start(mark: str) -> subprocess.Popen[str]:
     watcher = subprocess.Popen(
         [sys.executable, "-I", "-S", "-c", _WATCHER, mark],
@@ -93,7 +129,7 @@ def _goodbye(watcher: subprocess.Popen[str]) -> None:
     """At a normal exit: the watcher is told so, and reaped."""
     with contextlib.suppress(OSError, ValueError):
         assert watcher.stdin is not None
-        watcher.stdin.write(_GOODBYE)
+        watcher.stdin.write(_GOODBYE + "\n")
         watcher.stdin.close()
     with contextlib.suppress(subprocess.TimeoutExpired):
         watcher.wait(STOP_WAIT_S)

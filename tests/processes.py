@@ -115,8 +115,10 @@ def group_gone(pgid: int) -> bool:
     return not live_pids(lambda _, stat: int(stat[2]) == pgid)
 
 
-async def pid_from(pidfile: Path, timeout_s: float = 10) -> int:
-    """The pid a child wrote to `pidfile`, waiting for it to appear."""
+async def pid_from(pidfile: Path, timeout_s: float = 30) -> int:
+    """The pid a child wrote to `pidfile`, waiting for it to appear: within `timeout_s`,
+    a bound on a start that can pass through a Raven, an MCP server importing its SDK and
+    a model turn (10 s was seen to run out at a load of 7 on two cores), never a pause."""
     import asyncio
 
     async with asyncio.timeout(timeout_s):

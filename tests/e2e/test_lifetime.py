@@ -72,6 +72,22 @@ async def test_sigkill_of_raven_run_takes_its_command_tree_and_mcp_servers(
         await kill_9_and_see_gone(proc, *children)
 
 
+async def test_sigkill_of_raven_takes_a_command_that_cleared_its_environment(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    """`env -i` drops the lifeline's mark: the command's process group is what ends it."""
+    pids = tmp_path / "cmd"
+    command = f"exec env -i sh -c 'echo $$ > {pids}.sh; sleep 300 & echo $! > {pids}.bg; wait'"
+    steps = [{"toolCalls": [{"name": "run_command", "arguments": {"command": command}}]}]
+    (home / "script.json").write_text(json.dumps([*steps, {"text": "done"}]))
+    write_config(home, {"models": [{"id": "s", "provider": "scripted", "script": "script.json"}]})
+    async with launched(env, tmp_path, "run", "--yes", "go") as proc:
+        children = await command_pids(pids)
+        for pid in children:  # unmarked, as a command under `env -i` is
+            assert b"RAVEN_LIFELINE" not in Path(f"/proc/{pid}/environ").read_bytes()
+        await kill_9_and_see_gone(proc, *children)
+
+
 async def test_sigkill_of_raven_takes_a_sub_agent_and_the_sub_agents_commands(
     env: dict[str, str], home: Path, tmp_path: Path
 ) -> None:

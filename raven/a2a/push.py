@@ -47,6 +47,7 @@ from a2a.types import Task, TaskArtifactUpdateEvent, TaskPushNotificationConfig
 from a2a.utils.proto_utils import to_stream_response
 
 from raven.a2a.push_targets import GuardedResolver, PushRefused, PushTargets
+from raven.a2a.store import StoreOutage, unreachable
 from raven.a2a.wire import to_json
 from raven.config import A2APushConfig
 from raven.deadlines import finish_within
@@ -57,6 +58,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+STORE_RETRY_S = 5.0
+"""How long an update's dispatch tries a task store out of reach (a database restart)."""
+STORE_RETRY_PAUSE_S = 0.2
 RESPONSE_LIMIT = 64 * 1024
 """How much of a receiver's answer is read (and thrown away)."""
 QUEUE_LIMIT = 256
@@ -303,21 +307,35 @@ class Push:
             await self._session.close()
 
     async def _dispatch(self) -> None:
-        """Hand each update, in order, to the outbox of each of its task's configs."""
+        """Hand each update, in order, to the outbox of each of its task's configs; a
+        store out of reach (a database restart) is tried again for `STORE_RETRY_S`."""
+        outage = StoreOutage(log, "push: dispatching updates")
         while (item := await self._inbox.get()) is not None:
             task_id, event = item
             try:
+                found = await self._targets(task_id)
+            except Exception as exc:
+                log.warning("push: task %s's update could not be dispatched", task_id)
+                outage.failed(exc)
+                continue
+            outage.worked()
+            note = _Note(task_id, uuid.uuid4().hex, self._body(event))
+            for config in found:
+                self._post(config, note)
+
+    async def _targets(self, task_id: str) -> list[TaskPushNotificationConfig]:
+        """The task's configs not disabled, from the stores."""
+        deadline = time.monotonic() + STORE_RETRY_S
+        while True:
+            try:
                 configs = await self._store.get_info_for_dispatch(task_id)
-                if not configs:
-                    continue
-                states = await self._log.get(task_id)
-                note = _Note(task_id, uuid.uuid4().hex, self._body(event))
-                for config in configs:
-                    if states.get(config.id, Delivery()).disabled:
-                        continue
-                    self._post(config, note)
-            except Exception:
-                log.exception("push: task %s's update could not be dispatched", task_id)
+                states = await self._log.get(task_id) if configs else {}
+            except Exception as exc:
+                if not unreachable(exc) or time.monotonic() >= deadline:
+                    raise
+                await asyncio.sleep(STORE_RETRY_PAUSE_S)
+                continue
+            return [c for c in configs if not states.get(c.id, Delivery()).disabled]
 
     def _post(self, config: TaskPushNotificationConfig, note: _Note) -> None:
         key = (note.task_id, config.id)

@@ -69,7 +69,7 @@ from a2a.utils.task import apply_history_length, validate_history_length, valida
 from raven.a2a.admission import Admission, Admitted
 from raven.a2a.auth import Caller
 from raven.a2a.push import Push, PushRefused
-from raven.a2a.store import SETTLED, TERMINAL, BoundedMemoryTaskStore, Shared
+from raven.a2a.store import SETTLED, TERMINAL, BoundedMemoryTaskStore, Shared, StoreOutage
 from raven.a2a.turn import Asked, Chunk, Conversations, Ended, LocalAsker, Progress, TaskTurn
 from raven.config import A2AServerConfig
 from raven.deadlines import finish_within
@@ -766,6 +766,7 @@ class TaskService:
         assert self._shared is not None
         loop = asyncio.get_running_loop()
         renew_at = loop.time()
+        outage = StoreOutage(log, "A2A: watching the shared task store")
         while True:
             try:
                 await asyncio.wait_for(self._stopping.wait(), WATCH_S)
@@ -779,8 +780,10 @@ class TaskService:
                     renew_at = loop.time() + self._shared.leases.lease_s / 3
                     await self._shared.leases.renew(list(self._live))
                     await self._sweep()
-            except Exception:
-                log.exception("A2A: watching the shared task store failed")
+            except Exception as exc:
+                outage.failed(exc)
+            else:
+                outage.worked()
 
     async def _check(self, task: _Task) -> None:
         assert self._shared is not None

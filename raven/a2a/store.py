@@ -12,6 +12,7 @@ configs. Never runs a task.
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -45,6 +46,39 @@ SETTLED = TERMINAL | {TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_
 RUNNING = (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
 EVENT_POLL_S = 0.25
 """How often a replica looks for the events of a task another one runs."""
+
+
+def unreachable(exc: BaseException) -> bool:
+    """Whether `exc` says a shared task store was out of reach or lost its connection (a
+    database restart), which passes, rather than a fault of Raven's or of the data."""
+    if isinstance(exc, OSError):
+        return True
+    from sqlalchemy import exc as sql
+
+    return isinstance(exc, sql.DBAPIError) and (
+        exc.connection_invalidated
+        or isinstance(exc, sql.OperationalError | sql.InterfaceError | sql.InternalError)
+    )
+
+
+class StoreOutage:
+    """Says once that a shared task store is out of reach, with the error on one line, and
+    once that it is back: not a traceback at every try while a database restarts."""
+
+    def __init__(self, log: logging.Logger, what: str) -> None:
+        self._log, self._what, self.down = log, what, False
+
+    def failed(self, exc: BaseException) -> None:
+        if not unreachable(exc):
+            self._log.error("%s failed", self._what, exc_info=exc)
+        elif not self.down:
+            self.down = True
+            self._log.warning("%s: the task store cannot be reached (%s)", self._what, exc)
+
+    def worked(self) -> None:
+        if self.down:
+            self.down = False
+            self._log.warning("%s: the task store can be reached again", self._what)
 
 
 class BoundedMemoryTaskStore(TaskStore):

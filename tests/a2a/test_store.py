@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+import logging
+
+import pytest
 from a2a.server.context import ServerCallContext
 from a2a.types import ListTasksRequest, Task, TaskState, TaskStatus
 
-from raven.a2a.store import BoundedMemoryTaskStore
+from raven.a2a.store import BoundedMemoryTaskStore, StoreOutage, unreachable
 
 
 def task(task_id: str, state: TaskState.ValueType) -> Task:
@@ -39,3 +42,27 @@ async def test_each_forgotten_task_leaves_its_own_owners_tasks() -> None:
     assert await store.get("a1", alice) is None
     assert await store.get("b1", bob) is not None
     assert await store.get("b1", alice) is None  # still scoped to its owner
+
+
+def test_an_outage_is_said_once_with_its_end_and_a_fault_keeps_its_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from sqlalchemy.exc import OperationalError
+
+    lost = OperationalError("SELECT 1", {}, ConnectionResetError("connection reset"))
+    assert unreachable(lost) and unreachable(ConnectionRefusedError())
+    assert not unreachable(ValueError("a bug"))
+    outage = StoreOutage(logging.getLogger("test.outage"), "watching")
+    with caplog.at_level(logging.WARNING, "test.outage"):
+        for _ in range(3):  # a restart: tried again and again
+            outage.failed(lost)
+        outage.worked()
+        outage.worked()
+        outage.failed(bug := ValueError("a bug"))
+    said = [(r.levelname, r.getMessage(), bool(r.exc_info)) for r in caplog.records]
+    assert said == [
+        ("WARNING", f"watching: the task store cannot be reached ({lost})", False),
+        ("WARNING", "watching: the task store can be reached again", False),
+        ("ERROR", "watching failed", True),
+    ]
+    assert caplog.records[-1].exc_info is not None and caplog.records[-1].exc_info[1] is bug

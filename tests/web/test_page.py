@@ -720,6 +720,7 @@ def test_a_failed_turn_puts_its_session_under_failed_until_a_turn_ends_well(
         new_session(page, work_dir(gateway, "fails"), "down")
         send(page, "are you there")
         expect(page.locator(".notice.error")).to_be_visible()
+        expect(page.locator(".turn-end")).to_have_text(re.compile("^Failed"))  # not "Done"
         item = page.locator("#sessions li[data-session-id]")
         expect(item).to_have_attribute("data-state", "failed")
         expect(item.locator(".badge.failed")).to_have_text("failed")

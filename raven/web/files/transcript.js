@@ -195,7 +195,8 @@ export class Transcript {
   onTurnEnded(event) {
     const footer = el("div", "turn-end");
     footer.dataset.stopReason = event.stopReason;
-    const parts = [STOP_TEXT[event.stopReason] || "Stopped"];
+    // A failed turn keeps ACP's stop reasons (end_turn, its last word); it is no "Done".
+    const parts = [event.error ? "Failed" : STOP_TEXT[event.stopReason] || "Stopped"];
     if (this.usage) {
       const used = this.usage.usedTokens.toLocaleString();
       const window = this.usage.contextWindow ? ` of ${this.usage.contextWindow.toLocaleString()}` : "";

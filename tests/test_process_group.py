@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -13,20 +12,18 @@ from pathlib import Path
 import pytest
 
 from raven.process_group import _HELD, spawn
-from tests.processes import ended
+from tests.processes import ended, live_pids
 
 
 def _held_child(token: str) -> int | None:
     """The pid of the child still waiting for its go, found by `token` in its arguments."""
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-            except OSError:
-                continue
-            if token.encode() in cmdline and b"read -r go" in cmdline:
-                return int(entry)
-    return None
+    held = live_pids(
+        lambda proc, _: (
+            token.encode() in (cmdline := (proc / "cmdline").read_bytes())
+            and b"read -r go" in cmdline
+        )
+    )
+    return held[0] if held else None
 
 
 async def test_a_cancel_while_the_process_starts_kills_its_group_and_runs_nothing(

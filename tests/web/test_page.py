@@ -591,7 +591,9 @@ def test_raven_web_on_a_running_gateway_prints_a_fresh_link(page: Page, web: Web
 
 def test_a_long_streamed_answer_is_drawn_in_linear_time(page: Page, web: WebGateway) -> None:
     """A 2 MB answer arriving in 2,100 frames: each frame draws what changed, not the whole
-    answer again (which took a minute of main-thread time), and ends as drawn whole."""
+    answer again (which took a minute of main-thread time), and ends as drawn whole. The
+    clock is read against a counterpart in the same page: drawing the whole answer once
+    (streaming costs about nine of those; drawing it at every frame cost about a thousand)."""
     login(page, web.login_link())
     result = page.evaluate(
         """async () => {
@@ -605,45 +607,57 @@ def test_a_long_streamed_answer_is_drawn_in_linear_time(page: Page, web: WebGate
                 drawAnswer(answer);
             }
             const ms = performance.now() - started;
+            const once = performance.now();
             const whole = document.createElement("div");
             whole.append(renderMarkdown(answer.text));
+            const wholeMs = performance.now() - once;
             const same = whole.innerHTML === answer.node.innerHTML;
-            return { ms, size: answer.text.length, same };
+            return { ms, wholeMs, size: answer.text.length, same };
         }"""
     )
     assert result["size"] > 2_000_000 and result["same"], result
-    assert result["ms"] < 5000, result  # drawn whole at each frame: over a minute
+    assert result["ms"] < 60 * result["wholeMs"], result
 
 
 def test_markdown_renders_in_linear_time_whatever_the_answer_holds(
     page: Page, web: WebGateway
 ) -> None:
+    """Each input that once took seconds, at a quarter of its size and whole: four times the
+    text takes about four times as long (it took sixteen). The best of three tries of each
+    leaves out what a busy machine adds."""
     login(page, web.login_link())
     timings = page.evaluate(
         """async () => {
             const { renderMarkdown } = await import("/app/markdown.js");
             const inputs = {
-                backticks: "x" + "`".repeat(100000),
-                spans: "`a".repeat(20000),
-                stars: "x" + "*".repeat(100000),
-                brackets: "[a](".repeat(30000),
-                mixed: "**a _b `c [d](e ".repeat(8000),
-                comment: "```c\\n" + "/*".repeat(50000) + "\\n```",
-                quotes: ">".repeat(20000) + " deep",
-                nested: "> ".repeat(6000) + "deep\\n".repeat(3),
-                ticks: "a`b".repeat(50000),
+                backticks: (n) => "x" + "`".repeat(100000 * n),
+                spans: (n) => "`a".repeat(20000 * n),
+                stars: (n) => "x" + "*".repeat(100000 * n),
+                brackets: (n) => "[a](".repeat(30000 * n),
+                mixed: (n) => "**a _b `c [d](e ".repeat(8000 * n),
+                comment: (n) => "```c\\n" + "/*".repeat(50000 * n) + "\\n```",
+                quotes: (n) => ">".repeat(20000 * n) + " deep",
+                nested: (n) => "> ".repeat(6000 * n) + "deep\\n".repeat(3),
+                ticks: (n) => "a`b".repeat(50000 * n),
+            };
+            const best = (text) => {
+                let fastest = Infinity;
+                for (let i = 0; i < 3; i += 1) {
+                    const started = performance.now();
+                    document.createElement("div").append(renderMarkdown(text));
+                    fastest = Math.min(fastest, performance.now() - started);
+                }
+                return fastest;
             };
             const out = {};
-            for (const [name, text] of Object.entries(inputs)) {
-                const started = performance.now();
-                document.createElement("div").append(renderMarkdown(text));
-                out[name] = performance.now() - started;
+            for (const [name, make] of Object.entries(inputs)) {
+                out[name] = [best(make(0.25)), best(make(1))];
             }
             return out;
         }"""
     )
-    assert timings["backticks"] < 50, timings
-    assert all(ms < 1000 for ms in timings.values()), timings  # each was seconds before
+    # A millisecond's floor: below it the clock's grain, not the work, sets the ratio.
+    assert all(whole < 10 * max(quarter, 1) for quarter, whole in timings.values()), timings
     # Quotes nested thousands deep render (they threw RangeError: the stack overflowed),
     # as sixteen levels with the rest as the text they hold.
     deep = page.evaluate(
@@ -750,9 +764,18 @@ def test_sessions_that_need_you_come_first(page: Page, tmp_path: Path) -> None:
         expect(items).to_have_count(2)
         expect(page.locator("#sessions .group-head")).to_have_text(["Idle"])
         expect(items.first).to_contain_text("work/newer")
-        items.filter(has_text="work/asks").click()
-        send(page, "ask me something")
+        # Clicked and sent in one go, before the clicked session has loaded: the message
+        # goes to the session clicked, not to the one shown before.
+        page.evaluate(
+            """() => {
+                [...document.querySelectorAll("#sessions li[data-session-id] button")]
+                    .find((b) => b.textContent.includes("work/asks")).click();
+                document.getElementById("prompt").value = "ask me something";
+                document.getElementById("composer").requestSubmit();
+            }"""
+        )
         expect(page.get_by_role("dialog")).to_contain_text("Which branch?")
+        expect(items.filter(has_text="work/newer")).to_contain_text("Untitled")
         # The older session, waiting for an answer, now heads the list.
         expect(items.first).to_have_attribute("data-state", "waiting")
         expect(items.first).to_contain_text("work/asks")

@@ -23,7 +23,8 @@ const state = {
   pending: new Map(), // requestId → announcement (with method)
   asking: null, // requestId shown in the dialog
   gatewayCwd: null, // where `raven web` was started
-  opening: null, // a session being created and opened: what is sent meanwhile goes to it
+  opening: null, // a session being created or opened: what is sent meanwhile goes to it
+  opens: 0, // counts session opens, so that only the latest takes the page
 };
 const transcript = new Transcript($("transcript"));
 
@@ -64,7 +65,7 @@ async function online() {
     return;
   }
   const wanted = state.current?.info.sessionId || decodeURIComponent(location.hash.slice(1));
-  if (wanted) await openSession(wanted);
+  if (wanted) await opening(openSession(wanted));
   if (!state.current) showDraft();
 }
 
@@ -290,7 +291,7 @@ function renderItem(info) {
     badges.append(failed);
   }
   button.append(badges);
-  button.addEventListener("click", () => openSession(info.sessionId).catch(report));
+  button.addEventListener("click", () => opening(openSession(info.sessionId)).catch(report));
   li.replaceChildren(button);
   const moved = li.dataset.state !== itemState(info);
   li.dataset.state = itemState(info);
@@ -331,7 +332,10 @@ async function showRoster() {
 
 // -- one session -----------------------------------------------------------------------------
 
+// Opened through `opening`, so that a message sent meanwhile goes to this session; of two
+// opens in flight, the later click wins.
 async function openSession(sessionId) {
+  const ticket = ++state.opens;
   const previous = state.current?.info.sessionId;
   if (previous && previous !== sessionId) {
     call("session.unsubscribe", { sessionId: previous }).catch(() => {});
@@ -339,7 +343,9 @@ async function openSession(sessionId) {
   let detail;
   try {
     detail = await call("session.get", { sessionId });
+    if (ticket !== state.opens) return;
   } catch (error) {
+    if (ticket !== state.opens) return;
     if (error.code === CODES.SESSION_NOT_FOUND) {
       state.current = null;
       history.replaceState(null, "", location.pathname);
@@ -460,9 +466,9 @@ async function send(event) {
   const box = $("prompt");
   const text = box.value.trim();
   if (!text) return;
-  // A session the "New session" button is still creating takes this message: a second
-  // one must not start from the draft meanwhile.
-  if (state.opening) await state.opening.catch(() => {});
+  // A session still being created or opened takes this message (a second one must not
+  // start from the draft meanwhile, nor the one shown before get it).
+  while (state.opening) await state.opening.catch(() => {});
   if (!state.current && $("session").dataset.draft) await opening(startFromDraft());
   if (!state.current) return;
   const sessionId = state.current.info.sessionId;
@@ -477,7 +483,7 @@ async function send(event) {
   box.value = "";
 }
 
-// Runs `work` (creating and opening a session) as the one `state.opening`.
+// Runs `work` (creating or opening a session) as the one `state.opening`.
 async function opening(work) {
   state.opening = work;
   try {

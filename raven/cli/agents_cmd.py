@@ -52,9 +52,9 @@ def list_command(
     for row in rows:
         reports = " ".join(x for x in (row.get("agentName"), row.get("agentVersion")) if x)
         table.add_row(row["name"], row["protocol"], row["permissions"], row["status"], reports)
-    console = Console(highlight=False)
+    console = Console(markup=False, highlight=False)  # names and reports are text
     console.print(table)
-    console.print(f"[dim]{TRUST_NOTE}[/]")
+    console.print(TRUST_NOTE, style="dim")
 
 
 async def _probe_all(agents: list[AgentSpec]) -> list[dict[str, Any]]:

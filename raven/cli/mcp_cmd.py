@@ -91,4 +91,4 @@ def _print(statuses: list[ServerStatus]) -> None:
             table.add_row(s.name, status, "-", "-")
         for i, (model_name, remote) in enumerate(s.tools):
             table.add_row(s.name if i == 0 else "", status if i == 0 else "", model_name, remote)
-    Console(highlight=False).print(table)
+    Console(markup=False, highlight=False).print(table)  # names and problems are text

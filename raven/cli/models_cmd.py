@@ -52,14 +52,15 @@ def models_command(
             key += " (set)" if row["keySet"] else " (not set)"
         mark = "●" if row["default"] else ""
         table.add_row(mark, row["id"], row["provider"], row["baseUrl"] or "-", key)
-    console = Console(highlight=False)
+    console = Console(markup=False, highlight=False)  # ids and URLs are text
     console.print(table)
     default = next((r for r in rows if r["default"]), None)
     console.print(
-        f"[dim]default: {default['id']} ({default['why']})[/]"
+        f"default: {default['id']} ({default['why']})"
         if default
-        else "[dim]no default: configure a model, set OPENAI_API_KEY or ANTHROPIC_API_KEY, "
-        "or use --model echo[/]"
+        else "no default: configure a model, set OPENAI_API_KEY or ANTHROPIC_API_KEY, "
+        "or use --model echo",
+        style="dim",
     )
 
 

@@ -187,12 +187,12 @@ async def _run(cfg: RavenConfig, paths: Paths, prompt: str, options: RunOptions)
         view.pause()
         if reader_gone:
             return BROKEN_PIPE_EXIT
-        err.print(f"[dim]session {live.id} · model {live.model.id}[/]")
+        err.print(f"session {live.id} · model {live.model.id}", style="dim", markup=False)
         if options.usage:
             from raven.usage import describe, totals
 
             spent = describe(totals(live.history[before:]), cfg.prices())
-            err.print(f"Token usage: {spent}")
+            err.print(f"Token usage: {spent}", markup=False)
         if options.output == "json":
             print(json.dumps(summary(events, stop, live.id, live.model.id), ensure_ascii=False))
         ended = [e for e in events if isinstance(e, TurnEnded)]
@@ -295,6 +295,6 @@ def _exit_code(stop: str, error: str | None, err: Console) -> int:
             "max_turn_requests": "the turn hit limits.maxTurnSteps",
             "refusal": "the model refused",
         }
-        err.print(f"[yellow]stopped:[/] {reasons.get(stop, stop)}")
+        err.print(f"stopped: {reasons.get(stop, stop)}", style="yellow", markup=False)
         return EXIT_STOPPED_SHORT
     return 0

@@ -81,17 +81,38 @@ def list_command(
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(box=None)
-    id_width = max((len(r.id) for r in page.sessions), default=2)
-    table.add_column("id", no_wrap=True, min_width=id_width)
-    table.add_column("updated", no_wrap=True)
-    table.add_column("model", no_wrap=True)
-    table.add_column("title", overflow="ellipsis", no_wrap=True, ratio=2)
-    table.add_column("cwd", overflow="fold", ratio=1)
-    for r in page.sessions:
-        updated = r.updated_at[:16].replace("T", " ")
-        table.add_row(r.id, updated, r.model or "-", r.title, r.cwd)
-    Console().print(table if page.sessions else "no sessions")
+    console = Console(markup=False, highlight=False)
+    if not page.sessions:
+        console.print("no sessions")
+        return
+    # The id, the date and the model are shown whole at any width; the title and the
+    # directory share what is left (two to one), the directory dropped when too narrow.
+    ids = max(len(r.id) for r in page.sessions)
+    models = min(max(len(r.model or "-") for r in page.sessions), 24)
+    fixed = ids + 16 + max(models, 5) + 2 * 3  # and three gaps of two
+    left = max(console.width - fixed, 8)
+    console.width = fixed + left  # wider than a very narrow terminal, not a cut id
+    with_cwd = left >= 30
+    table = Table(box=None, pad_edge=False)
+    table.add_column("id", no_wrap=True, width=ids)
+    table.add_column("updated", no_wrap=True, width=16)
+    table.add_column("model", no_wrap=True, overflow="ellipsis", width=max(models, 5))
+    rows = [
+        [r.id, r.updated_at[:16].replace("T", " "), r.model or "-", r.title or "(untitled)", r.cwd]
+        for r in page.sessions
+    ]
+    titles, cwds = (max(len(row[i]) for row in rows) for i in (3, 4))
+    if with_cwd:
+        left -= 2
+        titles = min(titles, left - min(cwds, left // 3))
+        cwds = min(cwds, left - titles)
+    table.add_column("title", no_wrap=True, overflow="ellipsis", width=max(min(titles, left), 5))
+    if with_cwd:
+        table.add_column("cwd", no_wrap=True, overflow="ellipsis", width=cwds)
+    for row in rows:
+        table.add_row(*row[: 5 if with_cwd else 4])
+    # Titles, models and paths are text, never markup: "[long] talk" is shown as typed.
+    console.print(table)
 
 
 @app.command("show")
@@ -156,7 +177,7 @@ def search_command(
 
     console = Console(highlight=False)
     if not hits:
-        console.print(f"nothing found for {text!r}")
+        console.print(f"nothing found for {text!r}", markup=False)
     for hit in hits:
         r = hit.record
         head = Text(f"{r.id}", style="bold")

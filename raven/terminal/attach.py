@@ -69,7 +69,7 @@ async def attach(url: str, token: str, cwd: Path, session_id: str | None) -> Non
             # The session so far (a turn running in another UI included), then what follows.
             asked = c.SessionGet(session_id=session_id, history_limit=REPLAY_MESSAGES)
             detail: c.SessionDetail = await remote.call("session.get", asked)
-            err.print(f"[bold]raven[/] · attached to {url} · session {session_id}")
+            err.print(f"[bold]raven[/] · attached to {escape(url)} · session {escape(session_id)}")
             for body in detail.history:
                 show(body)
             view.pause()
@@ -80,7 +80,7 @@ async def attach(url: str, token: str, cwd: Path, session_id: str | None) -> Non
                 "session.create", c.SessionCreate(cwd=str(cwd))
             )
             session_id = state["session"] = created.session_id
-            err.print(f"[bold]raven[/] · attached to {url} · session {session_id}")
+            err.print(f"[bold]raven[/] · attached to {escape(url)} · session {escape(session_id)}")
         answering = asyncio.create_task(_answer(remote, asker, view, state["questions"], settled))
         try:
             await _loop(remote, reader, out, view, session_id, state)

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rich.markup import escape
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -139,16 +141,17 @@ class Chat:
                 assert self.session is not None
                 await self.runtime.set_model(self.session, arg)
                 self._model = arg
-                self.err.print(f"[dim]model: {arg}[/]")
+                self.err.print(f"[dim]model: {escape(arg)}[/]")
             elif name == "/mode" and arg:
                 assert self.session is not None
                 await self.runtime.set_mode(self.session, arg)
                 self._mode = arg
-                self.err.print(f"[dim]mode: {arg}[/]")
+                self.err.print(f"[dim]mode: {escape(arg)}[/]")
             else:
-                self.err.print(f"[red]unknown or incomplete command {name!r}[/]; try /help")
+                unknown = f"unknown or incomplete command {name!r}; try /help"
+                self.err.print(unknown, style="red", markup=False)
         except RavenError as exc:
-            self.err.print(f"[red]{exc}[/]")
+            self.err.print(f"[red]{escape(str(exc))}[/]")
         return True
 
     async def _new(self) -> None:
@@ -183,7 +186,8 @@ class Chat:
     async def _list(self) -> None:
         page = await self.runtime.list_sessions(limit=15)
         for r in page.sessions:
-            self.err.print(f"[dim]{r.id}[/]  {r.updated_at[:16].replace('T', ' ')}  {r.title}")
+            when = r.updated_at[:16].replace("T", " ")
+            self.err.print(f"[dim]{r.id}[/]  {when}  {escape(r.title or '(untitled)')}")
 
     def _models(self) -> None:
         from raven.config import ECHO_MODEL_ID
@@ -193,7 +197,7 @@ class Chat:
         ids = dict.fromkeys([*configured, *([current] if current else []), ECHO_MODEL_ID])
         for model_id in ids:
             mark = "[green]●[/]" if model_id == current else " "
-            self.err.print(f"{mark} {model_id}")
+            self.err.print(f"{mark} {escape(model_id)}")
         self.err.print("[dim]/model ID switches[/]")
 
     def _modes(self) -> None:
@@ -202,10 +206,13 @@ class Chat:
             self.err.print("[dim]no modes are declared in the config[/]")
         for mode in self.runtime.config.modes:
             mark = "[green]●[/]" if mode.id == current else " "
-            self.err.print(f"{mark} {mode.id}  [dim]{mode.description or mode.name}[/]")
+            about = escape(mode.description or mode.name)
+            self.err.print(f"{mark} {escape(mode.id)}  [dim]{about}[/]")
 
     def _banner(self) -> None:
         s = self.session
         assert s is not None
         mode = s.mode.id if s.mode else "-"
-        self.err.print(f"[bold]raven[/] · session {s.id} · model {s.model.id} · mode {mode}")
+        self.err.print(
+            f"[bold]raven[/] · session {s.id} · model {escape(s.model.id)} · mode {escape(mode)}"
+        )

@@ -51,7 +51,8 @@ def print_transcript(
     out = console or Console(highlight=False)
     messages = masked(messages)
     out.print(f"[bold]{escape(redact(record.title) or '(untitled)')}[/]  [dim]{record.id}[/]")
-    out.print(f"[dim]{escape(record.cwd)} · model {record.model} · mode {record.mode or '-'}[/]")
+    about = f"{record.cwd} · model {record.model} · mode {record.mode or '-'}"
+    out.print(f"[dim]{escape(about)}[/]")
     for msg in messages:
         out.print()
         if isinstance(msg, UserMessage):
@@ -63,7 +64,7 @@ def print_transcript(
                 out.print(f"[bold green]raven[/] {escape(msg.text)}")
             for call in msg.tool_calls:
                 args = call.raw_arguments or json.dumps(call.arguments)
-                out.print(f"[cyan]→ {call.name}[/] {escape(args)}")
+                out.print(f"[cyan]→ {escape(call.name)}[/] {escape(args)}")
         elif isinstance(msg, ToolResultMessage):
             mark = "[red]✗[/]" if msg.is_error else "[green]✓[/]"
             out.print(f"{mark} [dim]{escape(msg.name)}:[/] {escape(msg.content)}")

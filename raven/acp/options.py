@@ -62,11 +62,14 @@ def modes_state(config: RavenConfig, live: LiveSession) -> dict[str, Any] | None
 
 
 def session_setup(config: RavenConfig, live: LiveSession) -> dict[str, Any]:
-    """The `configOptions` and, when modes are declared, `modes` of a session response."""
+    """The `configOptions` and, when modes are declared, `modes` of a session response,
+    with the project instructions the session read under `_meta.raven`."""
     result: dict[str, Any] = {"configOptions": config_options(config, live)}
     modes = modes_state(config, live)
     if modes is not None:
         result["modes"] = modes
+    read = [str(path) for path in live.project.files]
+    result["_meta"] = {"raven": {"projectInstructions": read}}
     return result
 
 

@@ -14,6 +14,7 @@ from raven.cli.options import (
     FileOption,
     ModelOption,
     ModeOption,
+    ProjectOption,
     SessionOption,
     SystemOption,
 )
@@ -37,6 +38,7 @@ def chat_command(
             help="Chat through a running gateway (its URL, or `auto` for the local one).",
         ),
     ] = None,
+    project: ProjectOption = True,
     config: ConfigOption = None,
 ) -> None:
     """Chat with Raven in the terminal."""
@@ -47,6 +49,8 @@ def chat_command(
     from raven.terminal.chat import Chat
 
     cfg, paths = load(config, "cli")
+    if not project:
+        cfg = cfg.model_copy(update={"project_instructions": False})
     cwd_path = workdir(cwd)
     from raven.cli.files import file_parts
 

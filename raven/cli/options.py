@@ -37,6 +37,13 @@ SystemOption = Annotated[
         "({cwd}, {date} and {platform} are filled in).",
     ),
 ]
+ProjectOption = Annotated[
+    bool,
+    typer.Option(
+        "--project-instructions/--no-project-instructions",
+        help="Read the project's AGENTS.md (or CLAUDE.md, GEMINI.md) into the system prompt.",
+    ),
+]
 SessionOption = Annotated[
     str | None,
     typer.Option(

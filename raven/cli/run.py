@@ -15,6 +15,7 @@ from raven.cli.options import (
     FileOption,
     ModelOption,
     ModeOption,
+    ProjectOption,
     SessionOption,
     SystemOption,
 )
@@ -55,6 +56,11 @@ def run_command(
     usage: Annotated[
         bool, typer.Option("--usage", "-u", help="Show the tokens the turn used, after it.")
     ] = False,
+    project: ProjectOption = True,
+    verbose: Annotated[
+        bool,
+        typer.Option("--verbose", "-v", help="Say which project instructions were read."),
+    ] = False,
     config: ConfigOption = None,
 ) -> int:
     """Run one turn and stream the answer to stdout.
@@ -69,8 +75,10 @@ def run_command(
     text = _prompt_text(prompt)
     attached = file_parts(files or [])
     cfg, paths = load(config, "cli")
+    if not project:
+        cfg = cfg.model_copy(update={"project_instructions": False})
     options = RunOptions(
-        model, mode, session, cwd, yes, resume_last, output, system, attached, usage
+        model, mode, session, cwd, yes, resume_last, output, system, attached, usage, verbose
     )
     return asyncio.run(_run(cfg, paths, text, options))
 
@@ -91,6 +99,7 @@ class RunOptions:
     attached: list[Part] = field(default_factory=list)
     """Parts of the prompt from `--file`, before its text."""
     usage: bool = False
+    verbose: bool = False
 
 
 def _prompt_text(prompt: str | None) -> str:
@@ -159,6 +168,9 @@ async def _run(cfg: RavenConfig, paths: Paths, prompt: str, options: RunOptions)
             if options.output != "text"
             else Console(file=sys.stdout, highlight=False, soft_wrap=True)
         )
+        if options.verbose:
+            read = ", ".join(live.project.names(live.cwd)) or "none"
+            err.print(f"project instructions: {read}", style="dim", markup=False)
         view = TerminalView(out, err, markdown=False)
         interactive = stdin_is_terminal()
         asker = TerminalAsker(err, LineReader(), view, interactive, approve_all=options.yes)

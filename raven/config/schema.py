@@ -329,6 +329,8 @@ class RavenConfig(_Model):
     a2a: A2AConfig = Field(default_factory=A2AConfig, alias="a2a")
     gateway: GatewayConfig = Field(default_factory=lambda: GatewayConfig())
     sessions: SessionsConfig = Field(default_factory=lambda: SessionsConfig())
+    project_instructions: bool = True
+    """Whether sessions read the project's AGENTS.md (or CLAUDE.md, GEMINI.md)."""
 
     @model_validator(mode="after")
     def _check_references(self) -> RavenConfig:

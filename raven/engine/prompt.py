@@ -1,4 +1,5 @@
-"""The system prompt: Raven's short default, or the one a mode or model declares.
+"""The system prompt: Raven's short default, or the one a mode or model declares, and
+the project's instructions after it.
 
 Kept short on purpose: every token is paid on each cold turn, and a small local
 model on a CPU pays it in seconds. The tools are described by the tool specs,
@@ -21,11 +22,13 @@ DEFAULT_PROMPT = (
 
 
 @functools.lru_cache(maxsize=64)
-def system_prompt(cwd: Path, today: date, template: str | None = None) -> str:
-    """`template` (or the default) with `{cwd}`, `{date}` and `{platform}` filled in.
+def system_prompt(cwd: Path, today: date, template: str | None = None, project: str = "") -> str:
+    """`template` (or the default) with `{cwd}`, `{date}` and `{platform}` filled in, then
+    the project's instructions (`raven.engine.project`), if any.
 
     Filled by plain replacement, so other braces in a custom prompt stay as written. Made
-    once for a directory, day and template: a turn asks for it at every model call.
+    once for a directory, day, template and instructions: a turn asks for it at every
+    model call.
     """
     text = template if template is not None else DEFAULT_PROMPT
     values = {
@@ -35,4 +38,4 @@ def system_prompt(cwd: Path, today: date, template: str | None = None) -> str:
     }
     for key, value in values.items():
         text = text.replace(key, value)
-    return text
+    return f"{text}\n\n{project}" if project else text

@@ -386,6 +386,8 @@ class Runtime:
                 log.exception("a tool source failed to release session %s", session_id)
 
     async def _keep(self, session: LiveSession) -> LiveSession:
+        session.reads_project = self.config.project_instructions
+        await session.read_project()
         self._live[session.id] = session
         if self._shared is not None:
             await self.start()

@@ -19,6 +19,8 @@ from raven.engine.errors import SessionBusy, SessionClosed, TurnStuck
 from raven.engine.events import SessionEnded, TitleChanged, TurnEnded
 from raven.engine.history import interrupted_results
 from raven.engine.log import EventLog, Listener, LogEvent, Snapshot
+from raven.engine.project import NONE as NO_PROJECT_INSTRUCTIONS
+from raven.engine.project import ProjectInstructions, read_project_instructions
 from raven.messages import Message
 from raven.providers import Provider
 from raven.sessions import SessionRecord, Sessions, TurnElsewhere
@@ -54,6 +56,10 @@ class LiveSession:
     """The mode's or model's own system prompt; None means Raven's default."""
     system: str | None = None
     """A system prompt a face gave for this process (`--system`), instead of any other."""
+    project: ProjectInstructions = NO_PROJECT_INSTRUCTIONS
+    """The project's instructions for agents, read again as each turn starts."""
+    reads_project: bool = True
+    """Whether the project's instructions are read (`--no-project-instructions` says no)."""
     version: int = 0
     """Messages of the session written so far, as this process knows them."""
     _steering: list[str] = field(default_factory=list)
@@ -284,6 +290,13 @@ class LiveSession:
         self.record = dataclasses.replace(self.record, closed=True)
         self.own_tools = None
         self.log.close()
+
+    async def read_project(self) -> None:
+        """Read the project's instructions again (as each turn starts, so an edited
+        `AGENTS.md` holds from the next turn); forgotten when the session reads none."""
+        self.project = NO_PROJECT_INSTRUCTIONS
+        if self.reads_project:
+            self.project = await asyncio.to_thread(read_project_instructions, self.cwd)
 
     def publish(self, event: LogEvent) -> None:
         """Append the event to the session's log, which gives it to every follower."""

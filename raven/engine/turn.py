@@ -188,6 +188,7 @@ async def _run_claimed(
     """
     session.publish(TurnStarted(tuple(prompt)))
     try:
+        await session.read_project()
         stop, error = await _turn(session, list(prompt), asker, emit)
     except asyncio.CancelledError:
         if session.work_over():
@@ -267,7 +268,12 @@ async def _call_model(
     """One model call, streamed as events; `lead` goes before the first text it shows."""
     tools = session.offered_tools()
     request = ModelRequest(
-        system=system_prompt(session.cwd, date.today(), session.system or session.instructions),
+        system=system_prompt(
+            session.cwd,
+            date.today(),
+            session.system or session.instructions,
+            session.project.text,
+        ),
         messages=list(session.history),
         tools=[ToolSpec(t.name, t.description, t.parameters()) for t in tools],
     )

@@ -323,12 +323,13 @@ class Peer:
         if record.closed:
             closed = await runtime.history(p.session_id, p.history_limit)
             events: list[Any] = list(closed)
-            cursor = None
+            cursor, read = None, []
         else:
             live = await self._live(p.session_id)
             await live.catch_up()
             snapshot = live.snapshot(p.history_limit)
             record, events, cursor = live.record, snapshot.events(), snapshot.cursor
+            read = live.project.names(live.cwd)
         spent = totals(await runtime.transcript(p.session_id))
         usage = None
         if not spent.empty:
@@ -339,6 +340,7 @@ class Peer:
             cursor=cursor,
             pending=self._hub.waiting(record.id),
             usage=usage,
+            project_instructions=read,
         )
 
     async def _session_delete(self, p: c.SessionRef) -> c.Accepted:

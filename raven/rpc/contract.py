@@ -132,6 +132,9 @@ class SessionDetail(Wire):
     (`permission.requested` / `question.asked` params, with `method`)."""
     usage: SessionUsage | None = None
     """What the whole session used so far (None before any model call)."""
+    project_instructions: list[str] = Field(default_factory=list)
+    """The project instructions its turns read (`AGENTS.md` and the like), relative to its
+    directory, root first; empty for a closed session."""
 
 
 class SessionRename(Wire):

@@ -216,3 +216,6 @@ class Chat:
         self.err.print(
             f"[bold]raven[/] · session {s.id} · model {escape(s.model.id)} · mode {escape(mode)}"
         )
+        if s.project.files:
+            read = ", ".join(s.project.names(s.cwd))
+            self.err.print(f"project instructions: {read}", style="dim", markup=False)

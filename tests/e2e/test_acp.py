@@ -106,7 +106,10 @@ async def test_initialize_advertises_what_raven_serves(start: Any) -> None:
 
 async def test_new_session_offers_model_and_mode_pickers(start: Any, tmp_path: Path) -> None:
     agent = await start()
+    (tmp_path / "AGENTS.md").write_text("Use tabs.\n")
     new = await agent.conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+    # The editor learns which project instructions the session follows.
+    assert new.field_meta == {"raven": {"projectInstructions": [str(tmp_path / "AGENTS.md")]}}
     assert new.modes is not None and new.modes.current_mode_id == "ask"
     options = {o.id: o for o in new.config_options}
     assert options["model"].category == "model" and options["model"].current_value == "scripted"

@@ -490,3 +490,40 @@ def test_files_go_with_the_prompt_text_inline_and_images_as_images(
         refused = raven("run", "-f", bad, "x", env=env, cwd=tmp_path)
         assert refused.returncode == 2 and said in refused.stderr
     assert len(model_server.requests) == 1  # nothing sent for those
+
+
+def test_project_instructions_reach_the_model_and_run_says_which(
+    env: dict[str, str], home: Path, tmp_path: Path, model_server: FakeModelServer
+) -> None:
+    write_config(
+        home,
+        {"models": [{"id": "local", "provider": "openai", "baseUrl": model_server.url + "/v1"}]},
+    )
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "app").mkdir()
+    (repo / "AGENTS.md").write_text("Always answer in haiku.\n")
+    (repo / "app" / "CLAUDE.md").write_text("The app uses tabs.\n")
+    model_server.queue(*[Reply(events=openai_stream(text="Hi.")) for _ in range(3)])
+
+    ran = raven("run", "-v", "hello", env=env, cwd=repo / "app")
+    assert ran.returncode == 0, ran.stderr
+    assert "project instructions: ../AGENTS.md, CLAUDE.md" in ran.stderr
+    system = model_server.requests[0].body["messages"][0]["content"]
+    assert system.startswith("You are Raven")
+    assert system.index("Always answer in haiku.") < system.index("The app uses tabs.")
+
+    # Edited between turns: the next turn of the session reads it again.
+    (repo / "AGENTS.md").write_text("Answer in limericks.\n")
+    again = raven("run", "-c", "and now?", env=env, cwd=repo / "app")
+    assert again.returncode == 0, again.stderr
+    system = model_server.requests[1].body["messages"][0]["content"]
+    assert "limericks" in system and "haiku" not in system
+
+    chat = raven("chat", env=env, cwd=repo / "app", input="/quit\n")
+    assert "project instructions: ../AGENTS.md, CLAUDE.md" in chat.stderr
+
+    off = raven("run", "--no-project-instructions", "-v", "hi", env=env, cwd=repo / "app")
+    assert "project instructions: none" in off.stderr
+    system = model_server.requests[2].body["messages"][0]["content"]
+    assert "limericks" not in system and "tabs" not in system

@@ -155,6 +155,7 @@ def test_paths_under_home_read_as_tilde_and_the_readme_shows_a_real_session(
     project = user / "projects" / "weather"
     project.mkdir(parents=True)
     (project / "forecast.py").write_text(FORECAST)
+    (project / "AGENTS.md").write_text("Run `pytest` after each change.\n")
     (home / "local.json").write_text(json.dumps(README_SCENE))
     config = json.loads((home / "config.json").read_text())
     scene = {"id": "local", "provider": "scripted", "script": str(home / "local.json")}
@@ -167,6 +168,7 @@ def test_paths_under_home_read_as_tilde_and_the_readme_shows_a_real_session(
         field.fill("~/projects/weather")  # typed as a person would
         page.get_by_role("button", name="New session").click()
         expect(page.locator("#session-cwd")).to_have_text("~/projects/weather")
+        expect(page.locator("#session-instructions")).to_have_text("follows AGENTS.md")
         send(page, "make forecast() survive an offline station")
         dialog = page.get_by_role("dialog")
         expect(dialog.locator("figcaption")).to_have_text("~/projects/weather/forecast.py")

@@ -362,6 +362,8 @@ async function openSession(sessionId) {
   setTitle(detail.session.title);
   showUsage(detail.usage);
   $("session-cwd").textContent = displayPath(detail.session.cwd);
+  const read = detail.projectInstructions;
+  $("session-instructions").textContent = read.length ? `follows ${read.join(", ")}` : "";
   fillPicker($("model"), state.models, detail.session.model || state.defaults.model);
   fillPicker($("mode"), state.modes, detail.session.mode || state.defaults.mode);
   $("mode").parentElement.hidden = !state.modes.length;
@@ -391,6 +393,7 @@ function showDraft() {
   transcript.clear();
   $("title").textContent = "New session";
   $("session-cwd").textContent = $("new-cwd").value;
+  $("session-instructions").textContent = "";
   $("session-state").textContent = "";
   $("send").textContent = "Send";
   $("cancel").hidden = true;

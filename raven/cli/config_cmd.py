@@ -1,4 +1,4 @@
-"""`raven config path | show | init`."""
+"""`raven config path | show | init | example`."""
 
 from __future__ import annotations
 
@@ -55,6 +55,14 @@ def show_command(
     else:
         typer.echo(f"# {paths.config_file} (no file: the empty config)", err=True)
     typer.echo(json.dumps(masked(config_to_json(cfg)), indent=2))
+
+
+@app.command("example")
+def example_command() -> None:
+    """Print an example config that shows every key (ships with Raven)."""
+    from raven.config import EXAMPLE_FILE
+
+    typer.echo(EXAMPLE_FILE.read_text(encoding="utf-8"), nl=False)
 
 
 @app.command("init")

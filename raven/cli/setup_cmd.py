@@ -150,5 +150,5 @@ def _test_turn(config: Any, paths: Any) -> int:
         calls_tools = False
     if not calls_tools:
         typer.echo(NO_TOOLS_WARNING, err=True)
-    typer.echo("Raven is ready: `raven chat`, or add Raven to your editor (docs/acp.md).")
+    typer.echo("Raven is ready: `raven chat`, or add Raven to your editor (it runs `raven acp`).")
     return 0

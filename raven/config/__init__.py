@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from raven.config.paths import SUBAGENT_ENV, Paths, is_subagent, resolve_paths
+from raven.config.paths import EXAMPLE_FILE, SUBAGENT_ENV, Paths, is_subagent, resolve_paths
 
 if TYPE_CHECKING:
     from raven.config.schema import (
@@ -84,6 +84,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "ECHO_MODEL_ID",
+    "EXAMPLE_FILE",
     "SUBAGENT_ENV",
     "A2AClientConfig",
     "A2AConfig",

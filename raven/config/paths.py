@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 APP_NAME = "raven"
+EXAMPLE_FILE = Path(__file__).with_name("example.json")
+"""A config showing every key, shipped with Raven (`raven config example`)."""
 SUBAGENT_ENV = "RAVEN_SUBAGENT"
 """Set to 1 by Raven's ACP client in the sub-agents it launches."""
 

@@ -20,7 +20,7 @@ class NoModelConfigured(ConfigError):
         where = f"the config file {config_file}" if config_file else "the config file"
         super().__init__(
             f"no model is configured. Run `raven setup` to pick one, add one to {where} "
-            "(`raven config init` writes a starter; config.example.json shows every key), "
+            "(`raven config init` writes a starter; `raven config example` shows every key), "
             "or set OPENAI_API_KEY or ANTHROPIC_API_KEY; for a smoke test, use the offline "
             "model: `--model echo`."
         )

@@ -8,6 +8,7 @@ import pytest
 from pydantic import BaseModel
 
 from raven.config import (
+    EXAMPLE_FILE,
     A2AClientConfig,
     A2AConfig,
     A2APeer,
@@ -99,7 +100,7 @@ def test_config_option_beats_raven_config(tmp_path: Path) -> None:
 
 
 def test_example_config_is_valid_and_shows_every_key() -> None:
-    example = Path(__file__).parents[2] / "config.example.json"
+    example = EXAMPLE_FILE
     load_config(example)
     data = json.loads(example.read_text())
 

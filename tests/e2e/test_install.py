@@ -80,6 +80,12 @@ def test_the_wheel_installs_into_a_fresh_environment_and_serves_acp(
     assert shown.returncode == 0 and shown.stdout.startswith(f"raven {__version__}\n")
     info = serves_acp(raven, env)
     assert info["agentInfo"] == {"name": "raven", "title": "Raven", "version": __version__}
+    # What the messages point an installed user at is there: no file only a checkout has.
+    example = subprocess.run([*raven, "config", "example"], capture_output=True, text=True)
+    assert example.returncode == 0 and json.loads(example.stdout)["models"]
+    no_model = subprocess.run([*raven, "run", "hi"], env=env, capture_output=True, text=True)
+    assert "`raven config example` shows every key" in no_model.stderr
+    assert "example.json" not in no_model.stderr and "docs/" not in no_model.stderr
 
 
 def test_uvx_runs_raven_acp_from_the_wheel(

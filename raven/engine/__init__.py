@@ -38,7 +38,7 @@ from raven.engine.events import (
     TurnStarted,
     UsageUpdated,
 )
-from raven.engine.history import HistoryEvent, history_events
+from raven.engine.history import HistoryEvent, history_events, shown
 from raven.engine.log import LogEvent, Logged, Snapshot
 from raven.engine.runtime import Runtime
 from raven.engine.session import LiveSession
@@ -100,5 +100,6 @@ __all__ = [
     "preview_lines",
     "run_turn",
     "session_directory",
+    "shown",
     "start_turn",
 ]

@@ -37,6 +37,7 @@ from raven.engine.events import (
     TurnStarted,
     UsageUpdated,
 )
+from raven.engine.history import NOT_RUN_RESULTS, REJECTED_RESULT, shown
 from raven.engine.prompt import system_prompt
 from raven.engine.session import LiveSession
 from raven.errors import invalid_fields
@@ -85,15 +86,6 @@ MAX_PARALLEL_TOOLS = 4
 WITHDRAW_S = 5.0
 """How long a face gets to withdraw an asking someone else answered."""
 CANCELLED_RESULT = "Cancelled by the user before it finished."
-REJECTED_RESULT = "The user rejected this tool call. Do not retry it; ask or explain instead."
-NOT_RUN_RESULTS: dict[str, str] = {
-    "refused": "Not run: refused by policy (the session's mode or the server's approval "
-    "setting); no one was asked. Do not retry it; explain what you needed or do without it.",
-    "unanswered": "Not run: no one answered the approval request in time, or no one could be "
-    "asked. Do not retry it now; say what you wanted to do so the user can allow it.",
-    "cancelled": "Not run: the approval request was cancelled before anyone answered.",
-}
-"""What the model is told when a call needing approval was not allowed, by why."""
 
 
 async def run_turn(
@@ -555,7 +547,7 @@ async def _finish(session: LiveSession, call: ToolCall, output: ToolOutput, emit
     text = clip(output.text, session.limits.tool_output_chars)
     await session.commit(_result(call, dataclasses.replace(output, text=text)))
     status: ToolStatus = "failed" if output.is_error else "completed"
-    emit(ToolCallUpdated(call.id, status, text, output.diff))
+    emit(ToolCallUpdated(call.id, status, shown(text), output.diff))
     if output.plan is not None:
         emit(PlanUpdated(output.plan))
 

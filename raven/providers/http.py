@@ -124,7 +124,7 @@ async def post_sse(
                 if response.status_code in _RETRYABLE_STATUS and not last_try:
                     await response.aread()
                     delay = _retry_delay(response, attempt)
-                    log.warning(
+                    log.info(  # the log's; the person gets the outcome, once
                         "%s: HTTP %s, retrying in %.1fs",
                         endpoint.label(),
                         response.status_code,
@@ -142,7 +142,7 @@ async def post_sse(
             if last_try:
                 raise ProviderError(f"{endpoint.label()}: cannot connect ({exc})") from exc
             delay = BACKOFF_BASE_S * 2**attempt
-            log.warning("%s: connect failed, retrying in %.1fs", endpoint.label(), delay)
+            log.info("%s: connect failed, retrying in %.1fs", endpoint.label(), delay)
             await sleep(delay)
         except httpx.ReadTimeout as exc:
             raise ProviderProtocolError(

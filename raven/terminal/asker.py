@@ -24,6 +24,14 @@ _CHOICES: dict[str, Decision] = {
 }
 
 
+_KEYS = {
+    "allow_once": "y (yes, this once)",
+    "allow_always": "a (always)",
+    "reject_once": "n (no)",
+    "reject_always": "r (never)",
+}
+
+
 def _styled(preview: Preview) -> list[str]:
     """The preview's lines as rich markup: the command bold, a diff red and green."""
     lines = preview_lines(preview)
@@ -82,6 +90,8 @@ class TerminalAsker:
                 if decision in ("allow_once", "allow_always"):
                     self._view.waiting(f"running {request.title}")
                 return decision
+            keys = ", ".join(_KEYS[d] for d in _KEYS if d in request.offered)
+            self._err.print(f"[dim]answer {keys}[/]")
 
     async def ask(self, question: Question) -> str | None:
         if not self._interactive:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.markup import escape
 
-from raven.engine import SessionRecord
+from raven.engine import SessionRecord, shown
 from raven.messages import AssistantMessage, Message, TextPart, ToolResultMessage, UserMessage
 from raven.redact import redact, redact_json
 
@@ -67,7 +67,7 @@ def print_transcript(
                 out.print(f"[cyan]→ {escape(call.name)}[/] {escape(args)}")
         elif isinstance(msg, ToolResultMessage):
             mark = "[red]✗[/]" if msg.is_error else "[green]✓[/]"
-            out.print(f"{mark} [dim]{escape(msg.name)}:[/] {escape(msg.content)}")
+            out.print(f"{mark} [dim]{escape(msg.name)}:[/] {escape(shown(msg.content))}")
     if record.failure:
         out.print()
         out.print(f"[red]the last turn failed:[/] {escape(redact(record.failure))}")

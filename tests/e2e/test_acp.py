@@ -16,7 +16,7 @@ import acp
 import pytest
 from acp import schema
 
-from raven.messages import AssistantMessage, user_text
+from raven.messages import AssistantMessage, ToolResultMessage, user_text
 from raven.sessions import SqliteStore
 from tests.children import scripted_child
 from tests.conftest import write_config
@@ -199,7 +199,7 @@ async def test_permission_allow_and_reject(start: Any, tmp_path: Path) -> None:
 
 
 async def test_the_model_hears_whether_a_person_rejected_or_the_editor_cancelled(
-    start: Any, tmp_path: Path
+    start: Any, tmp_path: Path, home: Path
 ) -> None:
     agent = await start(
         [
@@ -213,8 +213,16 @@ async def test_the_model_hears_whether_a_person_rejected_or_the_editor_cancelled
     await agent.conn.prompt(session_id=sid, prompt=text("write"))
     failed = [u for u in agent.editor.of("tool_call_update") if u.status == "failed"]
     said = [c.content.text for u in failed for c in (u.content or []) if c.type == "content"]
-    assert said[0].startswith("The user rejected this tool call")
-    assert said[1] == "Not run: the approval request was cancelled before anyone answered."
+    assert said == [  # the person reads what happened; the model is told how to go on
+        "Rejected: not run.",
+        "Not run: the approval request was cancelled before anyone answered.",
+    ]
+    store = SqliteStore(home / "data" / "raven.db")
+    try:
+        told = [m.content for m in store.messages(sid) if isinstance(m, ToolResultMessage)]
+    finally:
+        store.close()
+    assert told[0].startswith("The user rejected this tool call. Do not retry it")
 
 
 async def test_allow_always_is_remembered_for_the_session(start: Any, tmp_path: Path) -> None:

@@ -55,6 +55,10 @@ def test_chat_streams_answers_asks_inline_and_survives_ctrl_c(
     chat.expect("new file")  # what the call will do, before the question
     chat.expect("+from chat")
     chat.expect("Allow Write note.txt?")
+    chat.type("maybe\n")  # not an answer: the keys that are, and the question again
+    hint = "answer y (yes, this once), a (always), n (no), r (never)"
+    chat.expect(hint)
+    chat.expect("Allow Write note.txt?", after=hint)
     chat.type("y\n")
     chat.expect("The file is written.")
     assert (tmp_path / "work/note.txt").read_text() == "from chat"

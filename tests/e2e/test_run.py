@@ -143,20 +143,25 @@ def test_the_model_is_told_why_a_call_was_not_run(
         },
     )
 
-    def told(*args: str) -> str:
+    def told(*args: str) -> tuple[str, str]:
+        """What the person saw (the event), and what the model was told (the stored result)."""
         ran = raven("run", "-o", "jsonl", *args, "write it", env=env, cwd=tmp_path)
         assert ran.returncode == 0, ran.stderr
-        failed = [
-            e
-            for e in map(json.loads, ran.stdout.splitlines())
-            if e["type"] == "ToolCallUpdated" and e["status"] == "failed"
-        ]
-        return failed[0]["content"]
+        events = list(map(json.loads, ran.stdout.splitlines()))
+        failed = [e for e in events if e["type"] == "ToolCallUpdated" and e["status"] == "failed"]
+        session = json.loads(raven("sessions", "list", "--json", env=env).stdout)[0]["id"]
+        shown = json.loads(raven("sessions", "show", session, "--json", env=env).stdout)
+        (result,) = [m["content"] for m in shown["messages"] if m["role"] == "tool"]
+        return failed[0]["content"], result
 
-    unasked = told()  # no terminal to ask on: no person said no
+    seen, unasked = told()  # no terminal to ask on: no person said no
     assert "no one could be asked" in unasked and "rejected" not in unasked
-    refused = told("--mode", "ro")
+    assert (
+        seen == "Not run: no one answered the approval request in time, or no one could be asked."
+    )
+    seen, refused = told("--mode", "ro")
     assert "refused by policy" in refused and "rejected" not in refused
+    assert "Do not retry" in refused and "retry" not in seen and "refuses it" in seen
     assert not (tmp_path / "o.txt").exists()
 
 
@@ -444,6 +449,21 @@ def test_one_line_per_event_and_errors_once(
     assert failed.stderr.count("the request is invalid") == 1
     (line,) = [x for x in failed.stderr.splitlines() if "the request is invalid" in x]
     assert message.strip()[:200] in line
+
+
+def test_a_model_server_that_is_down_is_one_line_after_the_retries(
+    env: dict[str, str], home: Path
+) -> None:
+    from tests.ports import free_port
+
+    gone = f"http://127.0.0.1:{free_port()}/v1"
+    write_config(home, {"models": [{"id": "gone", "provider": "openai", "baseUrl": gone}]})
+    down = raven("run", "hi", env=env)
+    assert down.returncode == 1
+    lines = down.stderr.strip().splitlines()
+    assert [x for x in lines if "cannot connect" in x] == lines[:1], lines
+    assert "WARNING" not in down.stderr and "retrying" not in down.stderr
+    assert (home / "logs" / "cli.log").read_text().count("connect failed, retrying") == 3
 
 
 def test_system_sets_the_system_prompt_and_s_says_what_it_is(

@@ -101,7 +101,7 @@ async def test_approval_allow_runs_and_reject_does_not(
     assert not (tmp_path / "b.txt").exists()
     assert [a.title for a in asker.approvals] == ["Write a.txt", "Write b.txt"]
     failed = [e for e in events.of(ToolCallUpdated) if e.status == "failed"]
-    assert "rejected" in (failed[0].content or "")
+    assert failed[0].content == "Rejected: not run."
     diff = next(e for e in events.of(ToolCallUpdated) if e.status == "completed").diff
     assert diff is not None and diff.old_text is None and diff.new_text == "A"
 
@@ -227,8 +227,12 @@ async def test_a_faces_standing_policy_decides_after_the_mode(
     denied = Events()
     await run_turn(session, prompt("a"), asker, denied.append, approvals="deny")
     assert not (tmp_path / "w.txt").exists() and asker.approvals == []  # nobody asked
-    results = [e.content for e in denied.of(ToolCallUpdated) if e.status == "failed"]
-    assert results and results[0].startswith("Not run: refused by policy")
+    results = [m.content for m in session.history if isinstance(m, ToolResultMessage)]
+    assert results and results[0].startswith("Not run: refused by policy")  # to the model
+    shown = [e.content for e in denied.of(ToolCallUpdated) if e.status == "failed"]
+    assert shown == [
+        "Not run: the session's mode or the server's approval setting refuses it; no one was asked."
+    ]
     await run_turn(session, prompt("b"), asker, Events().append, approvals="auto")
     assert (tmp_path / "w.txt").exists() and asker.approvals == []
     (tmp_path / "w.txt").unlink()

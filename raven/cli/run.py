@@ -200,13 +200,15 @@ async def _run(cfg: RavenConfig, paths: Paths, prompt: str, options: RunOptions)
         if reader_gone:
             return BROKEN_PIPE_EXIT
         err.print(f"session {live.id} · model {live.model.id}", style="dim", markup=False)
-        if options.usage:
-            from raven.usage import describe, totals
+        from raven.usage import as_json, describe, totals
 
-            spent = describe(totals(live.history[before:]), cfg.prices())
-            err.print(f"Token usage: {spent}", markup=False)
+        turn_totals = totals(live.history[before:])
+        if options.usage:
+            err.print(f"Token usage: {describe(turn_totals, cfg.prices())}", markup=False)
         if options.output == "json":
-            print(json.dumps(summary(events, stop, live.id, live.model.id), ensure_ascii=False))
+            spent = as_json(turn_totals, cfg.prices())
+            said = summary(events, stop, live.id, live.model.id, spent)
+            print(json.dumps(said, ensure_ascii=False))
         ended = [e for e in events if isinstance(e, TurnEnded)]
         code = _exit_code(stop, ended[-1].error if ended else None, err)
         return signals.exit_code or code
@@ -265,8 +267,11 @@ def _discard_stdout() -> None:
     os.close(devnull)
 
 
-def summary(events: list[Any], stop: str, session_id: str, model_id: str) -> dict[str, Any]:
-    """What `--output json` prints at the end: the answer and how the turn went."""
+def summary(
+    events: list[Any], stop: str, session_id: str, model_id: str, spent: dict[str, Any]
+) -> dict[str, Any]:
+    """What `--output json` prints at the end: the answer and how the turn went; `spent`
+    is the turn's usage totals (`raven.usage.as_json`), as `--usage` adds them up."""
     from raven.engine import AgentText, ToolCallStarted, ToolCallUpdated, TurnEnded, UsageUpdated
 
     calls: dict[str, dict[str, Any]] = {}
@@ -291,7 +296,13 @@ def summary(events: list[Any], stop: str, session_id: str, model_id: str) -> dic
         "model": model_id,
         "usage": None
         if usage is None
-        else {"usedTokens": usage.used_tokens, "estimated": usage.estimated},
+        else {
+            "usedTokens": usage.used_tokens,
+            "estimated": usage.estimated,
+            "inputTokens": sum(m["inputTokens"] for m in spent["models"].values()),
+            "outputTokens": sum(m["outputTokens"] for m in spent["models"].values()),
+            **spent,
+        },
         "toolCalls": list(calls.values()),
     }
 

@@ -301,11 +301,16 @@ async def _call_model(
                 reported_usage = True
                 used = event.input_tokens + event.output_tokens
                 window = session.provider.context_window
-                emit(UsageUpdated(used, window, False, event.input_tokens, event.output_tokens))
+                emit(
+                    UsageUpdated(
+                        used, window, event.estimated, event.input_tokens, event.output_tokens
+                    )
+                )
                 usage = TokenUsage(
                     by=session.model.id,
                     input_tokens=event.input_tokens,
                     output_tokens=event.output_tokens,
+                    estimated=event.estimated,
                 )
             elif isinstance(event, Finish):
                 finish = event.reason
@@ -630,15 +635,17 @@ def _invalid(exc: Exception) -> str:
 def _title_from(prompt: list[Part]) -> str:
     """The session's title: the first line of the prompt's prose (what is outside its code
     blocks: `cat log | raven run "what failed?"` is titled by the question), else of the
-    code itself; shortened to `TITLE_CHARS`."""
-    text = "\n".join(p.text for p in prompt if isinstance(p, TextPart))
-    prose = _FENCED.sub("", text)
-    for candidate in (prose, text):
-        for line in candidate.splitlines():
-            first = line.strip()
-            if first and not first.startswith("```"):
-                short = first[: TITLE_CHARS - 1].rstrip() + "…"
-                return first if len(first) <= TITLE_CHARS else short
+    code itself; shortened to `TITLE_CHARS`. The last text part, the person's own words
+    after any attached files (`raven run -f calc.py "explain"`), is looked at first."""
+    texts = [p.text for p in prompt if isinstance(p, TextPart)]
+    for text in (texts[-1] if texts else "", "\n".join(texts)):
+        prose = _FENCED.sub("", text)
+        for candidate in (prose, text):
+            for line in candidate.splitlines():
+                first = line.strip()
+                if first and not first.startswith("```"):
+                    short = first[: TITLE_CHARS - 1].rstrip() + "…"
+                    return first if len(first) <= TITLE_CHARS else short
     return ""
 
 

@@ -54,6 +54,9 @@ class ToolCallReady:
 class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
+    estimated: bool = False
+    """Counted by Raven (a model that counts nothing, such as the offline ones), not the
+    server."""
 
 
 @dataclass(frozen=True)

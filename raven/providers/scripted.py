@@ -130,7 +130,7 @@ class ScriptedProvider:
             yield TextDelta(word)
             if index % _YIELD_EVERY_WORDS == 0:
                 await asyncio.sleep(0)  # let the loop breathe on very long answers
-        yield Usage(input_tokens=estimate_tokens(request), output_tokens=len(words))
+        yield Usage(estimate_tokens(request), len(words), estimated=True)
         for call in step.tool_calls:
             yield ToolCallReady(
                 ToolCall(id=f"call_{next(_call_ids)}", name=call.name, arguments=call.arguments)

@@ -300,12 +300,22 @@ def test_usage_adds_up_the_model_calls_as_the_server_counted_them(
         ),
         Reply(events=openai_stream("It says alpha.", usage=(150, 4))),
     )
-    ran = raven("run", "-u", "read a.txt", env=env, cwd=tmp_path)
-    assert ran.returncode == 0 and "It says alpha." in ran.stdout
+    ran = raven("run", "-u", "-o", "json", "read a.txt", env=env, cwd=tmp_path)
+    assert ran.returncode == 0 and json.loads(ran.stdout)["answer"].strip() == "It says alpha."
     assert "Token usage: 270 input, 11 output over 2 model calls" in ran.stderr
-    assert "Token usage" not in ran.stdout  # the answer alone on stdout
+    usage = json.loads(ran.stdout)["usage"]  # the same totals, for scripts
+    assert (usage["inputTokens"], usage["outputTokens"], usage["estimated"]) == (270, 11, False)
+    assert usage["models"]["m"] == {
+        "inputTokens": 270,
+        "outputTokens": 11,
+        "calls": 2,
+        "estimatedCalls": 0,
+    }
     model_server.queue(Reply(events=openai_stream("no counts", usage=None)))
     estimated = raven("run", "--usage", "hi", env=env, cwd=tmp_path)
     assert "(estimated: the server reported no usage)" in estimated.stderr
     quiet = raven("run", "--model", "echo", "hi", env=env, cwd=tmp_path)
     assert "Token usage" not in quiet.stderr  # only on request
+    offline = raven("run", "--model", "echo", "-u", "-o", "json", "hi", env=env, cwd=tmp_path)
+    assert "Token usage: about " in offline.stderr  # the offline model counts nothing
+    assert json.loads(offline.stdout)["usage"]["estimated"] is True

@@ -505,6 +505,8 @@ def test_files_go_with_the_prompt_text_inline_and_images_as_images(
     assert text == {"type": "text", "text": "notes.txt:\n````\nuse ``` fences\n````"}
     assert image["image_url"]["url"] == "data:image/png;base64," + base64.b64encode(png).decode()
     assert asked == {"type": "text", "text": "what are these?"}
+    listed = json.loads(raven("sessions", "list", "--json", env=env).stdout)
+    assert listed[0]["title"] == "what are these?"  # the question, not the first file's name
     (tmp_path / "blob.bin").write_bytes(b"\xff\xfe\x00binary")
     for bad, said in (("missing.txt", "no such file"), ("blob.bin", "neither UTF-8 text")):
         refused = raven("run", "-f", bad, "x", env=env, cwd=tmp_path)

@@ -23,6 +23,9 @@ LOCAL_SERVERS = (
     ("vLLM", "http://127.0.0.1:8000/v1"),
 )
 PROBE_TIMEOUT_S = 0.5
+"""How long a server on this machine gets to answer the search for local servers."""
+LIST_TIMEOUT_S = 5.0
+"""How long a server given by its URL gets to list its models."""
 TEST_PROMPT = "Reply with the single word: ready"
 TOOL_PROMPT = "Call the tool `ping` now."
 NO_TOOLS_WARNING = (
@@ -41,26 +44,34 @@ class Choice:
     base_url: str | None = None
     model: str | None = None
     key_env: str | None = None
+    models: tuple[str, ...] = ()
+    """What the server lists (`GET /models`), to pick from."""
+
+
+async def list_models(base: str, timeout_s: float = PROBE_TIMEOUT_S) -> tuple[str, ...]:
+    """The model ids an OpenAI-compatible server at `base` lists; none when it lists none
+    or cannot be reached."""
+    import httpx
+
+    async with httpx.AsyncClient(timeout=timeout_s, follow_redirects=False) as client:
+        try:
+            answer = await client.get(f"{base}/models")
+            listed = (answer.json().get("data") or []) if answer.status_code == 200 else []
+            return tuple(str(m["id"]) for m in listed)
+        except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError):
+            return ()
 
 
 async def find_local(servers: tuple[tuple[str, str], ...] = LOCAL_SERVERS) -> list[Choice]:
-    """The OpenAI-compatible servers answering `GET /models` on loopback, with a model each."""
-    import httpx
-
-    async def probe(client: httpx.AsyncClient, name: str, base: str) -> Choice | None:
-        try:
-            answer = await client.get(f"{base}/models")
-            models = answer.json().get("data") or []
-            model = str(models[0]["id"]) if models else None
-        except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError):
-            return None
-        if answer.status_code != 200 or model is None:
-            return None
-        return Choice(f"{name}, running here at {base} ({model})", "openai", base, model)
-
-    async with httpx.AsyncClient(timeout=PROBE_TIMEOUT_S, follow_redirects=False) as client:
-        found = await asyncio.gather(*(probe(client, n, b) for n, b in servers))
-    return [c for c in found if c is not None]
+    """The OpenAI-compatible servers answering `GET /models` on loopback, with their models."""
+    found = await asyncio.gather(*(list_models(base) for _, base in servers))
+    return [
+        Choice(
+            f"{name}, running here at {base} ({models[0]})", "openai", base, models[0], None, models
+        )
+        for (name, base), models in zip(servers, found, strict=True)
+        if models
+    ]
 
 
 def setup_command(config: ConfigOption = None) -> int:
@@ -83,15 +94,20 @@ def setup_command(config: ConfigOption = None) -> int:
         typer.echo(f"Give a number from 1 to {len(choices)}.", err=True)
     choice = choices[picked - 1]
     base_url = choice.base_url
+    listed = choice.models
     if choice.provider == "openai" and base_url is None and choice.key_env is None:
         base_url = typer.prompt("Base URL (ending in /v1)", err=True).strip().rstrip("/")
-    model = typer.prompt("Model", default=choice.model or "", err=True).strip()
+        listed = asyncio.run(list_models(base_url, LIST_TIMEOUT_S))
+        if not listed:
+            typer.echo("It lists no models (or could not be reached); name one.", err=True)
+    model = _pick_model(listed, choice.model)
     key_env = typer.prompt(
         "Environment variable holding the API key (empty for none)",
         default=choice.key_env or "",
         err=True,
     ).strip()
-    spec: dict[str, Any] = {"id": "setup", "name": model, "provider": choice.provider}
+    model_id = _model_id(model)
+    spec: dict[str, Any] = {"id": model_id, "name": model, "provider": choice.provider}
     spec |= {"model": model} | ({"baseUrl": base_url} if base_url else {})
     spec |= {"apiKeyEnv": key_env} if key_env else {}
 
@@ -99,12 +115,35 @@ def setup_command(config: ConfigOption = None) -> int:
         exists = paths.config_file.exists()
         current = load_config(paths.config_file) if exists else starter_config()
         body = current.model_dump(mode="json", by_alias=True, exclude_none=True)
-        body["models"] = [m for m in body.get("models", []) if m.get("id") != "setup"] + [spec]
-        body["defaultModel"] = "setup"
+        kept = [m for m in body.get("models", []) if m.get("id") != model_id]
+        body["models"] = [*kept, spec]
+        body["defaultModel"] = model_id
         updated = type(current).model_validate(body)
         save_config(updated, paths.config_file)
-    typer.echo(f"wrote {paths.config_file} (model {model}, the default now)", err=True)
+    typer.echo(f"wrote {paths.config_file} (model {model_id}, the default now)", err=True)
     return _test_turn(updated, paths)
+
+
+def _pick_model(listed: tuple[str, ...], default: str | None) -> str:
+    """The model, by its number in what the server lists or by name; never empty."""
+    for number, name in enumerate(listed, 1):
+        typer.echo(f"  {number}. {name}", err=True)
+    question = "Model (a number or a name)" if listed else "Model"
+    while True:
+        answer = typer.prompt(question, default=default or "", err=True).strip()
+        if answer.isdigit() and 1 <= int(answer) <= len(listed):
+            return listed[int(answer) - 1]
+        if answer and not answer.isdigit():
+            return answer
+        typer.echo("Give the model's name, as the server knows it.", err=True)
+
+
+def _model_id(model: str) -> str:
+    """The id the config gives `model`: its name as `-m` takes it (`qwen2.5-coder:7b` is
+    `qwen2.5-coder-7b`, `org/name` is `name`)."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", model.rsplit("/", 1)[-1]).strip("-") or "model"
 
 
 async def _calls_a_tool(provider: Any) -> bool:

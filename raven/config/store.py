@@ -9,6 +9,7 @@ import fcntl
 import json
 import logging
 import os
+import re
 import stat
 import tempfile
 import time
@@ -192,9 +193,45 @@ def _masked_value(key: str, value: Any) -> Any:
 
 
 def holds_secret(config: RavenConfig) -> bool:
-    """Whether the config carries a token, key or credential a reader could use."""
-    data = config_to_json(config)
-    return masked(data) != data
+    """Whether the config carries a token, key or credential a reader could use: what
+    `masked` hides, less what is plainly none (an `env` of `FOO=bar`, the `"apiKey":
+    "none"` a local server asks for)."""
+    return _secret_in(config_to_json(config))
+
+
+_PLACEHOLDERS = frozenset(
+    {
+        *("none", "null", "empty", "dummy", "placeholder", "unused", "not-needed", "no-key"),
+        *("ollama", "lm-studio", "sk-no-key-required", "sk-1234", "changeme"),
+    }
+)
+"""Keys local servers accept as "any value" and their docs give (vLLM's `EMPTY`, Ollama's,
+LM Studio's, llama.cpp's `sk-no-key-required`), and the like: not secrets."""
+_SHORTEST_SECRET = 4
+_SECRET_NAME = re.compile(r"(?i)key|token|secret|passw|credential|auth|cookie|session")
+"""What the name of an `env` variable or a header holding a secret says."""
+
+
+def _secret_in(data: Any, key: str = "") -> bool:
+    if isinstance(data, dict):
+        if key in _SECRET_MAPS:
+            return any(isinstance(v, str) and _secret_entry(k, v) for k, v in data.items())
+        return any(_secret_in(v, k) for k, v in data.items())
+    if isinstance(data, list):
+        return any(_secret_in(v) for v in data)
+    if isinstance(data, str):
+        return _real(data) if key in _SECRET_KEYS else redact(data) != data
+    return False
+
+
+def _secret_entry(name: str, value: str) -> bool:
+    """Whether an `env` variable or a header holds a secret: by its name, or its value."""
+    return (bool(_SECRET_NAME.search(name)) and _real(value)) or redact(value) != value
+
+
+def _real(value: str) -> bool:
+    """Whether a secret's value is one, not a placeholder."""
+    return len(value) >= _SHORTEST_SECRET and value.lower() not in _PLACEHOLDERS
 
 
 STARTER_MODELS = (

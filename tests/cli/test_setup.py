@@ -32,20 +32,23 @@ def test_setup_writes_a_private_config_with_the_model_and_tests_one_turn(
         Reply(events=openai_stream(text="hello")),
     )
     base = model_server.url + "/v1"
-    # 1 is "an OpenAI-compatible server"; servers found on this machine come after 3.
-    answers = f"1\n{base}\nfake-model\nSETUP_TEST_KEY\n"
+    # 1 is "an OpenAI-compatible server"; servers found on this machine come after 3. The
+    # server's models are listed; an empty answer is asked again, then 1 picks the first.
+    answers = f"1\n{base}\n\n1\nSETUP_TEST_KEY\n"
     done = raven("setup", env={**env, "SETUP_TEST_KEY": "k-123"}, input=answers)
     assert done.returncode == 0, done.stderr
+    assert "  1. fake-model" in done.stderr
+    assert "Give the model's name, as the server knows it." in done.stderr
     assert "The model answered: ready" in done.stdout
     assert "did not call a tool" not in done.stderr
     assert [t["function"]["name"] for t in model_server.requests[1].body["tools"]] == ["ping"]
     config_file = home / "config.json"
     assert stat.S_IMODE(config_file.stat().st_mode) == 0o600
     config = json.loads(config_file.read_text())
-    assert config["defaultModel"] == "setup"
-    (model,) = [m for m in config["models"] if m["id"] == "setup"]
+    assert config["defaultModel"] == "fake-model"  # named after the model, not "setup"
+    (model,) = [m for m in config["models"] if m["id"] == "fake-model"]
     assert model == {
-        "id": "setup",
+        "id": "fake-model",
         "name": "fake-model",
         "provider": "openai",
         "model": "fake-model",

@@ -27,7 +27,7 @@ from raven.config import (
     resolve_paths,
     save_config,
 )
-from raven.config.store import starter_config
+from raven.config.store import holds_secret, starter_config
 
 
 def test_missing_file_is_the_empty_config(tmp_path: Path) -> None:
@@ -172,3 +172,23 @@ def test_masked_hides_mcp_env_headers_and_url_passwords() -> None:
     assert "plain-value" not in shown and "abcdefghijk" not in shown and "hunter2" not in shown
     assert masked(data)["mcpServers"][0]["env"] == {"GITHUB_TOKEN": "***", "DEBUG": ""}
     assert "llm.example/v1" in shown and '"command": "gh-mcp"' in shown
+
+
+def test_a_placeholder_key_or_a_plain_env_is_no_secret() -> None:
+    def config(**model: object) -> RavenConfig:
+        spec = {"id": "m", "provider": "openai", **model}
+        return RavenConfig.model_validate({"models": [spec]})
+
+    for placeholder in ("none", "EMPTY", "sk-no-key-required", "ollama", "x"):
+        assert not holds_secret(config(apiKey=placeholder)), placeholder
+    assert holds_secret(config(apiKey="sk-abc"))
+    assert holds_secret(config(baseUrl="https://user:hunter2@example.com/v1"))
+
+    def agent(**env: str) -> RavenConfig:
+        spec = {"name": "helper", "command": "helper-acp", "env": env}
+        return RavenConfig.model_validate({"agents": [spec]})
+
+    assert not holds_secret(agent(FOO="bar", RUST_LOG="debug", HOME="/home/me"))
+    assert holds_secret(agent(GITHUB_TOKEN="gho_abcdefabcdef"))
+    assert holds_secret(agent(CONFIG="ghp_" + "a" * 36))  # a known key shape, by any name
+    assert not holds_secret(agent(API_KEY="none"))

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -52,7 +53,7 @@ def chat_command(
     if not project:
         cfg = cfg.model_copy(update={"project_instructions": False})
     cwd_path = workdir(cwd)
-    from raven.cli.files import file_parts
+    from raven.attachments import file_parts
 
     attached = file_parts(files or [])
     if attach is not None:
@@ -77,7 +78,7 @@ def chat_command(
     async def main() -> None:
         runtime = build_runtime(cfg, paths, face="chat")
         try:
-            chat = Chat(runtime, cwd_path, system, attached)
+            chat = Chat(runtime, cwd_path, system, attached, _history(paths.data_dir, cwd_path))
             start = session
             if resume_last and start is None:
                 page = await runtime.list_sessions(cwd=str(cwd_path), limit=1)
@@ -89,3 +90,14 @@ def chat_command(
             await runtime.aclose()
 
     asyncio.run(main())
+
+
+def _history(data_dir: Path, cwd: Path) -> Path | None:
+    """The prompt's history file when the chat reads a terminal (a pipe has none)."""
+    import sys
+
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return None
+    from raven.terminal.prompt import history_file
+
+    return history_file(data_dir, cwd)

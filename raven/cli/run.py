@@ -69,7 +69,7 @@ def run_command(
     """
     import asyncio
 
-    from raven.cli.files import file_parts
+    from raven.attachments import file_parts
     from raven.cli.options import load
 
     text = _prompt_text(prompt)

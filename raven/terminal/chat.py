@@ -2,10 +2,15 @@
 
 Streams Markdown answers, shows tool calls live, asks approvals and questions
 inline. Ctrl-C cancels the running turn, never the program; Ctrl-D or /quit exits.
+On a terminal the prompt edits lines and keeps a history (`raven.terminal.prompt`);
+`@path` attaches a file, `!command` runs one and offers its output with the next
+message, and a message opened with three double quotes goes on until a line closes it. A new session
+is stored with its first message, not before.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -13,14 +18,20 @@ from typing import TYPE_CHECKING
 from rich.markup import escape
 
 if TYPE_CHECKING:
+    import asyncio
+
     from rich.console import Console
 
     from raven.engine import LiveSession, Runtime
     from raven.messages import Part
+    from raven.terminal.prompt import ChatPrompt
     from raven.terminal.reader import LineReader
     from raven.terminal.view import TerminalView
 
 HELP = """commands:
+  @PATH           (in a message) attach that file
+  !COMMAND        run a shell command here; its output goes with your next message
+  \"\"\"             start a message of several lines, ended by a line closing with \"\"\"
   /new            start a new session
   /sessions       list recent sessions
   /resume [ID]    continue a stored session (no ID: pick one)
@@ -28,10 +39,14 @@ HELP = """commands:
   /mode [ID]      list modes, or switch mode for the next turn
   /help           this help
   /quit           leave (Ctrl-D works too)
-Ctrl-C cancels a running turn."""
+Ctrl-C cancels a running turn. On a terminal: Up/Down for history, Alt-Enter for a new
+line, Tab completes /commands and @paths, Ctrl-L clears the screen."""
 
 PROMPT = "› "
 PICK_LIMIT = 10
+COMMANDS = ("/new", "/sessions", "/resume", "/model", "/mode", "/help", "/quit")
+FENCE = '"""'
+_ATTACHED = re.compile(r"(?:^|\s)@(\S+)")
 
 
 class Chat:
@@ -41,7 +56,10 @@ class Chat:
         cwd: Path,
         system: str | None = None,
         attached: Sequence[Part] = (),
+        history: Path | None = None,
     ) -> None:
+        """`history` is the prompt's history file: given, the chat reads the terminal
+        through `ChatPrompt` (line editing); without, it reads lines (a pipe)."""
         import sys
 
         from rich.console import Console
@@ -57,6 +75,12 @@ class Chat:
         self.out: Console = Console(file=sys.stdout, highlight=False)
         self.err: Console = Console(file=sys.stderr, highlight=False, soft_wrap=True)
         self.reader: LineReader = LineReader()
+        self.prompt: ChatPrompt | None = None
+        if history is not None:
+            from raven.terminal.prompt import ChatPrompt
+
+            self.prompt = ChatPrompt(history, cwd, COMMANDS)
+        self._shell: asyncio.Task[object] | None = None
         self.view: TerminalView = TerminalView(self.out, self.err, markdown=True)
         self.session: LiveSession | None = None
         self._model: str | None = None
@@ -79,40 +103,111 @@ class Chat:
         loop = asyncio.get_running_loop()
 
         def on_interrupt() -> None:
-            if self.session is None or not self.session.cancel_turn():
+            if self._shell is not None:
+                self._shell.cancel()
+            elif self.session is None or not self.session.cancel_turn():
                 self.err.print("\n[dim](Ctrl-D or /quit to leave)[/]")
                 self.out.print(PROMPT, end="")
 
         loop.add_signal_handler(signal.SIGINT, on_interrupt)
         try:
             while True:
-                self.out.print(PROMPT, end="")
-                line = await self.reader.readline()
-                if line is None:
+                text = await self._message()
+                if text is None:
                     self.out.print()
                     return
-                text = line.strip()
                 if not text:
                     continue
                 if text.startswith("/"):
                     if not await self._command(text):
                         return
-                    continue
-                await self._turn(text)
+                elif text.startswith("!"):
+                    await self._shell_command(text[1:].strip())
+                else:
+                    await self._turn(text)
         finally:
             loop.remove_signal_handler(signal.SIGINT)
 
+    async def _message(self) -> str | None:
+        """The next message, stripped; one opened with `FENCE` has the lines up to the
+        one closing it (the fences stay out). None at the end of input."""
+        first = await self._line(PROMPT)
+        if first is None or not first.strip().startswith(FENCE):
+            return None if first is None else first.strip()
+        lines = [first.strip()[len(FENCE) :]]
+        while not lines[-1].rstrip().endswith(FENCE):
+            line = await self._line("… ")
+            if line is None:
+                break
+            lines.append(line)
+        lines[-1] = lines[-1].rstrip().removesuffix(FENCE)
+        return "\n".join(lines).strip()
+
+    async def _line(self, prompt: str) -> str | None:
+        if self.prompt is None:
+            self.out.print(prompt, end="")
+            return await self.reader.readline()
+        while True:
+            try:
+                return await self.prompt.read(prompt)
+            except KeyboardInterrupt:
+                self.err.print("[dim](Ctrl-D or /quit to leave)[/]")
+
+    async def _shell_command(self, command: str) -> None:
+        """Run `command` here as the person asked; show its output and keep it for the
+        next message."""
+        import asyncio
+
+        from raven.messages import TextPart
+        from raven.tools.shell import run_shell
+
+        if not command:
+            self.err.print("[dim]!COMMAND runs COMMAND here[/]")
+            return
+        limits = self.runtime.config.limits
+        self._shell = asyncio.ensure_future(
+            run_shell(command, self.cwd, limits.command_timeout_s, limits.tool_output_chars)
+        )
+        try:
+            output = await self._shell
+        except asyncio.CancelledError:
+            self.err.print("[yellow]cancelled[/]")
+            return
+        finally:
+            self._shell = None
+        text = getattr(output, "text", "")
+        self.out.print(text, markup=False, highlight=False)
+        fence = "`" * max(3, 1 + max((len(r) for r in re.findall(r"`+", text)), default=0))
+        self.attached.append(TextPart(text=f"I ran `{command}`:\n{fence}\n{text}\n{fence}"))
+        self.err.print("[dim]its output goes with your next message[/]")
+
     async def _turn(self, text: str) -> None:
         from raven.engine import run_turn
+        from raven.errors import RavenError
         from raven.messages import TextPart
         from raven.terminal.asker import TerminalAsker
 
         assert self.session is not None
+        try:
+            files = self._files(text)
+        except RavenError as exc:
+            self.err.print(f"[red]{escape(str(exc))}[/] (not sent)")
+            return
         asker = TerminalAsker(self.err, self.reader, self.view, interactive=True)
         self.view.waiting()
-        parts, self.attached = [*self.attached, TextPart(text=text)], []
+        parts, self.attached = [*self.attached, *files, TextPart(text=text)], []
         await run_turn(self.session, parts, asker, self.view)
         self.view.pause()
+
+    def _files(self, text: str) -> list[Part]:
+        """The files `@path` names in `text`, as parts; an `@word` naming no file here is
+        just text. Raises `AttachmentError` for a file that cannot go (binary, too big)."""
+        from raven.attachments import file_part
+
+        named = dict.fromkeys(m for m in _ATTACHED.findall(text) if (self.cwd / m).is_file())
+        for name in named:
+            self.err.print(f"[dim]attached {escape(name)}[/]")
+        return [file_part(self.cwd / name) for name in named]
 
     async def _command(self, text: str) -> bool:
         """Run a slash command; False means leave."""
@@ -155,7 +250,9 @@ class Chat:
         return True
 
     async def _new(self) -> None:
-        self.session = await self.runtime.new_session(self.cwd, self._model, self._mode)
+        self.session = await self.runtime.new_session(
+            self.cwd, self._model, self._mode, deferred=True
+        )
         self.runtime.set_system_prompt(self.session, self.system)
         self._banner()
 
@@ -185,6 +282,8 @@ class Chat:
 
     async def _list(self) -> None:
         page = await self.runtime.list_sessions(limit=15)
+        if not page.sessions:
+            self.err.print("[dim]no sessions yet (this one is kept from its first message)[/]")
         for r in page.sessions:
             when = r.updated_at[:16].replace("T", " ")
             self.err.print(f"[dim]{r.id}[/]  {when}  {escape(r.title or '(untitled)')}")

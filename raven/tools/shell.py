@@ -11,6 +11,8 @@ import asyncio
 import contextlib
 import os
 import signal
+from collections.abc import Mapping
+from pathlib import Path
 from typing import ClassVar
 
 from pydantic import Field
@@ -48,35 +50,49 @@ class RunCommand(BuiltinTool):
         timeout_s = min(
             args.timeout_s or ctx.limits.command_timeout_s, ctx.limits.command_timeout_s
         )
-        proc = await spawn(
-            "/bin/sh",
-            "-c",
-            args.command,
-            cwd=ctx.cwd,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            env={**os.environ, **ctx.env, **lifeline.env()},
+        return await run_shell(
+            args.command, ctx.cwd, timeout_s, ctx.limits.tool_output_chars, ctx.env
         )
-        assert proc.stdout is not None
-        collector = Capped(ctx.limits.tool_output_chars)
-        timed_out = False
+
+
+async def run_shell(
+    command: str,
+    cwd: Path,
+    timeout_s: float,
+    max_chars: int,
+    env: Mapping[str, str] | None = None,
+) -> ToolOutput:
+    """`command` under /bin/sh in `cwd`, in its own process group (stopped on timeout or
+    cancellation): its combined output, head and tail kept, and its exit code."""
+    proc = await spawn(
+        "/bin/sh",
+        "-c",
+        command,
+        cwd=cwd,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        env={**os.environ, **(env or {}), **lifeline.env()},
+    )
+    assert proc.stdout is not None
+    collector = Capped(max_chars)
+    timed_out = False
+    try:
         try:
-            try:
-                async with asyncio.timeout(timeout_s):
-                    while chunk := await proc.stdout.read(_READ_CHUNK):
-                        collector.add(chunk)
-                    await proc.wait()
-            except TimeoutError:
-                timed_out = True
-        finally:
-            if proc.returncode is None:
-                await stop_process_group(proc)
-        output = collector.text()
-        if timed_out:
-            return ToolOutput(f"{output}\n[timed out after {timeout_s:g}s; killed]", is_error=True)
-        code = proc.returncode
-        return ToolOutput(f"{output}\n[exit code {code}]".lstrip("\n"), is_error=code != 0)
+            async with asyncio.timeout(timeout_s):
+                while chunk := await proc.stdout.read(_READ_CHUNK):
+                    collector.add(chunk)
+                await proc.wait()
+        except TimeoutError:
+            timed_out = True
+    finally:
+        if proc.returncode is None:
+            await stop_process_group(proc)
+    output = collector.text()
+    if timed_out:
+        return ToolOutput(f"{output}\n[timed out after {timeout_s:g}s; killed]", is_error=True)
+    code = proc.returncode
+    return ToolOutput(f"{output}\n[exit code {code}]".lstrip("\n"), is_error=code != 0)
 
 
 async def stop_process_group(proc: asyncio.subprocess.Process) -> None:

@@ -8,17 +8,25 @@ import pty
 import re
 import select
 import signal
+import struct
 import subprocess
 import termios
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+ROWS, COLUMNS = 40, 120
+CURSOR_POSITION_REQUEST = "\x1b[6n"
+EDITOR_WAITS = "\x1b[?2004h"
+"""What the chat's line editor writes as it starts reading a message: bracketed paste on."""
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
 
 
 class Terminal:
     def __init__(self, args: list[str], env: dict[str, str], cwd: Path) -> None:
         self.master, slave = pty.openpty()
+        # A window of a usual size, as a terminal emulator gives one.
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLUMNS, 0, 0))
         self.proc = subprocess.Popen(
             args,
             stdin=slave,
@@ -30,10 +38,10 @@ class Terminal:
         )
         os.close(slave)
         self.screen = ""
+        self._prompts = 0
 
     def expect(self, text: str, timeout: float = 15, after: str = "") -> None:
         """Wait until `text` is on the screen (after the last `after`, if given)."""
-        deadline = time.monotonic() + timeout
 
         def seen() -> bool:
             shown = ANSI.sub("", self.screen)
@@ -41,22 +49,50 @@ class Terminal:
                 shown = shown[shown.rfind(after) + len(after) :] if after in shown else ""
             return text in shown
 
-        while not seen():
+        self._until(seen, timeout, f"{text!r} not seen")
+
+    def prompt(self, timeout: float = 15, after: str = "") -> None:
+        """Wait for the chat's line editor to wait for a message (it turns bracketed paste
+        on then): each call waits for the next such prompt since the last `mark`, or with
+        `after`, for one after the last `after` (keys such as Ctrl-D typed before the
+        editor reads are lost, as on any terminal)."""
+        if after:
+            self._until(
+                lambda: (
+                    after in self.screen and EDITOR_WAITS in self.screen[self.screen.rfind(after) :]
+                ),
+                timeout,
+                f"no prompt after {after!r}",
+            )
+            return
+        self._prompts += 1
+        wanted = self._prompts
+        self._until(lambda: self.screen.count(EDITOR_WAITS) >= wanted, timeout, "no prompt")
+
+    def _until(self, done: Callable[[], bool], timeout: float, failure: str) -> None:
+        deadline = time.monotonic() + timeout
+        while not done():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise AssertionError(f"{text!r} not seen; screen:\n{ANSI.sub('', self.screen)}")
+                raise AssertionError(f"{failure}; screen:\n{ANSI.sub('', self.screen)}")
             ready, _, _ = select.select([self.master], [], [], remaining)
             if ready:
                 try:
-                    self.screen += os.read(self.master, 65536).decode("utf-8", "replace")
+                    chunk = os.read(self.master, 65536).decode("utf-8", "replace")
                 except OSError:
                     break
-        if not seen():
-            raise AssertionError(f"{text!r} not seen; screen:\n{ANSI.sub('', self.screen)}")
+                self.screen += chunk
+                # Where the cursor is, when asked, as a terminal emulator answers (the
+                # line editor asks): on the bottom row, where a prompt usually is.
+                for _ in range(chunk.count(CURSOR_POSITION_REQUEST)):
+                    os.write(self.master, f"\x1b[{ROWS};1R".encode())
+        if not done():
+            raise AssertionError(f"{failure}; screen:\n{ANSI.sub('', self.screen)}")
 
     def mark(self) -> None:
         """Forget what was seen so far, so the next expect looks only at new output."""
         self.screen = ""
+        self._prompts = 0
 
     def type(self, text: str) -> None:
         os.write(self.master, text.encode())

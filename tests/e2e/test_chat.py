@@ -45,10 +45,10 @@ def chat(env: dict[str, str], home: Path, tmp_path: Path) -> Iterator[Terminal]:
 def test_chat_streams_answers_asks_inline_and_survives_ctrl_c(
     chat: Terminal, tmp_path: Path
 ) -> None:
-    chat.expect("› ")
+    chat.prompt()
     chat.type("hello\n")
     chat.expect("Hi there, friend.")
-    chat.expect("› ")
+    chat.prompt()
 
     chat.mark()
     chat.type("write a note\n")
@@ -73,7 +73,7 @@ def test_chat_streams_answers_asks_inline_and_survives_ctrl_c(
     chat.type("\x03")
     chat.expect("cancelled", timeout=5)
     assert "^Ccancelled" not in ANSI.sub("", chat.screen)
-    chat.expect("› ")
+    chat.prompt()
     assert chat.proc.poll() is None
 
     chat.mark()
@@ -83,8 +83,8 @@ def test_chat_streams_answers_asks_inline_and_survives_ctrl_c(
     assert chat.proc.wait(10) == 0
 
 
-def test_chat_slash_commands(chat: Terminal) -> None:
-    chat.expect("› ")
+def test_chat_slash_commands(chat: Terminal, env: dict[str, str]) -> None:
+    chat.prompt()
     chat.type("/help\n")
     chat.expect("/resume [ID]")
     chat.type("/model nope\n")
@@ -97,9 +97,11 @@ def test_chat_slash_commands(chat: Terminal) -> None:
     chat.type("/mode ask\n")
     chat.expect("none are declared")
     chat.type("/sessions\n")
-    chat.expect("ses_")
+    chat.expect("no sessions yet")  # nothing sent yet, so nothing stored
+    chat.prompt(after="no sessions yet")
     chat.type("\x04")
     assert chat.proc.wait(10) == 0
+    assert json.loads(raven("sessions", "list", "--json", env=env).stdout) == []
 
 
 def test_chat_resumes_a_stored_session_and_starts_new_ones(
@@ -109,7 +111,7 @@ def test_chat_resumes_a_stored_session_and_starts_new_ones(
     session_id = first.stderr.split("session ")[1].split()[0]
     term = Terminal([*RAVEN, "chat", "--model", "echo"], {**env, "TERM": "xterm"}, tmp_path)
     try:
-        term.expect("› ")
+        term.prompt()
         term.type(f"/resume {session_id}\n")
         term.expect("the tulips are red")
         term.expect(f"session {session_id}")
@@ -154,16 +156,86 @@ def test_chat_sends_attached_files_with_the_first_message_only(
     term = Terminal(args, {**env, "TERM": "xterm"}, tmp_path)
     try:
         term.expect("1 attached file(s) go with your first message")
-        term.expect("› ")
+        term.prompt()
         term.type("first\n")
         term.expect("remember the tulips")  # the echo model says back what it was sent
-        term.expect("› ", after="first")
+        term.prompt()
         term.mark()
         term.type("second\n")
         term.expect("second")
-        term.expect("› ", after="second")
+        term.prompt()
         assert "tulips" not in term.screen
         term.type("/quit\n")
         assert term.proc.wait(10) == 0
     finally:
         term.close()
+
+
+def test_the_prompt_recalls_pastes_completes_attaches_and_runs(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "notes.txt").write_text("remember the tulips\n")
+    args = [*RAVEN, "chat", "--model", "echo"]
+    term = Terminal(args, {**env, "TERM": "xterm"}, tmp_path)
+    try:
+        term.prompt()
+        # A pasted block of three lines is one message, not three.
+        term.type("\x1b[200~line one\nline two\nline three\x1b[201~\r")
+        term.prompt()
+        # @ and Tab complete a file's name, and the file goes with the message.
+        term.mark()
+        term.type("what is in @no\t")
+        term.expect("@notes.txt")  # completed on the line, then sent
+        term.type("\r")
+        term.expect("attached notes.txt")
+        term.expect("remember the tulips")  # the echo model says back what it was sent
+        term.prompt()
+        # !command runs here; its output goes with the next message.
+        term.type("!echo shell-$((40 + 2))\r")
+        term.expect("its output goes with your next message")
+        term.expect("shell-42")
+        term.prompt()
+        term.type("and this?\r")
+        term.prompt()
+        term.type("/quit\r")
+        assert term.proc.wait(10) == 0
+    finally:
+        term.close()
+    (session,) = json.loads(raven("sessions", "list", "--json", env=env).stdout)
+    shown = json.loads(raven("sessions", "show", session["id"], "--json", env=env).stdout)
+    said = [
+        "\n".join(p["text"] for p in m["parts"]) for m in shown["messages"] if m["role"] == "user"
+    ]
+    assert said[0] == "line one\nline two\nline three"
+    assert said[1].startswith("notes.txt:\n```\nremember the tulips") and "@notes.txt" in said[1]
+    assert "I ran `echo shell-$((40 + 2))`:\n```\nshell-42" in said[2] and "and this?" in said[2]
+
+    # The history is the project's, kept between runs and private.
+    (history,) = (home / "data" / "chat-history").iterdir()
+    assert history.stat().st_mode & 0o777 == 0o600
+    again = Terminal(args, {**env, "TERM": "xterm"}, tmp_path)
+    try:
+        again.prompt()
+        again.mark()
+        again.type("\x1b[A")  # Up: what was typed last in the last run
+        again.expect("/quit")  # the history is loaded
+        again.type("\x1b[A\r")  # the message before it, sent again
+        again.prompt()
+        again.type("\x04")
+        assert again.proc.wait(10) == 0
+    finally:
+        again.close()
+    newest = json.loads(raven("sessions", "list", "--json", env=env).stdout)[0]
+    assert newest["id"] != session["id"] and newest["title"] == "and this?"
+
+
+def test_a_message_between_triple_quotes_keeps_its_lines(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    typed = '"""first line\nsecond line\n  indented"""\n"""\n"""\none line\n/quit\n'
+    done = raven("chat", "--model", "echo", env=env, cwd=tmp_path, input=typed)
+    assert done.returncode == 0, done.stderr
+    (session,) = json.loads(raven("sessions", "list", "--json", env=env).stdout)
+    shown = json.loads(raven("sessions", "show", session["id"], "--json", env=env).stdout)
+    said = [m["parts"][0]["text"] for m in shown["messages"] if m["role"] == "user"]
+    assert said == ["first line\nsecond line\n  indented", "one line"]  # the empty one is none

@@ -117,7 +117,7 @@ def test_chat_resume_picks_from_recent_sessions(env: dict[str, str], tmp_path: P
         term.type("\x1b[B")  # arrow down to the older one
         term.type("\r")
         term.expect("user older tulips")
-        term.expect("› ")
+        term.prompt()
         term.mark()
         term.type("/resume\n")
         term.expect("resume which?")

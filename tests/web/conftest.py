@@ -58,7 +58,11 @@ SCRIPTS: dict[str, list[dict[str, Any]]] = {
         call("write_file", path="web.txt", content="from the web\n"),
         {"text": "Written."},
     ],
-    "auto": [call("write_file", path="auto.txt", content="no questions\n"), {"text": "Done."}],
+    "auto": [
+        call("write_file", path="auto.txt", content="no questions\n"),
+        call("write_file", path="auto.txt", content="no questions\n"),  # again, the same
+        {"text": "Done."},
+    ],
     "reload": [
         call("write_file", path="late.txt", content="late\n"),
         {"text": "Written after the reload."},

@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
@@ -249,6 +250,9 @@ def test_the_mode_picker_applies_to_the_next_turn(page: Page, web: WebGateway) -
     expect(page.locator(".answer").last).to_have_text("Done.")
     assert (cwd / "auto.txt").read_text() == "no questions\n"
     expect(page.get_by_role("dialog")).to_be_hidden()
+    # The second write left the file as it was: its diff says so instead of showing nothing.
+    expect(page.locator(".tool").last.locator(".diff-none")).to_have_text("no change")
+    expect(page.locator(".tool").first.locator(".diff-add")).to_have_text("+ no questions\n")
     page.reload()
     expect(page.get_by_label("Mode", exact=True)).to_have_value("auto")
     expect(page.get_by_label("Model", exact=True)).to_have_value("auto")
@@ -495,6 +499,28 @@ def test_the_session_list_pages(page: Page, web: WebGateway) -> None:
     assert items.first.get_attribute("data-session-id") not in made
 
 
+def test_a_draft_takes_its_model_and_the_page_reads_in_one_centred_column(
+    page: Page, web: WebGateway
+) -> None:
+    login(page, web.login_link())
+    expect(page.locator(".bar .mark")).to_be_visible()  # Raven's mark, the registry's icon
+    icon = page.locator("link[rel=icon]").get_attribute("href")
+    assert icon == "/app/raven.svg" and httpx.get(web.base + icon).status_code == 200
+    page.get_by_label("Directory for a new session").fill(str(work_dir(web, "draft")))
+    # Before the first message: the model and mode can be picked, nothing else.
+    expect(page.get_by_role("button", name="Delete")).to_be_hidden()
+    page.get_by_label("Model", exact=True).select_option("echo")
+    send(page, "picked before the first message")
+    expect(page.locator(".answer").last).to_have_text("picked before the first message")
+    expect(page.get_by_label("Model", exact=True)).to_have_value("echo")
+    expect(page.get_by_role("button", name="Delete")).to_be_visible()
+    turn = page.locator(".turn").first.bounding_box()
+    area = page.locator("#transcript").bounding_box()
+    assert turn is not None and area is not None
+    assert turn["width"] <= 52 * 15 + 1  # 52rem at 15px, in a 1100px window
+    assert abs(turn["x"] + turn["width"] / 2 - (area["x"] + area["width"] / 2)) < 12
+
+
 def test_a_narrow_dark_window_is_usable_and_every_control_is_labelled(
     page: Page, web: WebGateway
 ) -> None:
@@ -503,8 +529,21 @@ def test_a_narrow_dark_window_is_usable_and_every_control_is_labelled(
     login(page, web.login_link())
     background = page.evaluate("getComputedStyle(document.body).backgroundColor")
     assert sum(int(n) for n in re.findall(r"\d+", background)[:3]) < 150, background
+    # It opens on the composer; the sessions are a drawer a tap away, over a backdrop that
+    # closes it.
+    sessions = page.get_by_role("navigation", name="Sessions")
+    expect(sessions).to_be_hidden()
+    expect(page.get_by_label("Message")).to_be_visible()
+    page.get_by_role("button", name="Show or hide sessions").click()
+    expect(sessions).to_be_visible()
+    expect(page.locator("#backdrop")).to_be_visible()
+    page.locator("#backdrop").click(position={"x": 390, "y": 400})  # beside the drawer
+    expect(sessions).to_be_hidden()
+    expect(page.locator("#backdrop")).to_be_hidden()
+    page.get_by_role("button", name="Show or hide sessions").click()
     new_session(page, work_dir(web, "narrow"), "stream")
-    expect(page.get_by_role("navigation", name="Sessions")).to_be_hidden()  # out of the way
+    expect(sessions).to_be_hidden()  # out of the way
+    expect(page.locator("#backdrop")).to_be_hidden()
     send(page, "a narrow question")
     expect(page.locator(".turn-end")).to_be_visible()
     assert page.evaluate("document.documentElement.scrollWidth") <= 400
@@ -737,6 +776,7 @@ def test_a_failed_turn_puts_its_session_under_failed_until_a_turn_ends_well(
         send(page, "are you there")
         expect(page.locator(".notice.error")).to_be_visible()
         expect(page.locator(".turn-end")).to_have_text(re.compile("^Failed"))  # not "Done"
+        expect(page.locator(".turn .notice")).to_have_count(1)  # the error once, not twice
         item = page.locator("#sessions li[data-session-id]")
         expect(item).to_have_attribute("data-state", "failed")
         expect(item.locator(".badge.failed")).to_have_text("failed")

@@ -377,7 +377,7 @@ async function openSession(sessionId) {
     await call("session.subscribe", { sessionId, after: detail.cursor });
     state.current.cursor = state.current.cursor || detail.cursor;
   }
-  if (window.matchMedia("(max-width: 700px)").matches) toggleSidebar(false);
+  if (narrow()) toggleSidebar(false);
   askNext();
   $("prompt").focus();
 }
@@ -397,6 +397,10 @@ function showDraft() {
   $("session-state").textContent = "";
   $("send").textContent = "Send";
   $("cancel").hidden = true;
+  // The first message's model and mode can be picked now; they go with session.create.
+  fillPicker($("model"), state.models, state.defaults.model);
+  fillPicker($("mode"), state.modes, state.defaults.mode);
+  $("mode").parentElement.hidden = !state.modes.length;
   // Ready to type, unless the person already is somewhere else (the page loads async).
   if (document.activeElement === document.body) $("prompt").focus();
 }
@@ -498,7 +502,8 @@ async function opening(work) {
 
 async function startFromDraft() {
   const cwd = absolutePath($("new-cwd").value.trim());
-  const info = await call("session.create", { cwd, model: state.defaults.model });
+  const chosen = { model: $("model").value || state.defaults.model, mode: $("mode").value || null };
+  const info = await call("session.create", { cwd, ...chosen });
   await refreshList();
   await openSession(info.sessionId);
 }
@@ -588,6 +593,7 @@ async function deleteSession() {
 }
 
 async function pick(select, method, key) {
+  if (!state.current) return; // a draft's choice, sent when its first message creates it
   const info = state.current.info;
   try {
     const updated = await call(method, { sessionId: info.sessionId, [key]: select.value });
@@ -778,6 +784,11 @@ function toggleSidebar(show) {
   const visible = show ?? sidebar.classList.contains("collapsed");
   sidebar.classList.toggle("collapsed", !visible);
   $("toggle-sessions").setAttribute("aria-expanded", String(visible));
+  $("backdrop").hidden = !visible || !narrow(); // a drawer over the page only when narrow
+}
+
+function narrow() {
+  return window.matchMedia("(max-width: 700px)").matches;
 }
 
 function debounce(fn, ms) {
@@ -815,6 +826,7 @@ function wire() {
   $("toggle-sessions").addEventListener("click", () => toggleSidebar());
   $("use-offline").addEventListener("click", () => {
     state.defaults.model = state.offline; // new sessions use it; it answers with what it got
+    if (!state.current) $("model").value = state.offline;
     $("no-model").hidden = true;
     $("prompt").focus();
   });
@@ -830,7 +842,9 @@ function wire() {
   setInterval(() => {
     if (state.rpc?.online && !document.hidden) refreshList().catch(() => {});
   }, LIST_REFRESH_MS);
-  if (window.matchMedia("(max-width: 700px)").matches && location.hash) toggleSidebar(false);
+  $("backdrop").addEventListener("click", () => toggleSidebar(false));
+  // A narrow window opens on the conversation and its composer; the sessions are a tap away.
+  toggleSidebar(!narrow());
 }
 
 drawIcons();

@@ -45,6 +45,7 @@ export class Transcript {
   clear() {
     this.container.replaceChildren();
     this.turn = null;
+    this.notice = null;
     this.answer = null;
     this.thought = null;
     this.calls = new Map();
@@ -188,7 +189,8 @@ export class Transcript {
   }
 
   onNotice(event) {
-    this.currentTurn().append(el("div", "notice", event.text));
+    this.notice = el("div", "notice", event.text);
+    this.currentTurn().append(this.notice);
     this.answer = null;
   }
 
@@ -204,8 +206,14 @@ export class Transcript {
     }
     footer.textContent = parts.join(" · ");
     this.currentTurn().append(footer);
-    if (event.error) this.turn.append(el("div", "notice error", event.error));
+    // The error once: the notice that told it already, marked as the turn's failure.
+    if (event.error && this.notice?.textContent === event.error) {
+      this.notice.classList.add("error");
+    } else if (event.error) {
+      this.turn.append(el("div", "notice error", event.error));
+    }
     this.turn = null;
+    this.notice = null;
     this.answer = null;
     this.thought = null;
   }
@@ -271,6 +279,7 @@ export function renderDiff(diff) {
   const figure = el("figure", "diff");
   figure.append(el("figcaption", null, displayPath(diff.path)));
   const pre = el("pre");
+  if (diff.oldText === diff.newText) pre.append(el("span", "diff-none", "no change"));
   for (const [sign, line] of diffLines(diff.oldText ?? "", diff.newText)) {
     const kind = sign === "+" ? "add" : sign === "-" ? "del" : "ctx";
     pre.append(el("span", `diff-${kind}`, `${sign} ${line}\n`));

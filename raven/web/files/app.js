@@ -779,6 +779,13 @@ async function answer(note) {
 
 // -- layout ----------------------------------------------------------------------------------
 
+// The session's actions (rename, close, delete) in a menu under its ⋯ button.
+function showActions(open) {
+  $("actions-menu").hidden = !open;
+  $("actions").setAttribute("aria-expanded", String(open));
+  if (open) $("actions-menu").querySelector("button:not(:disabled)")?.focus();
+}
+
 function toggleSidebar(show) {
   const sidebar = $("sidebar");
   const visible = show ?? sidebar.classList.contains("collapsed");
@@ -816,9 +823,23 @@ function wire() {
     }
   });
   $("cancel").addEventListener("click", () => cancelTurn().catch(report));
-  $("rename").addEventListener("click", () => renameSession().catch(report));
-  $("close").addEventListener("click", () => closeSession().catch(report));
-  $("delete").addEventListener("click", () => deleteSession().catch(report));
+  $("actions").addEventListener("click", () => showActions($("actions-menu").hidden));
+  for (const [id, act] of [["rename", renameSession], ["close", closeSession], ["delete", deleteSession]]) {
+    $(id).addEventListener("click", () => {
+      showActions(false);
+      act().catch(report);
+    });
+  }
+  document.addEventListener("click", (event) => {
+    if (!event.target.closest(".menu-wrap")) showActions(false);
+  });
+  $("actions-menu").addEventListener("keydown", (event) => {
+    if (event.key === "Escape") {
+      event.stopPropagation();
+      showActions(false);
+      $("actions").focus();
+    }
+  });
   $("model").addEventListener("change", () => pick($("model"), "session.setModel", "model"));
   $("mode").addEventListener("change", () => pick($("mode"), "session.setMode", "mode"));
   $("filter").addEventListener("input", debounce(() => refreshList().catch(report), 200));

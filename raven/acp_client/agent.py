@@ -209,7 +209,7 @@ class SubAgent:
     # -- what the sub-agent asks of Raven ----------------------------------------------------
 
     async def handle_request(self, method: str, params: dict[str, Any]) -> Any:
-        foreign = not self._ours(params)
+        foreign = not self._ours(method, params)
         if method == p.REQUEST_PERMISSION:
             asked = p.read(p.PermissionRequest, params)
             if foreign or asked is None:
@@ -223,16 +223,32 @@ class SubAgent:
         raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}", {"method": method})
 
     async def handle_notification(self, method: str, params: dict[str, Any]) -> None:
-        if method == p.SESSION_UPDATE and self._turn is not None and self._ours(params):
+        name = self.spec.name
+        if method != p.SESSION_UPDATE:
+            log.debug("sub-agent %s: ignored a %s notification (not one Raven knows)", name, method)
+            return
+        if self._turn is not None and self._ours(method, params):
             update = p.read_update(params.get("update"))
             if update is not None:
                 self._relay(self._turn, update)
+            else:
+                said = params.get("update")
+                kind = said.get("sessionUpdate") if isinstance(said, dict) else None
+                log.debug("sub-agent %s: did not show a session/update of kind %s", name, kind)
 
-    def _ours(self, params: dict[str, Any]) -> bool:
+    def _ours(self, method: str, params: dict[str, Any]) -> bool:
         """Whether a message is about the session Raven opened; others' are ignored."""
-        if params.get("sessionId") == self._session_id:
+        said = params.get("sessionId")
+        if said == self._session_id:
             return True
-        log.info("sub-agent %s: ignored a message for a session Raven did not open", self.spec.name)
+        if said is None:
+            log.info("sub-agent %s: ignored a %s without a sessionId", self.spec.name, method)
+        else:
+            log.info(
+                "sub-agent %s: ignored a %s for a session Raven did not open",
+                self.spec.name,
+                method,
+            )
         return False
 
     async def _permission(self, asked: p.PermissionRequest) -> dict[str, Any]:

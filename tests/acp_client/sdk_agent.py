@@ -9,7 +9,9 @@ Its behaviour is the first argument:
   hang         never answers a prompt (until cancelled; ignores the cancel with "stubborn")
   elicit       asks an elicitation question and answers with what it got
   fs           tries to read a file through the client
-  foreign      sends updates and a permission request for a session Raven never opened
+  foreign      sends updates and a permission request for a session Raven never opened,
+               a notification and an update kind Raven does not know, and a permission
+               request with no sessionId
   chatty       streams CHATTY_MIB MiB of answer text, 1 MiB an update
   refuse       answers the prompt with a JSON-RPC error carrying data
   retitle      starts a tool call under a placeholder title, then names it in an update
@@ -141,7 +143,16 @@ class Agent:
                 tool_call=schema.ToolCallUpdate(tool_call_id="x", title="Do edit", kind="edit"),
                 options=[option("allow_once")],
             )
-            await self.say(session_id, f"own words, foreign ask {asked.outcome.outcome}")
+            # Frames of today's ACP Raven does not act on, and a request naming no session.
+            wire = self.conn._conn
+            await wire.send_notification("_vendor/hello", {"sessionId": session_id})
+            update = {"sessionUpdate": "subagent_update", "state": "running"}
+            await wire.send_notification(
+                "session/update", {"sessionId": session_id, "update": update}
+            )
+            nameless = await wire.send_request("session/request_permission", {"options": []})
+            said = f"{asked.outcome.outcome}, nameless {nameless['outcome']['outcome']}"
+            await self.say(session_id, f"own words, foreign ask {said}")
         elif BEHAVIOUR == "fs":
             try:
                 await self.conn.read_text_file(path="/etc/hostname", session_id=session_id)

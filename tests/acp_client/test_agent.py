@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import shutil
 import sys
 from pathlib import Path
@@ -336,7 +337,7 @@ async def test_cancelling_the_parent_turn_stops_the_child(
 
 
 async def test_updates_and_requests_for_a_session_raven_did_not_open_are_ignored(
-    tmp_path: Path,
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     asked: list[Permission] = []
 
@@ -345,9 +346,22 @@ async def test_updates_and_requests_for_a_session_raven_did_not_open_are_ignored
         return "allow_once"
 
     spec = sdk_spec("foreign", permissions="ask")
+    caplog.set_level(logging.DEBUG, logger="raven.acp_client")
     outcome, _, _ = await drive(spec, tmp_path, approve=approve)
-    assert outcome.answer == "own words, foreign ask cancelled"
+    assert outcome.answer == "own words, foreign ask cancelled, nameless cancelled"
     assert asked == [] and outcome.decisions == []
+    logged = [r.getMessage() for r in caplog.records]
+    assert (
+        "sub-agent sdk-foreign: ignored a session/update for a session Raven did not open" in logged
+    )
+    assert (
+        "sub-agent sdk-foreign: ignored a session/request_permission without a sessionId" in logged
+    )
+    assert (
+        "sub-agent sdk-foreign: ignored a _vendor/hello notification (not one Raven knows)"
+        in logged
+    )
+    assert "sub-agent sdk-foreign: did not show a session/update of kind subagent_update" in logged
 
 
 OUTBOUND_PARAMS: dict[str, Any] = {

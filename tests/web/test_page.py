@@ -39,14 +39,24 @@ DOCS_NARROW_SCREENSHOT = DOCS_SCREENSHOT.with_name("web-narrow.png")
 def login(page: Page, link: str) -> None:
     page.goto(link)
     expect(page.locator("#status")).to_have_text("Online")
-    # The page is ready once it has filled in the gateway's directory: a `fill` racing
-    # that would land beside it (Playwright clears the field, then types).
+    # The page is ready once it has filled in the gateway's directory (a `fill` racing
+    # that would land beside it: Playwright clears the field, then types) and shows a
+    # ready composer or the session it opened.
     expect(page.get_by_label("Directory for a new session")).not_to_have_value("")
+    expect(page.locator("#session")).to_be_visible()
 
 
 def new_session(page: Page, cwd: Path, model: str) -> None:
-    page.get_by_label("Directory for a new session").fill(str(cwd))
-    page.get_by_role("button", name="New session").click()
+    """A session in `cwd`, started from a ready composer's directory field (New session
+    gives one when a session is open)."""
+    field = page.get_by_label("Directory for a new session")
+    if not field.is_visible():
+        button = page.get_by_role("button", name="New session")
+        if not button.is_visible():  # a narrow window: in the drawer
+            page.get_by_role("button", name="Show or hide sessions").click()
+        button.click()
+    field.fill(str(cwd))
+    field.press("Enter")
     expect(page.locator("#session")).not_to_have_attribute("data-draft", re.compile(".*"))
     expect(page.locator("#session-cwd")).to_have_text(str(cwd))
     settings = page.get_by_role("button", name="Session settings")
@@ -532,6 +542,17 @@ def test_a_draft_takes_its_model_and_the_page_reads_in_one_centred_column(
     assert turn is not None and area is not None
     assert turn["width"] <= 52 * 15 + 1  # 52rem at 15px, in a 1100px window
     assert abs(turn["x"] + turn["width"] / 2 - (area["x"] + area["width"] / 2)) < 12
+    # New session: a ready composer in this session's directory, asked for no folder.
+    page.get_by_role("button", name="New session").click()
+    expect(page.locator("#title")).to_have_text("New session")
+    expect(page.get_by_label("Directory for a new session")).to_have_value(
+        str(work_dir(web, "draft"))
+    )
+    page.get_by_label("Model", exact=True).select_option("echo")
+    send(page, "and another")
+    expect(page.locator(".answer").last).to_have_text("and another")
+    here = page.locator("#sessions li[data-session-id]").filter(has_text="work/draft")
+    expect(here).to_have_count(2)
 
 
 def test_a_narrow_dark_window_is_usable_and_every_control_is_labelled(
@@ -676,9 +697,9 @@ def test_a_long_streamed_answer_is_drawn_in_linear_time(page: Page, web: WebGate
 def test_markdown_renders_in_linear_time_whatever_the_answer_holds(
     page: Page, web: WebGateway
 ) -> None:
-    """Each input that once took seconds, at an eighth of its size and whole: eight times the
-    text takes about eight times as long (it took sixty-four). The best of three tries of
-    each leaves out most of what a busy machine adds."""
+    """Each input that once took seconds, at a sixteenth of its size and whole: sixteen times
+    the text takes about sixteen times as long (it took 256). The best of five interleaved
+    tries of each leaves out most of what a busy machine adds."""
     login(page, web.login_link())
     timings = page.evaluate(
         """async () => {
@@ -694,24 +715,27 @@ def test_markdown_renders_in_linear_time_whatever_the_answer_holds(
                 nested: (n) => "> ".repeat(6000 * n) + "deep\\n".repeat(3),
                 ticks: (n) => "a`b".repeat(50000 * n),
             };
-            const best = (text) => {
-                let fastest = Infinity;
-                for (let i = 0; i < 3; i += 1) {
-                    const started = performance.now();
-                    document.createElement("div").append(renderMarkdown(text));
-                    fastest = Math.min(fastest, performance.now() - started);
-                }
-                return fastest;
+            const time = (text) => {
+                const started = performance.now();
+                document.createElement("div").append(renderMarkdown(text));
+                return performance.now() - started;
             };
             const out = {};
             for (const [name, make] of Object.entries(inputs)) {
-                out[name] = [best(make(0.125)), best(make(1))];
+                const [part, whole] = [make(1 / 16), make(1)];
+                const best = [Infinity, Infinity];
+                for (let i = 0; i < 5; i += 1) {  // interleaved: a busy moment hits both
+                    best[0] = Math.min(best[0], time(part));
+                    best[1] = Math.min(best[1], time(whole));
+                }
+                out[name] = best;
             }
             return out;
         }"""
     )
     # Two milliseconds' floor: below it the clock's grain, not the work, sets the ratio.
-    assert all(whole < 24 * max(eighth, 2) for eighth, whole in timings.values()), timings
+    slow = {name: t for name, t in timings.items() if t[1] >= 64 * max(t[0], 2)}
+    assert not slow, timings
     # Quotes nested thousands deep render (they threw RangeError: the stack overflowed),
     # as sixteen levels with the rest as the text they hold.
     deep = page.evaluate(

@@ -513,6 +513,27 @@ async function cancelTurn() {
   await call("turn.cancel", { sessionId: state.current.info.sessionId });
 }
 
+// "New session": a ready composer in the directory of the session open (or where the
+// gateway started); from a ready composer, the session itself, in the directory given.
+async function newSession() {
+  if ($("session").dataset.draft) {
+    $("new-session").requestSubmit();
+    return;
+  }
+  const leaving = state.current?.info;
+  if (leaving) {
+    call("session.unsubscribe", { sessionId: leaving.sessionId }).catch(() => {});
+    $("new-cwd").value = displayPath(leaving.cwd);
+  }
+  state.opens += 1; // an open still in flight does not take the page back
+  state.current = null;
+  history.replaceState(null, "", location.pathname);
+  for (const info of state.sessions.values()) renderItem(info);
+  showDraft();
+  if (narrow()) toggleSidebar(false);
+  $("prompt").focus();
+}
+
 async function createSession(event) {
   event.preventDefault();
   const field = $("new-cwd");
@@ -613,10 +634,17 @@ async function chooseDirectory() {
     call("directory.list", { path: state.gatewayCwd }),
   );
   const body = el("div", "dir-picker");
-  const go = (path) =>
-    call("directory.list", { path })
+  // The directory last clicked, even while its listing loads: what "Use" takes.
+  let wanted = listing.path;
+  const go = (path) => {
+    wanted = path;
+    return call("directory.list", { path })
       .then(show)
-      .catch((failure) => body.append(el("p", "error", failure.message)));
+      .catch((failure) => {
+        wanted = listing.path;
+        body.append(el("p", "error", failure.message));
+      });
+  };
   const entry = (label, path) => {
     const button = el("button", "dir-entry", label);
     button.type = "button";
@@ -653,7 +681,7 @@ async function chooseDirectory() {
     ],
   });
   if (chosen !== "use") return;
-  field.value = displayPath(listing.path);
+  field.value = displayPath(wanted);
   field.dispatchEvent(new Event("input"));
   field.focus();
 }
@@ -808,6 +836,7 @@ function debounce(fn, ms) {
 
 function wire() {
   $("new-session").addEventListener("submit", (e) => createSession(e).catch(report));
+  $("new").addEventListener("click", () => newSession().catch(report));
   $("browse").addEventListener("click", () => chooseDirectory().catch(report));
   $("composer").addEventListener("submit", (e) => send(e).catch(report));
   $("prompt").addEventListener("keydown", (event) => {

@@ -275,7 +275,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[None]:
 @pytest.fixture
 def page(browser: Browser, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Page]:
     """A fresh browser context (no cookie yet); a screenshot lands in tmp_path on failure."""
-    context = browser.new_context(viewport={"width": 1100, "height": 760})
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
     context.set_default_timeout(MS)
     tab = context.new_page()
     errors: list[str] = []

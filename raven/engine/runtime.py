@@ -387,7 +387,7 @@ class Runtime:
 
     async def _keep(self, session: LiveSession) -> LiveSession:
         session.reads_project = self.config.project_instructions
-        await session.read_project()
+        session.read_project()
         self._live[session.id] = session
         if self._shared is not None:
             await self.start()

@@ -291,12 +291,13 @@ class LiveSession:
         self.own_tools = None
         self.log.close()
 
-    async def read_project(self) -> None:
+    def read_project(self) -> None:
         """Read the project's instructions again (as each turn starts, so an edited
-        `AGENTS.md` holds from the next turn); forgotten when the session reads none."""
+        `AGENTS.md` holds from the next turn); forgotten when the session reads none.
+        Inline: a few stats and at most `MAX_BYTES` of small local files."""
         self.project = NO_PROJECT_INSTRUCTIONS
         if self.reads_project:
-            self.project = await asyncio.to_thread(read_project_instructions, self.cwd)
+            self.project = read_project_instructions(self.cwd)
 
     def publish(self, event: LogEvent) -> None:
         """Append the event to the session's log, which gives it to every follower."""

@@ -180,7 +180,7 @@ async def _run_claimed(
     """
     session.publish(TurnStarted(tuple(prompt)))
     try:
-        await session.read_project()
+        session.read_project()
         stop, error = await _turn(session, list(prompt), asker, emit)
     except asyncio.CancelledError:
         if session.work_over():

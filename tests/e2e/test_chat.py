@@ -179,6 +179,13 @@ def test_the_prompt_recalls_pastes_completes_attaches_and_runs(
     term = Terminal(args, {**env, "TERM": "xterm"}, tmp_path)
     try:
         term.prompt()
+        # Tab completes a /command.
+        term.mark()
+        term.type("/he\t")
+        term.expect("/help")
+        term.type("\r")
+        term.expect("start a new session")
+        term.prompt()
         # A pasted block of three lines is one message, not three.
         term.type("\x1b[200~line one\nline two\nline three\x1b[201~\r")
         term.prompt()

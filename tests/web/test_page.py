@@ -598,6 +598,8 @@ def test_a_narrow_dark_window_is_usable_and_every_control_is_labelled(
     expect(page.get_by_role("button", name="Session actions")).to_be_visible()
     expect(page.locator("#session-cwd")).to_be_visible()
     assert page.evaluate("document.documentElement.scrollWidth") <= 400
+    state = page.evaluate("getComputedStyle(document.getElementById('session-state')).whiteSpace")
+    assert state == "nowrap"  # "working…" stays one word
     clipped = page.evaluate(
         """() => [...document.querySelectorAll('button, select, label, .prompt, .answer')]
             .filter((e) => e.offsetParent !== null && !e.matches('.visually-hidden'))

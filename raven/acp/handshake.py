@@ -55,4 +55,6 @@ def initialize_result(params: dict[str, Any]) -> dict[str, Any]:
         },
         "agentInfo": {"name": "raven", "title": "Raven", "version": __version__},
         "authMethods": [setup_method(params)],
+        # The steering extension as Claude's and Codex's adapters advertise it.
+        "_meta": {"steering": {"supported": True}},
     }

@@ -36,6 +36,8 @@ SESSION_UPDATE = "session/update"
 REQUEST_PERMISSION = "session/request_permission"
 ELICITATION_CREATE = "elicitation/create"
 RAVEN_STEER = "_raven/session/steer"
+SESSION_STEERING = "_session/steering"
+"""The steering extension Claude's and Codex's adapters speak: text for the running turn."""
 
 RESOURCE_NOT_FOUND = -32002
 AUTH_REQUIRED = -32000
@@ -164,6 +166,11 @@ ContentBlock = Annotated[
 class PromptParams(Wire):
     session_id: str
     prompt: list[ContentBlock]
+
+
+class SteeringParams(PromptParams):
+    """`_session/steering`: a prompt for the turn in flight (its `_meta.steering.idleBehavior`
+    is not read: with no turn running, Raven always answers `promptRequired`)."""
 
 
 M = TypeVar("M", bound=Wire)

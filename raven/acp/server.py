@@ -48,6 +48,7 @@ from raven.jsonrpc import (
     Connection,
     RpcError,
 )
+from raven.messages import TextPart
 
 if TYPE_CHECKING:
     from raven.mcp import McpScope
@@ -98,6 +99,7 @@ class AcpServer:
             p.SESSION_SET_CONFIG_OPTION: self._set_config_option,
             p.SESSION_PROMPT: self._prompt,
             p.RAVEN_STEER: self._steer,
+            p.SESSION_STEERING: self._steering,
         }
 
     def attach(self, connection: Connection) -> None:
@@ -262,6 +264,19 @@ class AcpServer:
         parsed = p.parse(p.SteerParams, params)
         state = self._state(parsed.session_id)
         return {"status": "injected" if state.live.steer(parsed.text) else "no_turn"}
+
+    async def _steering(self, params: dict[str, Any]) -> dict[str, Any]:
+        """`_session/steering`: the prompt's text joins the running turn; with none running
+        the client is told to send it as a prompt (`promptRequired`), so the turn's life
+        stays with `session/prompt`."""
+        parsed = p.parse(p.SteeringParams, params)
+        state = self._state(parsed.session_id)
+        text = "\n".join(t.text for t in prompt_parts(parsed.prompt) if isinstance(t, TextPart))
+        if not text.strip():
+            raise RpcError(INVALID_PARAMS, "Invalid params: the prompt holds no text to steer with")
+        if state.live.steer(text):
+            return {"outcome": "injected"}
+        return {"outcome": "promptRequired", "reason": "noRunningTurn"}
 
     # -- helpers ---------------------------------------------------------------------------
 

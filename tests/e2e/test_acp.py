@@ -99,6 +99,7 @@ async def test_initialize_advertises_what_raven_serves(start: Any) -> None:
     assert sc.list is not None and sc.resume is not None and sc.close is not None
     assert sc.delete is not None
     assert caps.field_meta == {"raven": {"steer": True}}
+    assert result.field_meta == {"steering": {"supported": True}}  # as the adapters say it
     assert result.agent_info.name == "raven"
     (setup,) = result.auth_methods  # what the ACP registry's auth check looks for
     assert setup.id == "setup" and "raven setup" in (setup.description or "")
@@ -518,12 +519,21 @@ async def test_steer_joins_a_running_turn(start: Any, tmp_path: Path, home: Path
         "raven/session/steer", {"sessionId": sid, "text": "check the tests too"}
     )
     assert steered == {"status": "injected"}
+    # The steering extension Claude's and Codex's adapters serve, the same way.
+    steering = {
+        "sessionId": sid,
+        "prompt": [{"type": "text", "text": "and the docs"}],
+        "_meta": {"steering": {"idleBehavior": "promptRequired"}},
+    }
+    assert await agent.request("_session/steering", steering) == {"outcome": "injected"}
     (home / "gate").touch()  # the model answers its first call only now
     await prompt
+    idle = await agent.request("_session/steering", steering)
+    assert idle == {"outcome": "promptRequired", "reason": "noRunningTurn"}  # send a prompt
     agent2 = await start()
     await agent2.conn.load_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])
     users = [u.content.text for u in agent2.editor.of("user_message_chunk")]
-    assert users == ["go", "check the tests too"]
+    assert users == ["go", "check the tests too", "and the docs"]
 
 
 async def test_title_slash_command_renames_the_session(start: Any, tmp_path: Path) -> None:

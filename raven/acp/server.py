@@ -149,7 +149,8 @@ class AcpServer:
 
     async def _authenticate(self, params: dict[str, Any]) -> dict[str, Any]:
         """`setup` is done in a terminal (`raven setup`); here it is acknowledged, and the
-        next `session/new` sees the model it configured."""
+        next `session/new` sees the model it configured (it reads the config again when
+        it finds no model)."""
         if params.get("methodId") != SETUP_METHOD["id"]:
             raise RpcError(INVALID_PARAMS, f"Unknown auth method: {params.get('methodId')!r}")
         return {}
@@ -158,7 +159,17 @@ class AcpServer:
         parsed = p.parse(p.NewSessionParams, params)
         cwd = session_directory(parsed.cwd)
         runtime = self._require_runtime()
-        live = await runtime.new_session(cwd)
+        try:
+            live = await runtime.new_session(cwd)
+        except NoModelConfigured:
+            if self._sessions:  # the runtime serves sessions: it stays as it is
+                raise
+            # `raven setup` (the setup auth method) may have written a model since this
+            # runtime read the config: read it again, once.
+            self._runtime = None
+            await runtime.aclose()
+            runtime = self._require_runtime()
+            live = await runtime.new_session(cwd)
         state = self._sessions[live.id] = _Session(live)
         await self._attach_mcp(state, parsed.mcp_servers)
         asyncio.get_running_loop().call_soon(self._announce_commands, live.id)

@@ -268,6 +268,12 @@ async def test_no_model_says_what_works_and_model_flag_picks_one(
         {"jsonrpc": "2.0", "id": 4, "method": "authenticate", "params": {"methodId": "x"}}
     )
     assert (await wire.recv())["error"]["code"] == -32602
+    # `raven setup` writes a model while this process runs: its next session/new has it.
+    (home / "x.json").write_text("[]")
+    write_config(home, {"models": [{"id": "s", "provider": "scripted", "script": "x.json"}]})
+    await wire.send(session_new(tmp_path, 5))
+    result = (await wire.reply_to(5))["result"]
+    assert {o["id"]: o["currentValue"] for o in result["configOptions"]}["model"] == "s"
     assert await wire.close() == 0
 
     write_config(home, {"modes": [{"id": "ask", "name": "Ask"}, {"id": "go", "name": "Go"}]})

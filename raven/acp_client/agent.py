@@ -258,7 +258,7 @@ class SubAgent:
         label = call.kind or (turn.kinds.get(call.tool_call_id) if turn else None)
         raw_input = call.raw_input or (seen.raw_input if seen else None)
         paths = call.paths() or (seen.paths() if seen else [])
-        judged = judge(label, raw_input, paths, self.cwd)
+        judged = judge(label, raw_input, paths, self.cwd, (title, call.tool_call_id))
         verdict = decide(self.spec, judged, self.cwd)
         by = f"by {verdict.by}"
         if not options:

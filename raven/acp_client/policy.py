@@ -82,6 +82,9 @@ _NOT_COMMANDS = frozenset(
     (*_PATH_KEYS, *_EDIT_KEYS, "old_text", "oldText", "old_string", "oldString")
 )
 """Keys whose strings are paths or file content, never looked at as command lines."""
+_CONSENT = re.compile(r"(?i)elicit|consent|oauth|authori[sz]|sign[ -]?in|log[ -]?in")
+"""What the title or id of a fetch says when it is a URL consent relayed as a permission
+(codex-acp turns an MCP server's URL elicitation into a `fetch` request)."""
 _SHELL_OPERATORS = re.compile(r"[;&|<>`\n]|\$\(")
 """What lets one command line run another program, or write a file."""
 
@@ -97,6 +100,9 @@ class Judged:
     """The command line it runs."""
     paths: tuple[Path, ...]
     """The files it touches, absolute."""
+    consent: bool = False
+    """A consent (a mode switch, a URL or sign-in the child relays as a fetch): only a
+    person gives one, whatever the agent's preset or rules."""
 
 
 @dataclass(frozen=True)
@@ -113,9 +119,10 @@ def judge(
     raw_input: Mapping[str, Any] | None,
     locations: Iterable[str],
     cwd: Path,
+    names: Sequence[str] = (),
 ) -> Judged:
-    """The request of a tool call labelled `label`, with `raw_input` and the paths its
-    locations and diffs name."""
+    """The request of a tool call labelled `label`, with `raw_input`, the paths its
+    locations and diffs name, and `names` (its title and id), which tell a consent."""
     given = raw_input or {}
     command = _command(given)
     named = [*locations, *(v for k in _PATH_KEYS if isinstance(v := given.get(k), str))]
@@ -126,11 +133,17 @@ def judge(
         kind = "edit"
     else:
         kind = label or "other"
-    return Judged(kind, label, command, paths)
+    consent = label == "switch_mode" or (
+        kind == "fetch" and any(_CONSENT.search(name) for name in names if name)
+    )
+    return Judged(kind, label, command, paths, consent)
 
 
 def decide(spec: AgentSpec, judged: Judged, cwd: Path) -> Verdict:
-    """The first of the agent's rules that applies, else its preset."""
+    """A consent goes to a person; otherwise the first of the agent's rules that applies,
+    else its preset."""
+    if judged.consent:
+        return Verdict("escalate", "a consent only a person gives")
     for number, rule in enumerate(spec.rules, start=1):
         if _applies(rule, judged, cwd.resolve()):
             return Verdict(rule.action, f"rule {number}")

@@ -189,6 +189,33 @@ async def test_an_escalation_asks_the_person_and_no_answer_rejects(tmp_path: Pat
     assert alone.decisions[0] == "reject once: Run make (nobody to ask: rejected)"
 
 
+async def test_a_consent_is_never_given_by_a_preset_or_a_rule(tmp_path: Path) -> None:
+    """A URL sign-in relayed as a fetch (codex-acp's way with an MCP server's URL
+    elicitation) and a mode switch go to a person under every preset; with nobody to ask
+    they are rejected. A plain fetch is still a read."""
+    consent = {"title": "Elicitation: sign in to GitHub", "kind": "fetch", "rawInput": {}}
+    switch = {"title": "Leave plan mode", "kind": "switch_mode", "rawInput": {}}
+    fetch = {"title": "Fetch https://example.com/docs", "kind": "fetch", "rawInput": {}}
+    allow_all = [{"kind": ["fetch", "switch_mode"], "action": "allow"}]
+    for permissions in ("auto", "auto-once", "read-only"):
+        spec = requests_spec([consent, switch, fetch], permissions=permissions, rules=allow_all)
+        alone, _, _ = await drive(spec, tmp_path)
+        assert alone.answer == "opt-reject_once, opt-reject_once, opt-allow_once", permissions
+        assert alone.decisions[0] == (
+            "reject once: Elicitation: sign in to GitHub (nobody to ask: rejected)"
+        )
+    asked: list[Permission] = []
+
+    async def approve(permission: Permission) -> Any:
+        asked.append(permission)
+        return "allow_once"
+
+    spec = requests_spec([consent], permissions="auto", name="helper")
+    outcome, _, _ = await drive(spec, tmp_path, approve=approve)
+    assert outcome.answer == "opt-allow_once" and asked[0].person
+    assert asked[0].title == "helper: Elicitation: sign in to GitHub"
+
+
 async def test_ask_forwards_the_childs_options_to_the_person(tmp_path: Path) -> None:
     asked: list[Permission] = []
     questions: list[Question] = []

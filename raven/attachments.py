@@ -56,5 +56,10 @@ def file_part(path: Path) -> Part:
         raise AttachmentError(
             f"{path}: neither UTF-8 text nor an image ({', '.join(sorted(IMAGE_TYPES))})"
         ) from None
+    return TextPart(text=fenced(f"{path.name}:", text))
+
+
+def fenced(label: str, text: str) -> str:
+    """`text` under `label` in a code fence longer than any run of backticks it holds."""
     fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
-    return TextPart(text=f"{path.name}:\n{fence}\n{text.rstrip()}\n{fence}")
+    return f"{label}\n{fence}\n{text.rstrip()}\n{fence}"

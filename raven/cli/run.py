@@ -200,15 +200,16 @@ async def _run(cfg: RavenConfig, paths: Paths, prompt: str, options: RunOptions)
         if reader_gone:
             return BROKEN_PIPE_EXIT
         err.print(f"session {live.id} · model {live.model.id}", style="dim", markup=False)
-        from raven.usage import as_json, describe, totals
+        if options.usage or options.output == "json":
+            from raven.usage import as_json, describe, totals
 
-        turn_totals = totals(live.history[before:])
-        if options.usage:
-            err.print(f"Token usage: {describe(turn_totals, cfg.prices())}", markup=False)
-        if options.output == "json":
-            spent = as_json(turn_totals, cfg.prices())
-            said = summary(events, stop, live.id, live.model.id, spent)
-            print(json.dumps(said, ensure_ascii=False))
+            turn_totals = totals(live.history[before:])
+            if options.usage:
+                err.print(f"Token usage: {describe(turn_totals, cfg.prices())}", markup=False)
+            if options.output == "json":
+                spent = as_json(turn_totals, cfg.prices())
+                said = summary(events, stop, live.id, live.model.id, spent)
+                print(json.dumps(said, ensure_ascii=False))
         ended = [e for e in events if isinstance(e, TurnEnded)]
         code = _exit_code(stop, ended[-1].error if ended else None, err)
         return signals.exit_code or code

@@ -68,12 +68,10 @@ def read_project_instructions(cwd: Path) -> ProjectInstructions:
 
 def _folders(cwd: Path) -> list[Path]:
     """`cwd` and its parents up to the repository's root, root first; `[cwd]` outside one."""
-    chain = [cwd]
-    for folder in [cwd, *cwd.parents]:
-        if folder != cwd:
-            chain.append(folder)
+    chain = [cwd, *cwd.parents]
+    for depth, folder in enumerate(chain):
         if os.path.exists(folder / ".git"):  # a directory, or a worktree's file
-            return chain[::-1]
+            return chain[depth::-1]
     return [cwd]
 
 

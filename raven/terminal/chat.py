@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from raven.terminal.prompt import ChatPrompt
     from raven.terminal.reader import LineReader
     from raven.terminal.view import TerminalView
+    from raven.tools import ToolOutput
 
 HELP = """commands:
   @PATH           (in a message) attach that file
@@ -43,6 +44,8 @@ Ctrl-C cancels a running turn. On a terminal: Up/Down for history, Alt-Enter for
 line, Tab completes /commands and @paths, Ctrl-L clears the screen."""
 
 PROMPT = "› "
+CONTINUED = "… "
+"""The prompt of a message's further lines."""
 PICK_LIMIT = 10
 COMMANDS = ("/new", "/sessions", "/resume", "/model", "/mode", "/help", "/quit")
 FENCE = '"""'
@@ -79,8 +82,8 @@ class Chat:
         if history is not None:
             from raven.terminal.prompt import ChatPrompt
 
-            self.prompt = ChatPrompt(history, cwd, COMMANDS)
-        self._shell: asyncio.Task[object] | None = None
+            self.prompt = ChatPrompt(history, cwd, COMMANDS, CONTINUED)
+        self._shell: asyncio.Task[ToolOutput] | None = None
         self.view: TerminalView = TerminalView(self.out, self.err, markdown=True)
         self.session: LiveSession | None = None
         self._model: str | None = None
@@ -136,7 +139,7 @@ class Chat:
             return None if first is None else first.strip()
         lines = [first.strip()[len(FENCE) :]]
         while not lines[-1].rstrip().endswith(FENCE):
-            line = await self._line("… ")
+            line = await self._line(CONTINUED)
             if line is None:
                 break
             lines.append(line)
@@ -158,6 +161,7 @@ class Chat:
         next message."""
         import asyncio
 
+        from raven.attachments import fenced
         from raven.messages import TextPart
         from raven.tools.shell import run_shell
 
@@ -175,10 +179,8 @@ class Chat:
             return
         finally:
             self._shell = None
-        text = getattr(output, "text", "")
-        self.out.print(text, markup=False, highlight=False)
-        fence = "`" * max(3, 1 + max((len(r) for r in re.findall(r"`+", text)), default=0))
-        self.attached.append(TextPart(text=f"I ran `{command}`:\n{fence}\n{text}\n{fence}"))
+        self.out.print(output.text, markup=False, highlight=False)
+        self.attached.append(TextPart(text=fenced(f"I ran `{command}`:", output.text)))
         self.err.print("[dim]its output goes with your next message[/]")
 
     async def _turn(self, text: str) -> None:

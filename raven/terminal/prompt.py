@@ -24,8 +24,6 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 
 from raven.private_files import private_file
 
-PROMPT = "› "
-CONTINUED = "… "
 MAX_COMPLETIONS = 50
 """At most this many paths offered for one `@`."""
 _AT_PATH = re.compile(r"(?:^|\s)@(\S*)$")
@@ -40,7 +38,9 @@ def history_file(data_dir: Path, cwd: Path) -> Path:
 class ChatPrompt:
     """Reads one message at a time from the terminal, as a person edits it."""
 
-    def __init__(self, history: Path, cwd: Path, commands: Sequence[str]) -> None:
+    def __init__(
+        self, history: Path, cwd: Path, commands: Sequence[str], continuation: str
+    ) -> None:
         keys = KeyBindings()
 
         @keys.add("escape", "enter")  # Alt-Enter (or Esc, Enter): a new line, not sent
@@ -52,11 +52,11 @@ class ChatPrompt:
             completer=_ChatCompleter(cwd, commands),
             complete_while_typing=False,
             key_bindings=keys,
-            prompt_continuation=CONTINUED,
+            prompt_continuation=continuation,
             enable_open_in_editor=False,
         )
 
-    async def read(self, prompt: str = PROMPT) -> str | None:
+    async def read(self, prompt: str) -> str | None:
         """The next message as typed (a paste keeps its lines); None on Ctrl-D. Ctrl-C
         raises `KeyboardInterrupt`, for the chat to say how to leave."""
         try:

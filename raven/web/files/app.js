@@ -347,8 +347,6 @@ async function openSession(sessionId) {
   } catch (error) {
     if (ticket !== state.opens) return;
     if (error.code === CODES.SESSION_NOT_FOUND) {
-      state.current = null;
-      history.replaceState(null, "", location.pathname);
       showDraft();
       return;
     }
@@ -382,10 +380,11 @@ async function openSession(sessionId) {
   $("prompt").focus();
 }
 
-// No session open: a ready composer whose first message starts one in the directory the
-// sidebar's field names (where `raven web` was started, unless changed there).
+// No session open: a ready composer whose first message starts one in the directory its
+// field names (where `raven web` was started, or the last session's, unless changed there).
 function showDraft() {
   state.current = null;
+  history.replaceState(null, "", location.pathname);
   $("empty").hidden = true;
   $("session").hidden = false;
   $("session").dataset.draft = "true";
@@ -526,10 +525,8 @@ async function newSession() {
     $("new-cwd").value = displayPath(leaving.cwd);
   }
   state.opens += 1; // an open still in flight does not take the page back
-  state.current = null;
-  history.replaceState(null, "", location.pathname);
-  for (const info of state.sessions.values()) renderItem(info);
   showDraft();
+  for (const info of state.sessions.values()) renderItem(info);
   if (narrow()) toggleSidebar(false);
   $("prompt").focus();
 }
@@ -607,8 +604,6 @@ async function deleteSession() {
   });
   if (sure !== "delete") return;
   await call("session.delete", { sessionId: info.sessionId });
-  state.current = null;
-  history.replaceState(null, "", location.pathname);
   showDraft();
   await refreshList();
 }

@@ -31,9 +31,13 @@ from loadgen import TOKEN, free_port, load, wait_listening
 
 sys.path.insert(0, str(Path(__file__).parent.parent))
 from tests.e2e.topology import Replica, haproxy_config, require_haproxy
-from tests.postgres import fresh_database, postgres_server, sqlalchemy_url
+from tests.postgres import fresh_database, postgres_server
 
 LEVELS = (1, 8, 32)
+LABEL_SQLITE, LABEL_ROWS = (
+    "1 replica, SQLite, tasks in memory",
+    "1 replica, SQLite, tasks in sessions",
+)
 GATEWAY_TOKEN = "bench-gateway-token-0123456789abcdefghijklmnopqrstuvwxyz"
 
 
@@ -106,12 +110,12 @@ async def throughput(url: str, seconds: float, rounds: int) -> dict[int, tuple[f
 
 async def a2a_section(root: Path, pg_server: str, seconds: float, rounds: int) -> None:
     results: dict[str, dict[int, tuple[float, ...]]] = {}
-    home = root / "sqlite"
-    configure(home, {}, "memory")
-    with servers([home], ["a2a", "serve"]) as (one,):
-        results["1 replica, SQLite"] = await throughput(
-            f"http://127.0.0.1:{one.port}/a2a", seconds, rounds
-        )
+    for store in ("memory", "sessions"):
+        home = root / f"sqlite-{store}"
+        configure(home, {}, store)
+        with servers([home], ["a2a", "serve"]) as (one,):
+            label = LABEL_ROWS if store == "sessions" else LABEL_SQLITE
+            results[label] = await throughput(f"http://127.0.0.1:{one.port}/a2a", seconds, rounds)
     with fresh_database(pg_server) as url:
         home = root / "pg-sessions"
         configure(home, {"url": url}, "memory")
@@ -124,7 +128,7 @@ async def a2a_section(root: Path, pg_server: str, seconds: float, rounds: int) -
             url = stack.enter_context(fresh_database(pg_server))
             homes = [root / f"pg{count}-{n}" for n in range(count)]
             for home in homes:
-                configure(home, {"url": url}, sqlalchemy_url(url))
+                configure(home, {"url": url}, "sessions")
             replicas = stack.enter_context(servers(homes, ["a2a", "serve"]))
             direct = f"http://127.0.0.1:{replicas[0].port}/a2a"
             if count == 1:
@@ -136,7 +140,7 @@ async def a2a_section(root: Path, pg_server: str, seconds: float, rounds: int) -
     for label, levels in results.items():
         for clients, (rate, p50, p99, errors) in levels.items():
             print(f"{label:38} {clients:7} {rate:8.0f} {p50:8.1f} {p99:8.1f} {errors:7.0f}")
-    base = results["1 replica, SQLite"][1][1]
+    base = results["1 replica, SQLite, tasks in memory"][1][1]
     sessions = results["1 replica, PostgreSQL sessions only"][1][1]
     both = results["1 replica, PostgreSQL"][1][1]
     print()
@@ -144,6 +148,13 @@ async def a2a_section(root: Path, pg_server: str, seconds: float, rounds: int) -
         f"at 1 client, sessions in PostgreSQL add {sessions - base:.1f} ms to a turn "
         f"(p50 {sessions:.1f} against {base:.1f} ms on SQLite); A2A tasks in PostgreSQL "
         f"too, {both - base:.1f} ms (p50 {both:.1f} ms)"
+    )
+    rate = {label: levels[1][0] for label, levels in results.items()}
+    one, two = (results[f"{n}, PostgreSQL, HAProxy"][32][0] for n in ("1 replica", "2 replicas"))
+    print(
+        f"at 1 client: PostgreSQL does {rate['1 replica, PostgreSQL'] / rate[LABEL_SQLITE]:.0%}"
+        f" of SQLite's rate; tasks in SQLite {rate[LABEL_ROWS] / rate[LABEL_SQLITE]:.0%} of"
+        f" tasks in memory. At 32 clients, 2 replicas do {two / one:.2f}x one's rate"
     )
 
 

@@ -91,11 +91,6 @@ def restart_server(url: str) -> None:
     pg_ctl("-D", str(data), "-m", "fast", "-w", "-l", str(data.parent / "restart.log"), "restart")
 
 
-def sqlalchemy_url(url: str) -> str:
-    """The same database as an SQLAlchemy async URL (A2A's `taskStore`)."""
-    return url.replace("postgresql://", "postgresql+asyncpg://", 1)
-
-
 @contextmanager
 def fresh_database(server_url: str) -> Iterator[str]:
     """A new, empty database on the server for one test; dropped after it."""

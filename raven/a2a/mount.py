@@ -81,5 +81,6 @@ def build_mount(
     workdir = runtime.paths.data_dir / "a2a-work"
     if settings.cwd:
         workdir = runtime.paths.config_dir / settings.cwd
-    service = TaskService(runtime, settings, open_store(settings, runtime.paths), workdir, local)
+    store = open_store(settings, runtime.config.sessions, runtime.store, runtime.shared)
+    service = TaskService(runtime, settings, store, workdir, local)
     return A2AMount(settings, service, runtime.config.roster())

@@ -47,14 +47,15 @@ from a2a.types import Task, TaskArtifactUpdateEvent, TaskPushNotificationConfig
 from a2a.utils.proto_utils import to_stream_response
 
 from raven.a2a.push_targets import GuardedResolver, PushRefused, PushTargets
-from raven.a2a.store import StoreOutage, unreachable
+from raven.a2a.store import RowsPushConfigs, StoreOutage, unreachable
 from raven.a2a.wire import to_json
 from raven.config import A2APushConfig
 from raven.deadlines import finish_within
 
 if TYPE_CHECKING:
     import aiohttp
-    from sqlalchemy.ext.asyncio import AsyncEngine
+
+    from raven.sessions.tasks import TaskRows
 
 log = logging.getLogger(__name__)
 
@@ -95,9 +96,6 @@ class _MemoryLog:
     def __init__(self) -> None:
         self._states: dict[str, dict[str, Delivery]] = {}
 
-    async def initialize(self) -> None:
-        pass
-
     async def get(self, task_id: str) -> dict[str, Delivery]:
         return {k: Delivery(**asdict(v)) for k, v in self._states.get(task_id, {}).items()}
 
@@ -115,80 +113,35 @@ class _MemoryLog:
             self._states.get(task_id, {}).pop(config_id, None)
 
 
-class _TableLog:
-    """The delivery states in the shared database (`raven_push_deliveries`)."""
+class _RowsLog:
+    """The delivery states beside the push configs, in the task store's rows: a config set
+    again starts afresh there."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
-        from sqlalchemy import Column, MetaData, String, Table, Text
-
-        self._engine = engine
-        self._metadata = MetaData()
-        self._table = Table(
-            "raven_push_deliveries",
-            self._metadata,
-            Column("task_id", String(255), primary_key=True),
-            Column("config_id", String(255), primary_key=True),
-            Column("state", Text, nullable=False),
-        )
-        self._ready = False
-
-    async def initialize(self) -> None:
-        """Create the table (before serving: two replicas creating it at once race)."""
-        if not self._ready:
-            async with self._engine.begin() as conn:
-                await conn.run_sync(self._metadata.create_all)
-            self._ready = True
+    def __init__(self, rows: TaskRows) -> None:
+        self._rows = rows
 
     async def get(self, task_id: str) -> dict[str, Delivery]:
-        from sqlalchemy import select
-
-        await self.initialize()
-        table = self._table
-        async with self._engine.connect() as conn:
-            rows = await conn.execute(
-                select(table.c.config_id, table.c.state).where(table.c.task_id == task_id)
-            )
-            return {config_id: Delivery(**json.loads(state)) for config_id, state in rows}
+        found = await self._rows.delivery_get(task_id)
+        return {config_id: Delivery(**json.loads(state)) for config_id, state in found.items()}
 
     async def change(
         self, task_id: str, config_id: str, how: Callable[[Delivery], None]
     ) -> Delivery:
         """Apply `how` to the config's state in one transaction, the row locked (replicas
         delivering to one config at once each count theirs)."""
-        from sqlalchemy import and_, insert, select, update
-        from sqlalchemy.exc import IntegrityError
+        changed = Delivery()
 
-        await self.initialize()
-        table = self._table
-        key = and_(table.c.task_id == task_id, table.c.config_id == config_id)
-        for _ in range(3):
-            try:
-                async with self._engine.begin() as conn:
-                    row = await conn.execute(select(table.c.state).where(key).with_for_update())
-                    found = row.scalar()
-                    state = Delivery(**json.loads(found)) if found else Delivery()
-                    how(state)
-                    text = json.dumps(asdict(state))
-                    if found:
-                        await conn.execute(update(table).where(key).values(state=text))
-                    else:
-                        values = {"task_id": task_id, "config_id": config_id, "state": text}
-                        await conn.execute(insert(table).values(**values))
-                return state
-            except IntegrityError:  # another replica wrote the first state meanwhile
-                continue
-        raise RuntimeError(f"push: the delivery state of config {config_id} keeps changing")
+        def apply(found: str | None) -> str:
+            nonlocal changed
+            changed = Delivery(**json.loads(found)) if found else Delivery()
+            how(changed)
+            return json.dumps(asdict(changed))
+
+        await self._rows.delivery_change(task_id, config_id, apply)
+        return changed
 
     async def drop(self, task_id: str, config_id: str | None) -> None:
-        from sqlalchemy import delete
-
-        await self.initialize()
-        table = self._table
-        where = table.c.task_id == task_id
-        if config_id is not None:
-            where = where & (table.c.config_id == config_id)
-        async with self._engine.begin() as conn:
-            await conn.execute(delete(table).where(where))
+        """Nothing: the state goes with its config's row, or starts afresh when it is set."""
 
 
 @dataclass
@@ -216,26 +169,22 @@ class Push:
     def __init__(
         self,
         settings: A2APushConfig,
-        store: PushNotificationConfigStore | None = None,
-        engine: AsyncEngine | None = None,
+        rows: TaskRows | None = None,
     ) -> None:
-        """Configs in `store` (the SDK's in-memory one by default); delivery states in
-        memory, or with `engine` in its database."""
+        """Configs and their delivery states in memory, or in the task store's `rows`."""
         self._settings = settings
         self.targets = PushTargets(settings.allow_private)
-        self._store = store or InMemoryPushNotificationConfigStore()
-        self._log: _MemoryLog | _TableLog = _MemoryLog() if engine is None else _TableLog(engine)
-        self._configured: set[str] | None = set() if engine is None else None
+        self._store: PushNotificationConfigStore = (
+            InMemoryPushNotificationConfigStore() if rows is None else RowsPushConfigs(rows)
+        )
+        self._log: _MemoryLog | _RowsLog = _MemoryLog() if rows is None else _RowsLog(rows)
+        self._configured: set[str] | None = set() if rows is None else None
         """Tasks that have configs, when this process alone has them (memory): the other
         tasks' updates cost nothing."""
         self._inbox: asyncio.Queue[tuple[str, Event] | None] = asyncio.Queue()
         self._dispatcher: asyncio.Task[None] | None = None
         self._outboxes: dict[tuple[str, str], _Outbox] = {}
         self._session: aiohttp.ClientSession | None = None
-
-    async def initialize(self) -> None:
-        """Before serving: the delivery states' table, with a database."""
-        await self._log.initialize()
 
     # -- configs ----------------------------------------------------------------------
 

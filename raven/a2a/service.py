@@ -13,9 +13,11 @@ Rules it keeps for every face of the task:
   writer reloads and learns why).
 - A follow-up answers the task's question, steers its running turn, or resumes a task
   whose turn is gone; sent to a replica that does not run the task, it is written to
-  the store, and the running replica picks it up within `WATCH_S` (so is a cancel).
-- With a shared store, the replica running a task holds its lease (`raven.a2a.leases`);
-  a task whose lease lapsed ends FAILED within `leaseS` + a third of it.
+  the store, and the running replica hears of it at once (the store's NOTIFY, which
+  the runtime hands on), and so of a cancel.
+- In the session store, the process running a task holds it (`TaskRows.hold`, renewed
+  with the sessions' `leaseS` when replicas share the store); a task whose holder is
+  gone, or whose hold lapsed, ends FAILED within `leaseS` + a third of it.
 
 Never speaks a wire format (`raven.a2a.routes` does) and never runs a model itself (the
 engine does, through `raven.a2a.turn`).
@@ -31,10 +33,11 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from a2a.helpers import new_text_part
-from a2a.server.cluster import ConcurrentTaskModificationError, TaskVersion
+from a2a.server.cluster.task_store import ConcurrentTaskModificationError
+from a2a.server.cluster.version import TaskVersion
 from a2a.server.context import ServerCallContext
 from a2a.server.events import Event
 from a2a.server.tasks import TaskManager, TaskStore
@@ -68,12 +71,21 @@ from a2a.utils.task import apply_history_length, validate_history_length, valida
 
 from raven.a2a.admission import Admission, Admitted
 from raven.a2a.auth import Caller
+from raven.a2a.legacy import move_tasks
 from raven.a2a.push import Push, PushRefused
-from raven.a2a.store import SETTLED, TERMINAL, BoundedMemoryTaskStore, Shared, StoreOutage
+from raven.a2a.store import (
+    HOLDS,
+    RUNNING_NAMES,
+    SETTLED,
+    TERMINAL,
+    RowsTaskStore,
+    StoreOutage,
+)
 from raven.a2a.turn import Asked, Chunk, Conversations, Ended, LocalAsker, Progress, TaskTurn
 from raven.config import A2AServerConfig
 from raven.deadlines import finish_within
 from raven.engine import Runtime
+from raven.sessions import SharedSessions
 
 log = logging.getLogger(__name__)
 
@@ -85,9 +97,6 @@ NO_ANSWER = "(no answer: the question timed out)"
 ANSWERED_ELSEWHERE = "(answered by a person at Raven)"
 STOP_TURN_S = 5.0
 """How long a cancelled task's turn gets to stop before the task is written CANCELED anyway."""
-WATCH_S = 0.25
-"""With a shared store: how often the tasks run here are checked for another replica's
-write (a follow-up, a cancel)."""
 _WRITE_ATTEMPTS = 4
 
 
@@ -111,7 +120,8 @@ class _Task:
         self.id = task_id
         self.context_id = context_id
         self.owner = owner
-        self.context = ServerCallContext(user=Caller(owner))  # never the request's headers
+        # Never the request's headers; its writes hold the task for this process.
+        self.context = ServerCallContext(user=Caller(owner), state={HOLDS: True})
         self.manager = TaskManager(store, self.context, task_id, context_id, None)
         self.lock = asyncio.Lock()
         self.followers: list[_Follower] = []
@@ -132,38 +142,43 @@ class TaskService:
         self,
         runtime: Runtime,
         settings: A2AServerConfig,
-        store: BoundedMemoryTaskStore | Shared,
+        store: TaskStore | RowsTaskStore,
         workdir: Path,
         local: LocalAsker | None = None,
     ) -> None:
         self._runtime = runtime
         self._settings = settings
-        self._shared = store if isinstance(store, Shared) else None
-        self.tasks: TaskStore | Any = store.tasks if isinstance(store, Shared) else store
-        self.push = (
-            Push(settings.push, store.push_configs, store.engine)
-            if isinstance(store, Shared)
-            else Push(settings.push)
-        )
+        self._rows = store if isinstance(store, RowsTaskStore) else None
+        self._shared = self._rows is not None and runtime.shared
+        """Other replicas may run (and write) the tasks: they are followed through the
+        store's events, and holds lapse unless renewed."""
+        self.tasks: TaskStore | RowsTaskStore = store
+        self.push = Push(settings.push, None if self._rows is None else self._rows.rows)
         self._conversations = Conversations(runtime, workdir, self.attach, settings.max_file_bytes)
         self._local = local
         self._admission = Admission(settings)
         self._live: dict[str, _Task] = {}
-        self._watcher: asyncio.Task[None] | None = None
+        self._heard: dict[str, set[asyncio.Event]] = {}
+        """Per task followed from another replica, its tails' events: set when the store
+        says it changed."""
+        self._keeper: asyncio.Task[None] | None = None
+        self._checks: set[asyncio.Task[None]] = set()
         self._closing = False
         self._stopping = asyncio.Event()
 
     # -- lifetime ---------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Before serving: hear the replicas sharing the session store, if they do; with a
-        shared task store, end the tasks whose runner is gone."""
+        """Before serving: hear the replicas sharing the session store, if they do; with
+        tasks in the session store, end those whose runner is gone."""
         await self._runtime.start()
-        if self._shared is not None:
-            await self._shared.initialize()
-            await self.push.initialize()
+        if self._rows is not None:
+            if not self._shared:
+                await move_tasks(self._runtime.paths.data_dir, self._rows.rows)
             await self._sweep()
-            self._watcher = asyncio.create_task(self._watch(), name="a2a:watch")
+        if self._shared:
+            self._runtime.on_task_change(self._changed)
+            self._keeper = asyncio.create_task(self._keep_holds(), name="a2a:holds")
 
     async def aclose(self) -> None:
         """Stop every turn (a working task ends FAILED, one waiting for input stays, to
@@ -175,20 +190,13 @@ class TaskService:
             if task.turn is not None:
                 task.turn.cancel()
         work = [t.runner for t in self._live.values() if t.runner is not None]
-        if self._watcher is not None:
-            work.append(self._watcher)  # it stops at `_stopping`, between two looks
+        work += self._checks
+        if self._keeper is not None:
+            work.append(self._keeper)  # it stops at `_stopping`, between two renewals
         await finish_within(work, STOP_TURN_S)
         for task in list(self._live.values()):
             self._close(task, ended=True)
         await self.push.aclose()
-        if self._shared is not None:
-            # Its database connections run in threads of their own: the process cannot
-            # exit before they are closed.
-            try:
-                async with asyncio.timeout(STOP_TURN_S):
-                    await self._shared.aclose()
-            except TimeoutError:
-                log.warning("A2A: the task store did not close in time")
 
     def attach(self, session_id: str, part: Any) -> bool:
         """Add a file to the answer of the session's running task; False when it has none."""
@@ -240,7 +248,7 @@ class TaskService:
                 snapshot = _copy(await self._cached(local))
                 self._follow(local, follower)
             return _first_then(snapshot, self._drain(local, follower))
-        if self._shared is not None:
+        if self._shared:
             return _first_then(stored, self._tail(task_id, version, through_input=True))
         return _first_then(stored, _nothing())
 
@@ -366,9 +374,14 @@ class TaskService:
         local = self._live.get(message.task_id)
         if local is not None:
             return await self._follow_up(local, message, data, follower)
-        if self._shared is not None and await self._shared.leases.held_elsewhere(stored.id):
+        if self._rows is not None and await self._rows.rows.tasks_held_elsewhere([stored.id]):
             if stored.status.state == TaskState.TASK_STATE_SUBMITTED:
                 raise _queued(stored.id)  # as its own replica would say
+            if not self._shared:  # a process of this machine that would not hear of it
+                raise UnsupportedOperationError(
+                    message=f"Task {stored.id} runs in another Raven on this machine; "
+                    "send the follow-up there"
+                )
             return await self._relay(message, context, follower)
         return await self._resume(stored, owner, message, data, follower)
 
@@ -387,8 +400,6 @@ class TaskService:
         if push is not None:  # before the task is written: its first state is pushed too
             await self._push_config(task.id, push, task.context)
         self._live[task.id] = task
-        if self._shared is not None:
-            await self._shared.leases.take(task.id)
         first = Task(
             id=task.id,
             context_id=task.context_id,
@@ -445,8 +456,6 @@ class TaskService:
         task.seen.add(message.message_id)
         self._live[task.id] = task
         try:
-            if self._shared is not None:
-                await self._shared.leases.take(task.id)
             snapshot = await self._write(task, _working(task, message), follower)
         except BaseException:
             self._live.pop(task.id, None)
@@ -460,7 +469,6 @@ class TaskService:
         self, message: Message, context: ServerCallContext, follower: _Follower | None
     ) -> tuple[Task, AsyncIterator[Event] | None]:
         """A message to a task another replica runs: written to the store for it."""
-        assert self._shared is not None
         event = _status(message.task_id, message.context_id, TaskState.TASK_STATE_WORKING, message)
         task, version = await self._write_stored(message.task_id, context, event)
         if task.status.state in TERMINAL:
@@ -579,9 +587,9 @@ class TaskService:
     async def _settle(self, task: _Task) -> None:
         """The runner is done: the task leaves this process unless it still waits here."""
         self._live.pop(task.id, None)
-        if self._shared is not None:
+        if self._rows is not None:
             with contextlib.suppress(Exception):
-                await self._shared.leases.release(task.id)
+                await self._rows.rows.task_release(task.id)
         self._close(task, ended=True)
 
     # -- writing and telling ----------------------------------------------------------
@@ -710,11 +718,12 @@ class TaskService:
 
     async def _stored(self, task_id: str, context: ServerCallContext) -> tuple[Task, TaskVersion]:
         """The stored task (the caller's own) and its version; TaskNotFoundError if none."""
-        if self._shared is not None:
-            stored = await self._shared.tasks.get(task_id, context)
+        if self._rows is not None:
+            stored = await self._rows.get(task_id, context)
             if stored is None:
                 raise TaskNotFoundError()
             return stored.task, stored.version
+        assert isinstance(self.tasks, TaskStore)
         task = await self.tasks.get(task_id, context)  # a copy: the SDK's store makes one
         if task is None:
             raise TaskNotFoundError()
@@ -736,75 +745,88 @@ class TaskService:
     async def _tail(
         self, task_id: str, after: TaskVersion, through_input: bool
     ) -> AsyncIterator[Event]:
-        """The events another replica writes for the task, after version `after`."""
-        assert self._shared is not None
+        """The events another replica writes for the task, after version `after`: read
+        each time the store says the task changed (or may have)."""
+        assert self._rows is not None
+        heard = asyncio.Event()
+        tails = self._heard.setdefault(task_id, set())
+        tails.add(heard)
         stopping = asyncio.ensure_future(self._stopping.wait())
         try:
-            async with contextlib.aclosing(
-                self._shared.events.subscribe(task_id, after=after)
-            ) as tail:
-                while True:
-                    step = asyncio.ensure_future(anext(tail))
-                    await asyncio.wait([step, stopping], return_when=asyncio.FIRST_COMPLETED)
-                    if not step.done():  # this server stops
-                        step.cancel()
-                        await asyncio.wait([step])  # before the generator is closed
-                        return
-                    event = step.result().event
+            while True:
+                heard.clear()
+                for version, event in await self._rows.events(task_id, after):
+                    after = version
                     yield event
                     state = _state(event)
                     if state in TERMINAL or (state in SETTLED and not through_input):
                         return
+                changed = asyncio.ensure_future(heard.wait())
+                await asyncio.wait([changed, stopping], return_when=asyncio.FIRST_COMPLETED)
+                if not changed.done():  # this server stops
+                    changed.cancel()
+                    return
         finally:
             stopping.cancel()
+            tails.discard(heard)
+            if not tails:
+                self._heard.pop(task_id, None)
 
-    # -- a shared store ---------------------------------------------------------------
+    # -- tasks in the session store --------------------------------------------------
 
-    async def _watch(self) -> None:
-        """Every `WATCH_S`: look for other replicas' writes to the tasks run here; every
-        third of a lease: renew this process's leases and end the lapsed tasks."""
-        assert self._shared is not None
-        loop = asyncio.get_running_loop()
-        renew_at = loop.time()
-        outage = StoreOutage(log, "A2A: watching the shared task store")
+    def _changed(self, task_id: str | None) -> None:
+        """The store says another replica wrote the task (None: any may have changed):
+        its followers here read it, and its runner, if here, learns what was written."""
+        tails = self._heard.values() if task_id is None else [self._heard.get(task_id, set())]
+        for events in tails:
+            for event in events:
+                event.set()
+        live = self._live.values() if task_id is None else [self._live.get(task_id)]
+        for task in live:
+            if task is not None:
+                check = asyncio.create_task(self._check(task))
+                self._checks.add(check)
+                check.add_done_callback(self._checks.discard)
+
+    async def _keep_holds(self) -> None:
+        """Every third of a lease: renew this process's holds and end the lapsed tasks."""
+        assert self._rows is not None
+        every = cast(SharedSessions, self._runtime.store).lease_s / 3
+        outage = StoreOutage(log, "A2A: keeping the tasks run here")
         while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(every):
+                    await self._stopping.wait()
+                    return
             try:
-                await asyncio.wait_for(self._stopping.wait(), WATCH_S)
-                return
-            except TimeoutError:
-                pass
-            try:
-                for task in list(self._live.values()):
-                    await self._check(task)
-                if loop.time() >= renew_at:
-                    renew_at = loop.time() + self._shared.leases.lease_s / 3
-                    await self._shared.leases.renew(list(self._live))
-                    await self._sweep()
+                await self._rows.rows.task_renew(list(self._live))
+                await self._sweep()
             except Exception as exc:
                 outage.failed(exc)
             else:
                 outage.worked()
 
     async def _check(self, task: _Task) -> None:
-        assert self._shared is not None
-        async with task.lock:
-            if task.over or task.manager.current_version.is_missing:
-                return  # not written yet
-            stored = await self._shared.tasks.get(task.id, task.context)
-            if stored is not None and stored.version != task.manager.current_version:
-                await self._reload(task)
+        assert self._rows is not None
+        try:
+            async with task.lock:
+                if task.over or task.manager.current_version.is_missing:
+                    return  # not written yet
+                stored = await self._rows.get(task.id, task.context)
+                if stored is not None and stored.version != task.manager.current_version:
+                    await self._reload(task)
+        except Exception:
+            log.exception("A2A task %s: reading another replica's write failed", task.id)
 
     async def _sweep(self) -> None:
-        """End FAILED every submitted or working task no live process holds a lease on."""
-        assert self._shared is not None
-        running = [(i, o) for i, o in await self._shared.running() if i not in self._live]
-        held = await self._shared.leases.held([i for i, _ in running])
+        """End FAILED every submitted or working task no live process holds."""
+        assert self._rows is not None
         ended = 0
-        for task_id, owner in running:
-            if task_id in held:
+        for task_id, owner in await self._rows.rows.tasks_unheld(RUNNING_NAMES):
+            if task_id in self._live:
                 continue
             context = ServerCallContext(user=Caller(owner))
-            stored = await self._shared.tasks.get(task_id, context)
+            stored = await self._rows.get(task_id, context)
             if stored is None or stored.task.status.state in TERMINAL:
                 continue
             context_id = stored.task.context_id

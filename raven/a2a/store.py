@@ -1,37 +1,47 @@
-"""Where A2A tasks live: in memory (the default), or in a database other processes share.
+"""Where A2A tasks live: in memory (the default), or beside the sessions in their store.
 
 The memory store is the SDK's, keeping the newest `keepFinishedTasks` finished tasks: a
 gateway that runs for months must not grow with every task it ever served (running and
-waiting tasks are always kept). A database (`sqlite`, a file in the data directory, or
-an SQLAlchemy async URL such as PostgreSQL) is the SDK's versioned store: every write
-names the version it is based on and a stale one is refused, so a replica's late write
-can never change a task another one finished. Its events are kept beside it, for
-subscribers on other replicas, and so are the leases (`raven.a2a.leases`) and the push
-configs. Never runs a task.
+waiting tasks are always kept). `sessions` keeps them as rows of the session store
+(`raven.sessions.tasks`: raven.db, or PostgreSQL with `sessions.url`), versioned: every
+write names the version it is based on and a stale one is refused, so a replica's late
+write can never change a task another one finished. Their events are kept beside them,
+for subscribers on other replicas, and so are their push configs. Never runs a task.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import cast
 
 from a2a.auth.user import User
+from a2a.server.cluster import (
+    ConcurrentTaskModificationError,
+    StoredTask,
+    TaskVersion,
+    VersionedTaskStore,
+)
 from a2a.server.context import ServerCallContext
-from a2a.server.tasks import InMemoryTaskStore, TaskStore
-from a2a.types import ListTasksRequest, ListTasksResponse, Task, TaskState
+from a2a.server.events import Event
+from a2a.server.tasks import InMemoryTaskStore, PushNotificationConfigStore, TaskStore
+from a2a.types import (
+    ListTasksRequest,
+    ListTasksResponse,
+    StreamResponse,
+    Task,
+    TaskPushNotificationConfig,
+    TaskState,
+)
+from a2a.utils.errors import InvalidParamsError
+from a2a.utils.task import ListTasksCursor, decode_list_tasks_cursor, encode_list_tasks_cursor
 
-from raven.config import A2AServerConfig, ConfigError
-from raven.config.paths import Paths
-from raven.errors import RavenError
+from raven.config import A2AServerConfig, ConfigError, SessionsConfig
+from raven.sessions import StoreUnavailable
+from raven.sessions.tasks import SharedTaskRows, TaskFilter, TaskRow, TaskRows, TaskStale
 
-if TYPE_CHECKING:
-    from a2a.server.cluster import DatabaseTaskEventStream, VersionedDatabaseTaskStore
-    from a2a.server.tasks import DatabasePushNotificationConfigStore
-    from sqlalchemy.ext.asyncio import AsyncEngine
-
-    from raven.a2a.leases import Leases
+log = logging.getLogger(__name__)
 
 TERMINAL = frozenset(
     {
@@ -44,21 +54,16 @@ TERMINAL = frozenset(
 SETTLED = TERMINAL | {TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED}
 """States in which nothing more happens until a follow-up (or ever)."""
 RUNNING = (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
-EVENT_POLL_S = 0.25
-"""How often a replica looks for the events of a task another one runs."""
+TERMINAL_NAMES = frozenset(TaskState.Name(s) for s in TERMINAL)
+RUNNING_NAMES = frozenset(TaskState.Name(s) for s in RUNNING)
+HOLDS = "raven.holds"
+"""In a call context's state: its writes hold the task for this process (its runner's)."""
 
 
 def unreachable(exc: BaseException) -> bool:
-    """Whether `exc` says a shared task store was out of reach or lost its connection (a
+    """Whether `exc` says the task store was out of reach or lost its connection (a
     database restart), which passes, rather than a fault of Raven's or of the data."""
-    if isinstance(exc, OSError):
-        return True
-    from sqlalchemy import exc as sql
-
-    return isinstance(exc, sql.DBAPIError) and (
-        exc.connection_invalidated
-        or isinstance(exc, sql.OperationalError | sql.InterfaceError | sql.InternalError)
-    )
+    return isinstance(exc, OSError | StoreUnavailable)
 
 
 class StoreOutage:
@@ -110,95 +115,179 @@ class BoundedMemoryTaskStore(TaskStore):
         await self._tasks.delete(task_id, context)
 
 
-class TaskStoreDamaged(RavenError):
-    """The A2A task store's SQLite file is not whole."""
+DEFAULT_PAGE_SIZE = 50
+"""ListTasks' page without `pageSize` (as the SDK's stores)."""
 
 
-def _damaged(database: str | None, said: object) -> str:
-    return (
-        f"cannot open the A2A task store {database}: it is damaged ({said}); move it aside "
-        "to start a new one (its tasks are lost), or put back a copy"
-    )
+class RowsTaskStore(VersionedTaskStore):
+    """The tasks as rows of the session store: each write compared and set on its version
+    (a CANCELED one overwrites any version of a task that has not ended), with its event
+    when other replicas may follow the task; a write under a context whose state says
+    `HOLDS` holds the task for this process."""
 
+    def __init__(self, rows: TaskRows, shared: bool) -> None:
+        self.rows = rows
+        self._shared = shared
 
-@dataclass
-class Shared:
-    """A database store: versioned tasks, their events and leases, shared by replicas."""
-
-    tasks: VersionedDatabaseTaskStore
-    events: DatabaseTaskEventStream
-    leases: Leases
-    push_configs: DatabasePushNotificationConfigStore
-    engine: AsyncEngine
-
-    async def initialize(self) -> None:
-        """The tables, and, in an SQLite file, a check that the file is whole: a damaged
-        one is refused now, saying so, rather than failing task by task."""
-        from sqlalchemy import text
-        from sqlalchemy.exc import DBAPIError
-
-        database = self.engine.url.database
+    async def save(
+        self,
+        task: Task,
+        *,
+        event: Event | None,
+        prev: Task | None,
+        prev_version: TaskVersion,
+        context: ServerCallContext,
+    ) -> TaskVersion:
+        del prev
+        state = task.status.state
+        stamp = task.status.timestamp.ToMicroseconds() if task.status.HasField("timestamp") else 0
+        row = TaskRow(
+            task.id,
+            context.user.user_name,
+            task.context_id,
+            TaskState.Name(state),
+            stamp,
+            task.SerializeToString(),
+        )
+        told = _event_bytes(event) if self._shared and event is not None else None
+        cancel = state == TaskState.TASK_STATE_CANCELED
         try:
-            if self.engine.url.get_backend_name() == "sqlite":
-                async with self.engine.connect() as conn:
-                    said = (await conn.execute(text("PRAGMA quick_check"))).scalar()
-                if said != "ok":
-                    raise TaskStoreDamaged(_damaged(database, said))
-            await self.tasks.initialize()
-            await self.events.initialize()
-            await self.leases.initialize()
-            await self.push_configs.initialize()
-        except DBAPIError as exc:
-            if self.engine.url.get_backend_name() == "sqlite":
-                raise TaskStoreDamaged(_damaged(database, exc.orig)) from None
-            raise
-
-    async def running(self) -> list[tuple[str, str]]:
-        """(id, owner) of every task stored as submitted or working."""
-        from sqlalchemy import select
-
-        db = self.tasks.as_task_store
-        model = db.task_model  # type: ignore[attr-defined]
-        states = [TaskState.Name(s) for s in RUNNING]
-        async with db.async_session_maker() as session:  # type: ignore[attr-defined]
-            rows = await session.execute(
-                select(model.id, model.owner).where(model.status["state"].as_string().in_(states))
+            version = await self.rows.task_save(
+                row,
+                0 if prev_version.is_missing else _number(prev_version),
+                told,
+                unless=TERMINAL_NAMES if cancel else None,
+                final=state in TERMINAL,
+                hold=bool(context.state.get(HOLDS)),
             )
-            return [(task_id, owner) for task_id, owner in rows.all()]
+        except TaskStale:
+            raise ConcurrentTaskModificationError(task.id) from None
+        return TaskVersion(version)
 
-    async def aclose(self) -> None:
-        await self.engine.dispose()
+    async def get(self, task_id: str, context: ServerCallContext) -> StoredTask | None:
+        found = await self.rows.task_get(task_id, context.user.user_name)
+        if found is None:
+            return None
+        row, version = found
+        return StoredTask(Task.FromString(row.body), TaskVersion(version))
+
+    async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
+        """A keyset page: its cost does not grow with the number of tasks kept."""
+        after = None
+        if params.page_token:
+            cursor = decode_list_tasks_cursor(params.page_token)
+            if cursor is None or cursor.timestamp_ns is None:
+                raise InvalidParamsError(message="pageToken is not one this server gave")
+            after = (cursor.timestamp_ns // 1000, cursor.task_id)
+        since = None
+        if params.HasField("status_timestamp_after"):
+            since = params.status_timestamp_after.ToMicroseconds()
+        where = TaskFilter(
+            context.user.user_name,
+            params.context_id or None,
+            TaskState.Name(params.status) if params.status else None,
+            since,
+            after,
+        )
+        size = params.page_size or DEFAULT_PAGE_SIZE
+        page = await self.rows.task_page(where, size + 1)
+        rows = page.rows[:size]
+        token = ""
+        if len(page.rows) > size:
+            last = rows[-1]
+            token = encode_list_tasks_cursor(ListTasksCursor(last.updated_us * 1000, last.id))
+        return ListTasksResponse(
+            tasks=[Task.FromString(r.body) for r in rows],
+            next_page_token=token,
+            page_size=size,
+            total_size=page.total,
+        )
+
+    async def delete(self, task_id: str, context: ServerCallContext) -> None:
+        await self.rows.task_delete(task_id, context.user.user_name)
+
+    async def events(self, task_id: str, after: TaskVersion) -> Sequence[tuple[TaskVersion, Event]]:
+        """The events written with the task's versions after `after` (a shared store)."""
+        rows = cast(SharedTaskRows, self.rows)
+        found = await rows.task_events(task_id, 0 if after.is_missing else _number(after))
+        return [(TaskVersion(v), _event(body)) for v, body in found]
 
 
-def open_store(settings: A2AServerConfig, paths: Paths) -> BoundedMemoryTaskStore | Shared:
-    """`memory`, `sqlite` (a file in the data directory) or an SQLAlchemy async URL."""
+class RowsPushConfigs(PushNotificationConfigStore):
+    """The push configs as rows beside their tasks."""
+
+    def __init__(self, rows: TaskRows) -> None:
+        self.rows = rows
+
+    async def set_info(
+        self,
+        task_id: str,
+        notification_config: TaskPushNotificationConfig,
+        context: ServerCallContext,
+    ) -> TaskPushNotificationConfig:
+        stored = TaskPushNotificationConfig()
+        stored.CopyFrom(notification_config)
+        stored.task_id = task_id
+        stored.id = stored.id or task_id
+        owner = context.user.user_name
+        await self.rows.push_set(task_id, owner, stored.id, stored.SerializeToString())
+        return stored
+
+    async def get_info(
+        self, task_id: str, context: ServerCallContext
+    ) -> list[TaskPushNotificationConfig]:
+        found = await self.rows.push_list(task_id, context.user.user_name)
+        return [TaskPushNotificationConfig.FromString(body) for body in found]
+
+    async def get_info_for_dispatch(self, task_id: str) -> list[TaskPushNotificationConfig]:
+        found = await self.rows.push_list(task_id, None)
+        return [TaskPushNotificationConfig.FromString(body) for body in found]
+
+    async def delete_info(
+        self, task_id: str, context: ServerCallContext, config_id: str | None = None
+    ) -> None:
+        await self.rows.push_delete(task_id, context.user.user_name, config_id or task_id)
+
+
+def _number(version: TaskVersion) -> int:
+    value = version._value  # the store made it: an int
+    assert isinstance(value, int)
+    return value
+
+
+def _event_bytes(event: Event) -> bytes:
+    from a2a.utils.proto_utils import to_stream_response
+
+    return to_stream_response(event).SerializeToString()
+
+
+def _event(body: bytes) -> Event:
+    response = StreamResponse.FromString(body)
+    which = response.WhichOneof("payload")
+    if which is None:
+        raise ValueError("a stored task event has no payload")
+    event: Event = getattr(response, which)
+    return event
+
+
+def open_store(
+    settings: A2AServerConfig, sessions: SessionsConfig, rows: TaskRows, shared: bool
+) -> TaskStore | RowsTaskStore:
+    """`memory`: the SDK's, keeping `keepFinishedTasks` finished tasks; `sessions` (or a
+    name from before, `sqlite` or a database URL): the rows of the session store, `rows`
+    (`shared` when replicas share it). Raises `ConfigError` for a database the sessions
+    are not in."""
     kind = settings.task_store
     if kind == "memory":
         return BoundedMemoryTaskStore(settings.keep_finished_tasks)
-    try:
-        from a2a.server.cluster import DatabaseTaskEventStream, VersionedDatabaseTaskStore
-        from a2a.server.tasks import DatabasePushNotificationConfigStore
-        from sqlalchemy.ext.asyncio import create_async_engine
-
-        from raven.a2a.leases import Leases
-    except ImportError as exc:
-        raise ConfigError(f"a2a.server.taskStore {kind!r} needs SQLAlchemy: {exc}") from exc
-    if kind == "sqlite":
-        from raven.private_files import private_file
-
-        url = f"sqlite+aiosqlite:///{private_file(paths.data_dir / 'a2a-tasks.db')}"
-    else:
-        url = kind
-    try:
-        # A connection the server dropped (a restart) is found out and replaced when taken
-        # from the pool, not by the request that uses it.
-        engine = create_async_engine(url, pool_pre_ping=kind != "sqlite")
-    except Exception as exc:
-        raise ConfigError(f"a2a.server.taskStore: cannot use {kind!r}: {exc}") from exc
-    return Shared(
-        VersionedDatabaseTaskStore(engine, create_table=True),
-        DatabaseTaskEventStream(engine, create_table=True, poll_interval_s=EVENT_POLL_S),
-        Leases(engine, settings.lease_s),
-        DatabasePushNotificationConfigStore(engine, create_table=True),
-        engine,
-    )
+    if kind not in ("sessions", "sqlite"):
+        if "://" not in kind:
+            raise ConfigError(f"a2a.server.taskStore {kind!r} is none of memory or sessions")
+        if sessions.url is None:
+            raise ConfigError(
+                "a2a.server.taskStore names a database, but the sessions are not kept there: "
+                "A2A tasks live beside the sessions. Set sessions.url to that database "
+                '(postgresql://…) and taskStore to "sessions".'
+            )
+        log.info("A2A tasks are kept beside the sessions, in the database of sessions.url")
+    return RowsTaskStore(rows, shared)

@@ -217,6 +217,15 @@ class A2APushConfig(_Model):
 
 
 class A2AServerConfig(_Model):
+    @model_validator(mode="before")
+    @classmethod
+    def _forget_lease(cls, data: Any) -> Any:
+        """`leaseS` went with the task store of its own: a task's hold lasts the sessions'
+        `leaseS`. A config that still has it loads."""
+        if isinstance(data, dict):
+            data = {k: v for k, v in data.items() if k not in ("leaseS", "lease_s")}
+        return data
+
     enabled: bool = False
     """Mount the A2A routes on the gateway (`raven a2a serve` needs only the token)."""
     token: str = ""
@@ -227,10 +236,9 @@ class A2AServerConfig(_Model):
     """`raven a2a serve` also serves the gRPC binding on this port (0: any free one); needs
     the `grpc` extra."""
     task_store: str = "memory"
-    """`memory`, `sqlite` (in the data directory), or an SQLAlchemy async URL."""
-    lease_s: float = Field(default=15.0, ge=1.0)
-    """With a lasting store: how long a task's turn is known to run without its replica
-    renewing the lease (renewed every third of it); a lapsed task ends failed."""
+    """`memory`, or `sessions`: beside the sessions in their store (raven.db, or the
+    PostgreSQL database of `sessions.url`). `sqlite` and a database URL, from before tasks
+    moved there, are read as `sessions`."""
     keep_finished_tasks: int = Field(default=10_000, ge=1)
     """Finished tasks the `memory` store keeps (the oldest are forgotten first)."""
     max_concurrent_tasks: int = Field(default=4, ge=1)

@@ -8,6 +8,9 @@ For a runtime on a shared store (PostgreSQL), `Replicas`:
   replica died or stopped renewing. The session's dangling tool calls get results, its
   log gets the turn's end, and the session keeps the failure, so nothing stays stuck
   longer than `leaseS` plus a third of it;
+- hands on what it hears of the tasks kept beside the sessions (`raven.sessions.tasks`)
+  to whoever keeps them (`Runtime.on_task_change`: A2A): a task's id, or None when any
+  may have changed;
 - without LISTEN (`listen: false`), looks for changes every `pollS`.
 Never runs a turn itself.
 """
@@ -42,11 +45,16 @@ STOP_S = 5.0
 
 class Replicas:
     def __init__(
-        self, store: SharedSessions, logs: SharedLog, live: Callable[[], list[LiveSession]]
+        self,
+        store: SharedSessions,
+        logs: SharedLog,
+        live: Callable[[], list[LiveSession]],
+        tasks: Callable[[str | None], None],
     ) -> None:
         self._store = store
         self._logs = logs
         self._live = live
+        self._tasks_changed = tasks
         self._started = False
         self._stopping = asyncio.Event()
         self._ticker: asyncio.Task[None] | None = None
@@ -76,8 +84,12 @@ class Replicas:
         if any(s.id == session_id and s.is_busy for s in self._live()):
             self._spawn(self._take_inbox([session_id]))
 
+    def task_changed(self, task_id: str) -> None:
+        self._tasks_changed(task_id)
+
     def missed(self) -> None:
         self._logs.wake()
+        self._tasks_changed(None)
         self._spawn(self._take_inbox([s.id for s in self._live() if s.is_busy]))
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
@@ -101,6 +113,7 @@ class Replicas:
             try:
                 if not store.listening:
                     self._logs.wake()
+                    self._tasks_changed(None)
                     await self._take_inbox([s.id for s in self._live() if s.is_busy])
                 if loop.time() >= due:
                     due = loop.time() + every

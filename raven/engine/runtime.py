@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
@@ -78,12 +78,24 @@ class Runtime:
 
             store = cast(SharedSessions, self.store)
             self._shared = SharedLog(store, self._adopt)
-            self._replicas = Replicas(store, self._shared, lambda: list(self._live.values()))
+            self._replicas = Replicas(
+                store, self._shared, lambda: list(self._live.values()), self._task_changed
+            )
+        self._task_listeners: list[Callable[[str | None], None]] = []
 
     @property
     def shared(self) -> bool:
         """Replicas share the session store: a session's turn may run in another process."""
         return self._shared is not None
+
+    def on_task_change(self, listener: Callable[[str | None], None]) -> None:
+        """Call `listener` with a task's id when another replica writes it to the shared
+        store (`raven.sessions.tasks`), or with None when any may have changed unheard."""
+        self._task_listeners.append(listener)
+
+    def _task_changed(self, task_id: str | None) -> None:
+        for listener in self._task_listeners:
+            listener(task_id)
 
     async def start(self) -> None:
         """With a shared store: begin hearing the other replicas, keeping this process's

@@ -144,6 +144,56 @@ def _m006_sessions_keep_their_last_failure(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE sessions ADD COLUMN failure TEXT")
 
 
+def _m007_tasks_beside_the_sessions(db: sqlite3.Connection) -> None:
+    """A face's tasks (`raven.sessions.sqlite_tasks`), their push configs, and the count of
+    each owner's and each context's tasks in each state, kept by triggers."""
+    _run_script(
+        db,
+        """
+        CREATE TABLE tasks (
+            id TEXT PRIMARY KEY,
+            owner TEXT NOT NULL,
+            context_id TEXT NOT NULL,
+            state TEXT NOT NULL,
+            updated_us INTEGER NOT NULL,
+            version INTEGER NOT NULL,
+            body BLOB NOT NULL,
+            holder INTEGER
+        );
+        CREATE INDEX tasks_by_owner ON tasks (owner, updated_us DESC, id DESC);
+        CREATE INDEX tasks_by_context ON tasks (owner, context_id, updated_us DESC, id DESC);
+        CREATE INDEX tasks_by_state ON tasks (owner, state, updated_us DESC, id DESC);
+        CREATE TABLE task_counts (
+            owner TEXT NOT NULL,
+            context_id TEXT NOT NULL,
+            state TEXT NOT NULL,
+            n INTEGER NOT NULL,
+            PRIMARY KEY (owner, context_id, state)
+        ) WITHOUT ROWID;
+        CREATE TABLE task_push_configs (
+            task_id TEXT NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+            config_id TEXT NOT NULL,
+            owner TEXT NOT NULL,
+            body BLOB NOT NULL,
+            delivery TEXT,
+            PRIMARY KEY (task_id, config_id)
+        )
+        """,
+    )
+    count = (
+        "INSERT INTO task_counts VALUES ({r}.owner, '*', {r}.state, {n}), "
+        "({r}.owner, 'c:' || {r}.context_id, {r}.state, {n}) "
+        "ON CONFLICT (owner, context_id, state) DO UPDATE SET n = n + excluded.n; "
+    )
+    added, taken = count.format(r="new", n=1), count.format(r="old", n=-1)
+    db.execute(f"CREATE TRIGGER tasks_counted AFTER INSERT ON tasks BEGIN {added} END")
+    db.execute(f"CREATE TRIGGER tasks_uncounted AFTER DELETE ON tasks BEGIN {taken} END")
+    db.execute(
+        "CREATE TRIGGER tasks_recounted AFTER UPDATE OF state ON tasks "
+        f"WHEN old.state <> new.state BEGIN {taken} {added} END"
+    )
+
+
 def index_pending(db: sqlite3.Connection) -> None:
     """Add the messages written since the last call to the word index (inside a write)."""
     db.execute(
@@ -168,6 +218,7 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("full_text_search", _m004_full_text_search),
     ("index_words_off_the_write_path", _m005_index_words_off_the_write_path),
     ("sessions_keep_their_last_failure", _m006_sessions_keep_their_last_failure),
+    ("tasks_beside_the_sessions", _m007_tasks_beside_the_sessions),
 ]
 
 

@@ -5,7 +5,8 @@ A claim names its holder (`raven.holders`) and lasts `leaseS` past its last rene
 by the database's clock, so replicas on machines whose clocks disagree still agree on
 it. Every change another replica must hear of is announced with NOTIFY, for `watch`:
 on `raven_session_log` (the session id and its log's newest number) or
-`raven_session_inbox` (the session id). Opens its connections on first use; every wait
+`raven_session_inbox` (the session id), and a task's change on `raven_task`
+(`raven.sessions.postgres_tasks`). Opens its connections on first use; every wait
 on the server ends (`COMMAND_TIMEOUT_S`). Knows nothing of turns, tools or faces.
 """
 
@@ -24,6 +25,7 @@ import asyncpg
 from raven.holders import gone, on_this_machine, parse, this_holder
 from raven.messages import MESSAGE_ADAPTER, AssistantMessage, Message, ToolResultMessage
 from raven.sessions.postgres_schema import migrate
+from raven.sessions.postgres_tasks import TASK_CHANNEL, PostgresTasks
 from raven.sessions.records import (
     DEFAULT_PAGE_SIZE,
     MAX_SHOWN_MATCHES,
@@ -157,7 +159,7 @@ _HEADLINE = (
 )
 
 
-class PostgresSessions:
+class PostgresSessions(PostgresTasks):
     shared = True
 
     def __init__(self, settings: SessionsConfig) -> None:
@@ -596,6 +598,9 @@ class PostgresSessions:
         def heard_inbox(_conn: Any, _pid: int, _channel: str, payload: str) -> None:
             watcher.inbox_changed(payload)
 
+        def heard_task(_conn: Any, _pid: int, _channel: str, payload: str) -> None:
+            watcher.task_changed(payload)
+
         while not self._closed:
             lost = asyncio.Event()
             try:
@@ -610,6 +615,7 @@ class PostgresSessions:
                 conn.add_termination_listener(functools.partial(_set, lost))
                 await conn.add_listener(LOG_CHANNEL, heard_log)
                 await conn.add_listener(INBOX_CHANNEL, heard_inbox)
+                await conn.add_listener(TASK_CHANNEL, heard_task)
                 if ready.done():
                     watcher.missed()
                     log.warning("the session store can be reached again")

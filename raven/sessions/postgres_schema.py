@@ -1,8 +1,8 @@
 """Schema changes for the PostgreSQL session store: named steps applied in order, recorded
 in a table, under a lock so that replicas starting together apply each once.
 
-Every table is named `raven_…`, so the store can share a database with the A2A task
-store.
+Every table is named `raven_…`, so the store can share a database with other tables (the
+A2A SDK's, which Raven's tasks were kept in before, are read once on upgrade).
 """
 
 from __future__ import annotations
@@ -65,6 +65,71 @@ MIGRATIONS: list[tuple[str, str]] = [
             text TEXT NOT NULL
         );
         CREATE INDEX raven_session_inbox_by_session ON raven_session_inbox (session_id);
+        """,
+    ),
+    (
+        "tasks_beside_the_sessions",
+        """
+        CREATE TABLE raven_tasks (
+            id TEXT PRIMARY KEY,
+            owner TEXT NOT NULL,
+            context_id TEXT NOT NULL,
+            state TEXT NOT NULL,
+            updated_us BIGINT NOT NULL,
+            version INTEGER NOT NULL,
+            body BYTEA NOT NULL,
+            holder TEXT,
+            held_until DOUBLE PRECISION
+        );
+        CREATE INDEX raven_tasks_by_owner ON raven_tasks (owner, updated_us DESC, id DESC);
+        CREATE INDEX raven_tasks_by_context
+            ON raven_tasks (owner, context_id, updated_us DESC, id DESC);
+        CREATE INDEX raven_tasks_by_state ON raven_tasks (owner, state, updated_us DESC, id DESC);
+        CREATE TABLE raven_task_events (
+            task_id TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            body BYTEA NOT NULL,
+            PRIMARY KEY (task_id, version)
+        );
+        CREATE TABLE raven_task_counts (
+            owner TEXT NOT NULL,
+            context_id TEXT NOT NULL,
+            state TEXT NOT NULL,
+            n BIGINT NOT NULL,
+            PRIMARY KEY (owner, context_id, state)
+        );
+        CREATE TABLE raven_task_push_configs (
+            task_id TEXT NOT NULL REFERENCES raven_tasks (id) ON DELETE CASCADE,
+            config_id TEXT NOT NULL,
+            owner TEXT NOT NULL,
+            body BYTEA NOT NULL,
+            delivery TEXT,
+            added BIGSERIAL,
+            PRIMARY KEY (task_id, config_id)
+        );
+        -- Each owner's and each context's count of tasks in each state; the rows are
+        -- locked in one order (context, then state), so two writers never deadlock.
+        CREATE FUNCTION raven_task_count() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            INSERT INTO raven_task_counts AS c
+            SELECT d.owner, d.context_id, d.state, sum(d.n) FROM (
+                SELECT OLD.owner, '*', OLD.state, -1 WHERE TG_OP <> 'INSERT'
+                UNION ALL SELECT OLD.owner, 'c:' || OLD.context_id, OLD.state, -1
+                    WHERE TG_OP <> 'INSERT'
+                UNION ALL SELECT NEW.owner, '*', NEW.state, 1 WHERE TG_OP <> 'DELETE'
+                UNION ALL SELECT NEW.owner, 'c:' || NEW.context_id, NEW.state, 1
+                    WHERE TG_OP <> 'DELETE'
+            ) AS d (owner, context_id, state, n)
+            GROUP BY d.owner, d.context_id, d.state
+            ORDER BY d.context_id, d.state
+            ON CONFLICT (owner, context_id, state) DO UPDATE SET n = c.n + excluded.n;
+            RETURN NULL;
+        END $$;
+        CREATE TRIGGER raven_tasks_counted AFTER INSERT OR DELETE ON raven_tasks
+            FOR EACH ROW EXECUTE FUNCTION raven_task_count();
+        CREATE TRIGGER raven_tasks_recounted AFTER UPDATE OF state ON raven_tasks
+            FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state)
+            EXECUTE FUNCTION raven_task_count();
         """,
     ),
 ]

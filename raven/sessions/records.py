@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import uuid
 from dataclasses import dataclass
@@ -147,3 +148,16 @@ def decode_cursor(cursor: str) -> tuple[str, str]:
     except (ValueError, TypeError):
         pass
     raise BadCursor(f"invalid cursor {cursor!r}")
+
+
+def process_alive(pid: int | None) -> bool:
+    """Whether process `pid` of this machine runs (None: no process)."""
+    if pid is None:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -38,8 +38,10 @@ from raven.sessions.records import (
     like_pattern,
     new_record,
     now_iso,
+    process_alive,
     search_words,
 )
+from raven.sessions.sqlite_tasks import SqliteTasks
 from raven.sessions.worker import StoreWorker
 
 T = TypeVar("T")
@@ -54,7 +56,9 @@ A commit writes about 15 pages, so the log stays under about 16 MB; fewer, large
 checkpoints copy the pages every commit touches (the session row, the index) once, and
 flush to disk less often (bench/a2a.py: 10 % more tasks a second at one client than
 checkpoints every 64 commits, p99 6 ms instead of 8)."""
-_LOOP_WRITES = frozenset({"create", "append", "claim_turn", "release_turn", "update"})
+_LOOP_WRITES = frozenset(
+    {"create", "append", "claim_turn", "release_turn", "update", "_task_save", "_delivery_change"}
+)
 """Small writes `call` runs on the caller's own thread when the store is free at once."""
 
 
@@ -175,7 +179,7 @@ class SqliteStore:
         self._worker.stop()
         self._checkpointer.stop()
         self._upkeep(wait=True)
-        with self._held():
+        with self.reading():
             self._db.close()
         if self._checkpoints is not None:
             self._checkpoints.close()
@@ -183,7 +187,7 @@ class SqliteStore:
     @contextmanager
     def group(self) -> Iterator[None]:
         """One transaction for several writes (group commit); each stays all-or-nothing."""
-        with self._held():
+        with self.reading():
             self._db.execute("BEGIN IMMEDIATE")
             with self._grouping("savepoint"):
                 yield
@@ -235,9 +239,9 @@ class SqliteStore:
 
     def _index_pending(self) -> None:
         """`index_pending`, taking the write lock only when a writer noted something."""
-        with self._held():
+        with self.reading():
             if self._db.execute("SELECT 1 FROM messages_unindexed LIMIT 1").fetchone():
-                with self._write() as db:
+                with self.writing() as db:
                     index_pending(db)
 
     def _inline(self, call: Callable[[], T], stage: bool = False) -> tuple[bool, T | None]:
@@ -333,7 +337,7 @@ class SqliteStore:
         self._commits += 1
 
     @contextmanager
-    def _held(self) -> Iterator[sqlite3.Connection]:
+    def reading(self) -> Iterator[sqlite3.Connection]:
         """The connection, this thread's until the block ends, waiting up to
         `BUSY_TIMEOUT_MS` for another process's lock."""
         with self._lock:
@@ -348,7 +352,7 @@ class SqliteStore:
             self._hasty = False
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def writing(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
             if self._grouped == "":  # the one call in its transaction, undone as a whole
                 yield self._db
@@ -379,7 +383,7 @@ class SqliteStore:
     ) -> SessionRecord:
         """A new session; `session_id` lets a face derive ids (it must be unused)."""
         record = new_record(cwd, face, mode, model, session_id)
-        with self._write() as db:
+        with self.writing() as db:
             _insert_session(db, record, record.title, record.updated_at)
         return record
 
@@ -393,7 +397,7 @@ class SqliteStore:
             return self.create(cwd, face, mode, model, session_id), []
 
     def get(self, session_id: str) -> SessionRecord:
-        with self._held() as db:
+        with self.reading() as db:
             row = db.execute(_SELECT + " WHERE id = ?", (session_id,)).fetchone()
         if row is None:
             raise SessionNotFound(session_id)
@@ -405,7 +409,7 @@ class SqliteStore:
         Raises `SessionNotFound` for none and `AmbiguousSession` for several.
         """
         for candidate in dict.fromkeys((prefix, SESSION_ID_PREFIX + prefix)):
-            with self._held():
+            with self.reading():
                 if self._db.execute("SELECT 1 FROM sessions WHERE id = ?", (candidate,)).fetchone():
                     return candidate
                 rows = self._db.execute(
@@ -442,7 +446,7 @@ class SqliteStore:
             params += [updated_at, updated_at, last_id]
         sql = _SELECT + (" WHERE " + " AND ".join(where) if where else "")
         sql += " ORDER BY updated_at DESC, id DESC LIMIT ?"
-        with self._held():
+        with self.reading():
             rows = self._db.execute(sql, [*params, limit + 1]).fetchall()
         records = [_record(r) for r in rows[:limit]]
         more = len(rows) > limit
@@ -463,7 +467,7 @@ class SqliteStore:
         """
         body = MESSAGE_ADAPTER.dump_json(message).decode()
         stamp = now_iso()
-        with self._write() as db:
+        with self.writing() as db:
             if create is not None:
                 named = create.title if title is None else title
                 _insert_session(db, create, named, stamp, version=1)
@@ -489,7 +493,7 @@ class SqliteStore:
         if last is not None:
             sql += " LIMIT ?"
             params.append(last)
-        with self._held():
+        with self.reading():
             rows = self._db.execute(sql, params).fetchall()
         return [MESSAGE_ADAPTER.validate_json(body) for (body,) in reversed(rows)]
 
@@ -497,7 +501,7 @@ class SqliteStore:
         """Mark a turn of process `pid` as running in the session; returns its version (the
         number of messages written). Raises `TurnElsewhere` while another live process has
         a turn there; a claim left by a process that died is taken over."""
-        with self._write() as db:
+        with self.writing() as db:
             row = db.execute(
                 "SELECT turn_pid, version FROM sessions WHERE id = ?", (session_id,)
             ).fetchone()
@@ -510,7 +514,7 @@ class SqliteStore:
 
     def version(self, session_id: str) -> int:
         """The number of messages written to the session, by any process."""
-        with self._held():
+        with self.reading():
             row = self._db.execute(
                 "SELECT version FROM sessions WHERE id = ?", (session_id,)
             ).fetchone()
@@ -521,7 +525,7 @@ class SqliteStore:
     def release_turn(self, session_id: str, pid: int, failure: str | None = None) -> None:
         """End the turn of process `pid`: its claim, if `claim_turn` made one, and the
         session's last `failure`. A no-op while another process holds the session."""
-        with self._write() as db:
+        with self.writing() as db:
             db.execute(
                 "UPDATE sessions SET turn_pid = NULL, failure = ? "
                 "WHERE id = ? AND (turn_pid = ? OR turn_pid IS NULL)",
@@ -542,7 +546,7 @@ class SqliteStore:
         than `pid` runs a turn in the session."""
         changes = {"title": title, "mode": mode, "model": model, "closed": closed}
         sets = {k: v for k, v in changes.items() if v is not None}
-        with self._write() as db:
+        with self.writing() as db:
             if pid is not None:
                 self._check_turn(db, session_id, pid)
             if sets:
@@ -571,7 +575,7 @@ class SqliteStore:
         params: list[object] = [query, *([cwd] if cwd else [])]
         hits: dict[str, str] = {}
         self._index_pending()
-        with self._held():
+        with self.reading():
             for session_id, snippet in self._db.execute(sql, params):
                 hits.setdefault(str(session_id), " ".join(str(snippet).split()))
                 if len(hits) >= limit:
@@ -586,7 +590,7 @@ class SqliteStore:
     def delete(self, session_id: str, pid: int | None = None) -> bool:
         """Remove the session and its transcript; False when there was none. With `pid`,
         refuse (`TurnElsewhere`) while a process other than `pid` runs a turn in it."""
-        with self._write() as db:
+        with self.writing() as db:
             if pid is not None:
                 self._check_turn(db, session_id, pid)
             db.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
@@ -597,18 +601,8 @@ class SqliteStore:
 def _refuse_elsewhere(session_id: str, holder: int | None, pid: int) -> None:
     """`TurnElsewhere` when `holder` is a live process other than `pid` (a claim left by a
     process that died counts as none)."""
-    if holder is not None and holder != pid and _process_alive(holder):
+    if holder is not None and holder != pid and process_alive(holder):
         raise TurnElsewhere(session_id, holder)
-
-
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _insert_session(
@@ -654,7 +648,7 @@ def _record(row: tuple[Any, ...]) -> SessionRecord:
     )
 
 
-class SqliteSessions:
+class SqliteSessions(SqliteTasks):
     """`SqliteStore` as a `Sessions`: one file, the processes of one machine.
 
     A turn's claim names this process; it lasts until released or until the process is

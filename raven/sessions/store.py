@@ -1,7 +1,8 @@
 """The session store the engine uses, whatever it is kept in, and how the config picks one.
 
 `Sessions` is what every store does (SQLite, the default and embedded; PostgreSQL, for
-replicas). A store that replicas share (`shared`) also keeps the sessions' event logs,
+replicas); both keep a face's tasks beside the sessions (`raven.sessions.tasks`). A store
+that replicas share (`shared`) also keeps the sessions' event logs,
 the claims as leases that their holders renew, and an inbox for each running turn:
 `SharedSessions`. Knows nothing of turns, tools or faces.
 """
@@ -13,13 +14,15 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from raven.messages import Message
 from raven.sessions.records import DEFAULT_PAGE_SIZE, SearchHit, SessionPage, SessionRecord
+from raven.sessions.tasks import SharedTaskRows, TaskRows
 
 if TYPE_CHECKING:
     from raven.config import Paths, SessionsConfig
 
 
-class Sessions(Protocol):
-    """Records and transcripts; every write is committed before its call returns.
+class Sessions(TaskRows, Protocol):
+    """Records and transcripts, and a face's tasks beside them (`TaskRows`); every write
+    is committed before its call returns.
 
     Raises `SessionNotFound` for an unknown id; `TurnElsewhere` where a guarded change
     meets another process's turn; `StoreUnavailable` when the store cannot be reached.
@@ -156,7 +159,7 @@ class InboxItem:
     text: str
 
 
-class SharedSessions(Sessions, Protocol):
+class SharedSessions(Sessions, SharedTaskRows, Protocol):
     """A store several replicas share. Beside `Sessions`:
 
     - each session's event log, numbered by the store in one order for every replica;
@@ -220,6 +223,9 @@ class Watcher(Protocol):
 
     def inbox_changed(self, session_id: str) -> None:
         """Something was sent to the turn running in the session."""
+
+    def task_changed(self, task_id: str) -> None:
+        """A task was written (`raven.sessions.tasks`)."""
 
     def missed(self) -> None:
         """Changes may have gone unheard (listening began again after a lost connection)."""

@@ -47,9 +47,9 @@ async def test_each_forgotten_task_leaves_its_own_owners_tasks() -> None:
 def test_an_outage_is_said_once_with_its_end_and_a_fault_keeps_its_traceback(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from sqlalchemy.exc import OperationalError
+    from raven.sessions import StoreUnavailable
 
-    lost = OperationalError("SELECT 1", {}, ConnectionResetError("connection reset"))
+    lost = StoreUnavailable("the session store is unreachable: connection reset")
     assert unreachable(lost) and unreachable(ConnectionRefusedError())
     assert not unreachable(ValueError("a bug"))
     outage = StoreOutage(logging.getLogger("test.outage"), "watching")

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import json
 import os
-import socket
 import sqlite3
 import stat
 from pathlib import Path
@@ -38,7 +37,6 @@ from tests.conftest import raven, write_config
 from tests.e2e.a2a_server import TOKEN, A2AServer, configure, message, start
 from tests.e2e.webhooks import Receiver, pushed_states
 from tests.ports import free_port
-from tests.postgres import sqlalchemy_url
 from tests.processes import ended, pid_from
 
 BINDINGS = ("JSONRPC", "HTTP+JSON")
@@ -718,6 +716,61 @@ async def test_sqlite_store_survives_a_restart_with_a_parked_task(
         assert server.stop() == 0
 
 
+OLD_TASK_FILE = """
+CREATE TABLE tasks (id VARCHAR(36) NOT NULL, context_id VARCHAR(36) NOT NULL,
+    kind VARCHAR(16) NOT NULL, owner VARCHAR(255), last_updated DATETIME,
+    status JSON NOT NULL, artifacts JSON, history JSON, protocol_version VARCHAR(16),
+    metadata JSON, PRIMARY KEY (id));
+CREATE TABLE task_versions (task_id VARCHAR(36) NOT NULL, owner VARCHAR(255),
+    version BIGINT NOT NULL, PRIMARY KEY (task_id));
+CREATE TABLE push_notification_configs (task_id VARCHAR(36) NOT NULL,
+    config_id VARCHAR(255) NOT NULL, config_data BLOB NOT NULL, owner VARCHAR(255),
+    protocol_version VARCHAR(16), PRIMARY KEY (task_id, config_id));
+INSERT INTO tasks VALUES ('t1', 'c1', 'task', 'operator', '2026-01-01 00:00:00.000000',
+    '{"state": "TASK_STATE_INPUT_REQUIRED", "message": {"messageId": "m2", "role":
+    "ROLE_AGENT", "parts": [{"text": "Colour?"}]}, "timestamp": "2026-01-01T00:00:00Z"}',
+    '[{"artifactId": "a", "name": "response", "parts": [{"text": "partial"}]}]',
+    '[{"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "paint"}]}]',
+    '1.0', 'null');
+INSERT INTO task_versions VALUES ('t1', 'operator', 3);
+INSERT INTO push_notification_configs VALUES ('t1', 'hook',
+    CAST('{"id": "hook", "taskId": "t1", "url": "https://example.com/hook", "token": "tok"}'
+    AS BLOB), 'operator', '1.0');
+"""
+"""The SDK's tables as `taskStore: "sqlite"` left them in `a2a-tasks.db` (a2a-sdk 1.3)."""
+
+
+async def test_tasks_an_earlier_raven_kept_in_their_own_file_move_beside_the_sessions(
+    env: dict[str, str], home: Path
+) -> None:
+    configure(home, [{"text": "Blue it is."}], task_store="sqlite")
+    old = home / "data" / "a2a-tasks.db"
+    old.parent.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(old) as db:
+        db.executescript(OLD_TASK_FILE)
+    server = start(env)
+    try:
+        task = server.call("GetTask", {"id": "t1", "historyLength": 10})["result"]
+        assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        assert task["status"]["message"]["parts"][0]["text"] == "Colour?"
+        assert task["history"][0]["parts"][0]["text"] == "paint"
+        assert task["artifacts"][0]["parts"][0]["text"] == "partial"
+        hooks = server.call("ListTaskPushNotificationConfigs", {"taskId": "t1"})["result"]
+        assert [c["url"] for c in hooks["configs"]] == ["https://example.com/hook"]
+        answered = server.call("SendMessage", message("blue", taskId="t1"))["result"]["task"]
+        assert answered["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert answered["status"]["message"]["parts"][0]["text"] == "Blue it is."
+    finally:
+        assert server.stop() == 0
+    assert not old.exists() and old.with_name("a2a-tasks.db.moved").exists()
+    server = start(env)  # nothing to move the second time; the task is where it went
+    try:
+        kept = server.call("GetTask", {"id": "t1"})["result"]
+        assert kept["status"]["state"] == "TASK_STATE_COMPLETED"
+    finally:
+        assert server.stop() == 0
+
+
 async def test_a_task_left_working_by_a_killed_server_ends_failed_on_restart(
     env: dict[str, str], home: Path, tmp_path: Path
 ) -> None:
@@ -731,14 +784,14 @@ async def test_a_task_left_working_by_a_killed_server_ends_failed_on_restart(
         await pid_from(pidfile)
         working = await reaches(server, task["id"], "TASK_STATE_WORKING")
         assert "metadata" not in working  # peers learn nothing of who runs it
-        database = home / "data" / "a2a-tasks.db"
+        database = home / "data" / "raven.db"  # tasks live beside the sessions
         assert stat.S_IMODE(database.stat().st_mode) == 0o600
         with sqlite3.connect(database) as db:
             ((holder,),) = db.execute(
-                "SELECT holder FROM raven_task_leases WHERE task_id = ?", (task["id"],)
+                "SELECT holder FROM tasks WHERE id = ?", (task["id"],)
             ).fetchall()
-        runner = json.loads(holder)  # digests, never the host's name
-        assert runner["host"] != socket.gethostname() and len(runner["host"]) == 16
+        assert holder == server.proc.pid  # the process running its turn holds it
+        assert not (home / "data" / "a2a-tasks.db").exists()
     finally:
         server.proc.kill()
         server.stop()
@@ -825,24 +878,24 @@ async def test_replicas_on_postgresql_reach_the_running_turn_and_never_change_an
             {"text": "Deployed main."},
             {"text": "never told", "delayMs": 5000},
             {"text": "after the cancelled one"},
-            # B relays the follow-up through the store, which A polls every 0.25 s (#53).
+            # B relays the follow-up through the store, which tells A (NOTIFY).
             {"toolCalls": [{"name": "list_dir", "arguments": {}}], "delayMs": 1500},
             {"text": "tidied, the tests too"},
             {"toolCalls": [sleeper]},
         ],
         [{"text": "replica b never runs these turns"}],
     ]
-    url = sqlalchemy_url(pg_url)
     for home, steps in zip(homes, scripts, strict=True):
         home.mkdir()
         configure(
             home,
             steps,
-            task_store=url,
-            lease_s=2,
+            task_store="sessions",
             approvals="auto",
             push={"allowPrivate": ["127.0.0.1"]},
         )
+        config = json.loads((home / "config.json").read_text())
+        write_config(home, {**config, "sessions": {"url": pg_url, "leaseS": 2}})
     replicas = [start({**env, "RAVEN_HOME": str(home)}) for home in homes]
     a, b = replicas
     try:
@@ -894,19 +947,10 @@ async def test_replicas_on_postgresql_reach_the_running_turn_and_never_change_an
         assert steered["status"]["state"] == "TASK_STATE_WORKING"
         tidied = await reaches(b, tidy["id"], "TASK_STATE_COMPLETED")
         assert tidied["status"]["message"]["parts"][0]["text"] == "tidied, the tests too"
-        store = SqliteStore(homes[0] / "data" / "raven.db")
-        try:
-            said = [
-                m.text
-                for r in store.page().sessions
-                for m in store.messages(r.id)
-                if m.role == "user"
-            ]
-        finally:
-            store.close()
-        assert "check the tests too" in said  # the model saw it, in A's session
+        said = await user_messages(pg_url)
+        assert "check the tests too" in said  # the model saw it, in the conversation
 
-        # A killed mid-turn: its lease lapses and B ends the task failed.
+        # A killed mid-turn: its hold lapses and B ends the task failed.
         left = a.call("SendMessage", message("work") | IMMEDIATELY)["result"]["task"]
         await pid_from(pidfile)
         watch = {"taskId": left["id"], "id": "watch", "url": receiver.url("/left")}
@@ -926,6 +970,19 @@ async def test_replicas_on_postgresql_reach_the_running_turn_and_never_change_an
 
 
 IMMEDIATELY = {"configuration": {"returnImmediately": True}}
+
+
+async def user_messages(url: str) -> list[str]:
+    """The text of every person's message kept in the PostgreSQL session store."""
+    import asyncpg
+
+    conn = await asyncpg.connect(url)
+    try:
+        rows = await conn.fetch("SELECT body FROM raven_messages")
+    finally:
+        await conn.close()
+    messages = [json.loads(r["body"]) for r in rows]
+    return [p["text"] for m in messages if m["role"] == "user" for p in m["parts"] if "text" in p]
 
 
 def transcript(home: Path) -> list[tuple[str, str]]:
@@ -1204,7 +1261,7 @@ async def test_a_postgresql_restart_fails_no_request_and_is_logged_once(
 ) -> None:
     from tests.postgres import restart_server
 
-    configure(home, [{"text": "before"}, {"text": "after"}], task_store=sqlalchemy_url(pg_url))
+    configure(home, [{"text": "before"}, {"text": "after"}], task_store="sessions")
     config = json.loads((home / "config.json").read_text())
     write_config(home, {**config, "sessions": {"url": pg_url}})
     server = start(env)

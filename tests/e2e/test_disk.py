@@ -114,23 +114,21 @@ def test_a_damaged_store_is_named_with_what_to_do(
         assert "move it aside" in done.stderr
 
 
-def test_a_damaged_a2a_task_store_is_named_with_what_to_do(env: dict[str, str], home: Path) -> None:
-    from tests.e2e.a2a_server import configure, message, start
+def test_a_damaged_task_file_of_an_earlier_raven_is_named_with_what_to_do(
+    env: dict[str, str], home: Path
+) -> None:
+    """Tasks an earlier Raven kept in `a2a-tasks.db` are moved into raven.db at the first
+    start; a file that cannot be read stops the start, saying what to do."""
+    from tests.e2e.a2a_server import configure
 
-    configure(home, [{"text": "kept"}] * 3, task_store="sqlite")
-    server = start(env)
-    try:
-        for n in range(3):
-            assert "result" in server.call("SendMessage", message(f"task {n} " + "x" * 3000))
-    finally:
-        assert server.stop() == 0
+    configure(home, [], task_store="sessions")
     db = home / "data" / "a2a-tasks.db"
-    raw = bytearray(db.read_bytes())
-    raw[4096:] = os.urandom(len(raw) - 4096)  # the schema page whole, the rest garbage
-    db.write_bytes(bytes(raw))
+    db.parent.mkdir(parents=True, exist_ok=True)
+    db.write_bytes(b"SQLite format 3\x00" + os.urandom(8192))
     done = subprocess.run(
         [*RAVEN, "a2a", "serve", "--port", "0"], env=env, capture_output=True, text=True, timeout=60
     )
     assert done.returncode != 0
     assert "Traceback" not in done.stderr, done.stderr
-    assert f"A2A task store {db}: it is damaged" in done.stderr, done.stderr
+    assert f"A2A tasks of {db} into the session store: it is damaged" in done.stderr, done.stderr
+    assert "move it aside" in done.stderr

@@ -25,7 +25,6 @@ import pytest
 from tests.conftest import RAVEN, write_config
 from tests.e2e.a2a_server import TOKEN
 from tests.ports import free_port
-from tests.postgres import sqlalchemy_url
 from tests.processes import program, wait_listening
 
 DEADLINE_S = 30
@@ -128,8 +127,7 @@ def configure(home: Path, pg_url: str, model_url: str, public: str, workdir: Pat
                 "server": {
                     "enabled": True,
                     "token": TOKEN,
-                    "taskStore": sqlalchemy_url(pg_url),
-                    "leaseS": LEASE_S,
+                    "taskStore": "sessions",
                     "approvals": "auto",
                     "cwd": str(workdir),
                 }

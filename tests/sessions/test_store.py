@@ -50,6 +50,7 @@ def test_migrations_apply_once(tmp_path: Path) -> None:
         "full_text_search",
         "index_words_off_the_write_path",
         "sessions_keep_their_last_failure",
+        "tasks_beside_the_sessions",
     ]
 
 

@@ -1,0 +1,289 @@
+"""Task rows in PostgreSQL (`raven.sessions.tasks.SharedTaskRows`), beside the sessions.
+
+Each write is one statement (one round trip): the row, compared and set on its version,
+the event it came with (for followers on other replicas, read with `task_events`), and a
+NOTIFY on `raven_task` with the task's id. A hold names its holder and lasts the store's
+lease past its last renewal, by the database's clock, as a session's claim. The counts
+of each owner's (and context's) tasks in each state are kept by a trigger
+(`raven_task_counts`). Never decodes a task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import asyncpg
+
+from raven.holders import gone, parse
+from raven.sessions.tasks import TaskFilter, TaskPage, TaskRow, TaskStale
+
+TASK_CHANNEL = "raven_task"
+ALL_CONTEXTS = "*"
+_COLUMNS = "id, owner, context_id, state, updated_us, body"
+
+
+_NOW = "extract(epoch FROM clock_timestamp())"
+_HOLD = (
+    # $9 the holder taking the task (NULL: the hold stays as it is), $10 the lease
+    f"holder = COALESCE($9, holder), held_until = CASE WHEN $9::text IS NULL THEN held_until"
+    f" ELSE {_NOW} + $10 END"
+)
+
+
+def _write(guard: str) -> str:
+    """The UPDATE of a task allowed under `guard` ($8), its event ($6) and, when the task
+    ends ($7), its earlier events let go; the hold taken as `_HOLD` says."""
+    return (
+        "WITH t AS (UPDATE raven_tasks SET state = $3, updated_us = $4, body = $5,"
+        f" version = version + 1, {_HOLD}"
+        f" WHERE id = $1 AND owner = $2 AND {guard} RETURNING version),"
+        " e AS (INSERT INTO raven_task_events (task_id, version, body)"
+        " SELECT $1, version, $6 FROM t WHERE $6::bytea IS NOT NULL),"
+        " d AS (DELETE FROM raven_task_events WHERE $7 AND task_id = $1"
+        " AND version < (SELECT version FROM t))"
+        f" SELECT version, pg_notify('{TASK_CHANNEL}', $1) FROM t"
+    )
+
+
+_INSERT = (
+    "WITH t AS (INSERT INTO raven_tasks"
+    " (id, owner, context_id, state, updated_us, body, version, holder, held_until)"
+    f" VALUES ($1, $2, $3, $4, $5, $6, 1, $8, {_NOW} + $9)"
+    " ON CONFLICT (id) DO NOTHING RETURNING version),"
+    " e AS (INSERT INTO raven_task_events (task_id, version, body)"
+    " SELECT $1, version, $7 FROM t WHERE $7::bytea IS NOT NULL)"
+    f" SELECT version, pg_notify('{TASK_CHANNEL}', $1) FROM t"
+)
+_ON_VERSION = _write("version = $8")
+_UNLESS = _write("state <> ALL($8::text[])")
+
+
+class PostgresTasks:
+    """The task methods of `PostgresSessions` (whose connections they use)."""
+
+    _conn: Callable[..., AbstractAsyncContextManager[Any]]
+    """A pooled connection (`PostgresSessions._conn`)."""
+    _me: str
+    lease_s: float
+
+    async def task_get(self, task_id: str, owner: str) -> tuple[TaskRow, int] | None:
+        async with self._conn() as conn:
+            found = await conn.fetchrow(
+                f"SELECT {_COLUMNS}, version FROM raven_tasks WHERE id = $1 AND owner = $2",
+                task_id,
+                owner,
+            )
+        return None if found is None else (_row(found), int(found["version"]))
+
+    async def task_save(
+        self,
+        row: TaskRow,
+        version: int,
+        event: bytes | None = None,
+        unless: Collection[str] | None = None,
+        final: bool = False,
+        hold: bool = False,
+    ) -> int:
+        change = (row.state, row.updated_us, row.body, event)
+        hold_it = (self._me if hold else None, self.lease_s)
+        async with self._conn() as conn:
+            if unless is not None:
+                found = await conn.fetchrow(
+                    _UNLESS, row.id, row.owner, *change, final, list(unless), *hold_it
+                )
+            elif version == 0:
+                found = await conn.fetchrow(
+                    _INSERT, row.id, row.owner, row.context_id, *change, *hold_it
+                )
+            else:
+                found = await conn.fetchrow(
+                    _ON_VERSION, row.id, row.owner, *change, final, version, *hold_it
+                )
+        if found is None:
+            raise TaskStale(row.id)
+        return int(found["version"])
+
+    async def task_events(self, task_id: str, after: int) -> list[tuple[int, bytes]]:
+        async with self._conn() as conn:
+            rows = await conn.fetch(
+                "SELECT version, body FROM raven_task_events WHERE task_id = $1 AND version > $2"
+                " ORDER BY version",
+                task_id,
+                after,
+            )
+        return [(int(r["version"]), bytes(r["body"])) for r in rows]
+
+    async def task_page(self, where: TaskFilter, limit: int) -> TaskPage:
+        sql, args = _page_query(where)
+        async with self._conn() as conn:
+            rows = await conn.fetch(
+                f"SELECT {_COLUMNS} FROM raven_tasks WHERE {sql}"
+                f" ORDER BY updated_us DESC, id DESC LIMIT ${len(args) + 1}",
+                *args,
+                limit,
+            )
+            total = await _total(conn, where)
+        return TaskPage([_row(r) for r in rows], total)
+
+    async def task_delete(self, task_id: str, owner: str) -> None:
+        async with self._conn(transaction=True) as conn:
+            deleted = await conn.execute(
+                "DELETE FROM raven_tasks WHERE id = $1 AND owner = $2", task_id, owner
+            )
+            if not deleted.endswith(" 0"):
+                await conn.execute("DELETE FROM raven_task_events WHERE task_id = $1", task_id)
+
+    async def task_release(self, task_id: str) -> None:
+        async with self._conn() as conn:
+            await conn.execute(
+                "UPDATE raven_tasks SET holder = NULL, held_until = NULL"
+                " WHERE id = $1 AND holder = $2",
+                task_id,
+                self._me,
+            )
+
+    async def task_renew(self, task_ids: list[str]) -> None:
+        if task_ids:
+            async with self._conn() as conn:
+                await conn.execute(
+                    f"UPDATE raven_tasks SET held_until = {_NOW} + $3"
+                    " WHERE id = ANY($1::text[]) AND holder = $2",
+                    task_ids,
+                    self._me,
+                    self.lease_s,
+                )
+
+    async def tasks_held_elsewhere(self, task_ids: list[str]) -> set[str]:
+        async with self._conn() as conn:
+            rows = await conn.fetch(
+                "SELECT id, holder FROM raven_tasks WHERE id = ANY($1::text[])"
+                f" AND holder IS NOT NULL AND holder <> $2 AND held_until >= {_NOW}",
+                task_ids,
+                self._me,
+            )
+        return {r["id"] for r in rows if not gone(parse(r["holder"]))}
+
+    async def tasks_unheld(self, states: Collection[str]) -> list[tuple[str, str]]:
+        async with self._conn() as conn:
+            rows = await conn.fetch(
+                f"SELECT id, owner, holder, held_until < {_NOW} AS lapsed FROM raven_tasks"
+                " WHERE state = ANY($1::text[])",
+                list(states),
+            )
+        return [
+            (r["id"], r["owner"])
+            for r in rows
+            if r["holder"] is None
+            or (r["holder"] != self._me and (r["lapsed"] or gone(parse(r["holder"]))))
+        ]
+
+    async def push_set(self, task_id: str, owner: str, config_id: str, body: bytes) -> None:
+        async with self._conn() as conn:
+            await conn.execute(
+                "INSERT INTO raven_task_push_configs (task_id, config_id, owner, body)"
+                " VALUES ($1, $2, $3, $4) ON CONFLICT (task_id, config_id) DO UPDATE SET"
+                " owner = excluded.owner, body = excluded.body, delivery = NULL",
+                task_id,
+                config_id,
+                owner,
+                body,
+            )
+
+    async def push_list(self, task_id: str, owner: str | None) -> list[bytes]:
+        async with self._conn() as conn:
+            rows = await conn.fetch(
+                "SELECT body FROM raven_task_push_configs WHERE task_id = $1"
+                " AND ($2::text IS NULL OR owner = $2) ORDER BY added",
+                task_id,
+                owner,
+            )
+        return [bytes(r["body"]) for r in rows]
+
+    async def push_delete(self, task_id: str, owner: str, config_id: str) -> None:
+        async with self._conn() as conn:
+            await conn.execute(
+                "DELETE FROM raven_task_push_configs"
+                " WHERE task_id = $1 AND config_id = $2 AND owner = $3",
+                task_id,
+                config_id,
+                owner,
+            )
+
+    async def delivery_get(self, task_id: str) -> dict[str, str]:
+        async with self._conn() as conn:
+            rows = await conn.fetch(
+                "SELECT config_id, delivery FROM raven_task_push_configs"
+                " WHERE task_id = $1 AND delivery IS NOT NULL",
+                task_id,
+            )
+        return {r["config_id"]: r["delivery"] for r in rows}
+
+    async def delivery_change(
+        self, task_id: str, config_id: str, how: Callable[[str | None], str]
+    ) -> str:
+        async with self._conn(transaction=True) as conn:
+            found = await conn.fetchrow(
+                "SELECT delivery FROM raven_task_push_configs"
+                " WHERE task_id = $1 AND config_id = $2 FOR UPDATE",
+                task_id,
+                config_id,
+            )
+            state = how(None if found is None else found["delivery"])
+            await conn.execute(
+                "UPDATE raven_task_push_configs SET delivery = $3"
+                " WHERE task_id = $1 AND config_id = $2",
+                task_id,
+                config_id,
+                state,
+            )
+        return state
+
+
+def _row(found: Any) -> TaskRow:
+    return TaskRow(
+        found["id"],
+        found["owner"],
+        found["context_id"],
+        found["state"],
+        int(found["updated_us"]),
+        bytes(found["body"]),
+    )
+
+
+def _page_query(where: TaskFilter) -> tuple[str, list[object]]:
+    args: list[object] = [where.owner]
+    sql = ["owner = $1"]
+
+    def param(value: object) -> str:
+        args.append(value)
+        return f"${len(args)}"
+
+    if where.context_id is not None:
+        sql.append(f"context_id = {param(where.context_id)}")
+    if where.state is not None:
+        sql.append(f"state = {param(where.state)}")
+    if where.since_us is not None:
+        sql.append(f"updated_us >= {param(where.since_us)}")
+    if where.after is not None:
+        stamp, last = where.after
+        sql.append(f"(updated_us, id) < ({param(stamp)}, {param(last)})")
+    return " AND ".join(sql), args
+
+
+async def _total(conn: asyncpg.Connection, where: TaskFilter) -> int:
+    """From the counts, unless a time bound asks for a count of the rows themselves."""
+    if where.since_us is not None:
+        bounded = TaskFilter(where.owner, where.context_id, where.state, where.since_us)
+        sql, args = _page_query(bounded)
+        return int(await conn.fetchval(f"SELECT count(*) FROM raven_tasks WHERE {sql}", *args))
+    context = ALL_CONTEXTS if where.context_id is None else f"c:{where.context_id}"
+    found = await conn.fetchval(
+        "SELECT COALESCE(sum(n), 0) FROM raven_task_counts"
+        " WHERE owner = $1 AND context_id = $2 AND ($3::text IS NULL OR state = $3)",
+        where.owner,
+        context,
+        where.state,
+    )
+    return int(found)

@@ -1,0 +1,131 @@
+"""Task rows: the tasks a face keeps beside the sessions, in the same store.
+
+A face (A2A) hands the store each task as opaque bytes with the few columns the store
+orders and filters by: its owner, its context, its state's name and the time of its
+status. Every write names the version it is based on and a stale one is refused
+(`TaskStale`), so a late write of one process never undoes what another wrote. A store
+replicas share also keeps each write's event, for followers on other replicas, and says
+when a task changed (`Watcher.task_changed`). Beside the tasks: their push configs and
+what became of their deliveries. Knows nothing of what a task means.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class TaskStale(Exception):
+    """The task is not at the version a write was based on (or, for an overwrite, it is
+    gone or in a state that never changes)."""
+
+    def __init__(self, task_id: str) -> None:
+        super().__init__(f"task {task_id} changed meanwhile")
+        self.task_id = task_id
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRow:
+    id: str
+    owner: str
+    context_id: str
+    state: str
+    updated_us: int
+    """When its status was set, in microseconds since the epoch (0: never)."""
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class TaskPage:
+    rows: list[TaskRow]
+    total: int
+    """How many tasks match the filter, on every page."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskFilter:
+    """Which of an owner's tasks a page lists, newest status first."""
+
+    owner: str
+    context_id: str | None = None
+    state: str | None = None
+    since_us: int | None = None
+    """Only tasks whose status was set at or after this time."""
+    after: tuple[int, str] | None = None
+    """The (status time, id) of the last task of the previous page."""
+
+
+class TaskRows(Protocol):
+    async def task_get(self, task_id: str, owner: str) -> tuple[TaskRow, int] | None:
+        """The owner's task and its version, or None."""
+        ...
+
+    async def task_save(
+        self,
+        row: TaskRow,
+        version: int,
+        event: bytes | None = None,
+        unless: Collection[str] | None = None,
+        final: bool = False,
+        hold: bool = False,
+    ) -> int:
+        """Write `row` based on `version` (0: the first write); its new version. With
+        `unless`, overwrite whatever version is stored, but not a task in one of the
+        states `unless` names. Raises `TaskStale`. A shared store keeps `event` for
+        followers elsewhere (`final`: the task ends, its earlier events go) and tells
+        them. With `hold`, this process holds the task from now on."""
+        ...
+
+    async def task_release(self, task_id: str) -> None:
+        """Let go of this process's hold on the task, if it has one."""
+        ...
+
+    async def task_renew(self, task_ids: list[str]) -> None:
+        """Keep this process's holds on these tasks from lapsing."""
+        ...
+
+    async def tasks_held_elsewhere(self, task_ids: list[str]) -> set[str]:
+        """Those of `task_ids` another live process holds."""
+        ...
+
+    async def task_page(self, where: TaskFilter, limit: int) -> TaskPage:
+        """One page of tasks, newest status first (ties by id, descending): its cost
+        does not grow with the number of tasks kept."""
+        ...
+
+    async def task_delete(self, task_id: str, owner: str) -> None: ...
+
+    async def tasks_unheld(self, states: Collection[str]) -> list[tuple[str, str]]:
+        """(id, owner) of every task in one of `states` that no live process holds (its
+        holder is gone, or its hold lapsed), this process's own holds left out."""
+        ...
+
+    async def push_set(self, task_id: str, owner: str, config_id: str, body: bytes) -> None:
+        """Keep (or replace) one push config of the owner's task."""
+        ...
+
+    async def push_list(self, task_id: str, owner: str | None) -> list[bytes]:
+        """The task's push configs: the owner's, or with None everyone's (to deliver)."""
+        ...
+
+    async def push_delete(self, task_id: str, owner: str, config_id: str) -> None: ...
+
+    async def delivery_get(self, task_id: str) -> dict[str, str]:
+        """What became of the deliveries to each of the task's configs, by config id."""
+        ...
+
+    async def delivery_change(
+        self, task_id: str, config_id: str, how: Callable[[str | None], str]
+    ) -> str:
+        """The config's delivery state becomes `how(state)`, in one transaction (replicas
+        delivering to one config at once each count theirs); what it became. A config
+        set again starts with no state."""
+        ...
+
+
+class SharedTaskRows(TaskRows, Protocol):
+    async def task_events(self, task_id: str, after: int) -> list[tuple[int, bytes]]:
+        """The events written with the task's versions after `after`, in order: (version,
+        event). The events before a task's end are let go once it ends."""
+        ...

@@ -1,0 +1,157 @@
+"""What every session store does with the tasks kept beside the sessions, the same on
+SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from raven.config import Paths, SessionsConfig
+from raven.sessions import Sessions, open_sessions
+from raven.sessions.tasks import TaskFilter, TaskRow, TaskStale
+
+KINDS = ["sqlite", "postgresql"]
+DONE = ["TASK_STATE_COMPLETED", "TASK_STATE_CANCELED"]
+
+
+@pytest.fixture(params=KINDS)
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Sessions]:
+    url = request.getfixturevalue("pg_url") if request.param == "postgresql" else None
+    paths = Paths(config_file=tmp_path / "config.json", data_dir=tmp_path / "data")
+    opened = open_sessions(SessionsConfig(url=url, lease_s=1.0), paths)
+    yield opened
+    await opened.aclose()
+
+
+def row(task_id: str, state: str, when: int, owner: str = "ann", context: str = "c") -> TaskRow:
+    return TaskRow(task_id, owner, context, state, when, f"{task_id}:{state}".encode())
+
+
+async def test_a_write_based_on_an_old_version_is_refused(store: Sessions) -> None:
+    assert await store.task_save(row("t", "TASK_STATE_SUBMITTED", 1), 0) == 1
+    with pytest.raises(TaskStale):
+        await store.task_save(row("t", "TASK_STATE_SUBMITTED", 1), 0)  # a second first
+    assert await store.task_save(row("t", "TASK_STATE_WORKING", 2), 1) == 2
+    with pytest.raises(TaskStale):  # another writer's late write
+        await store.task_save(row("t", "TASK_STATE_COMPLETED", 3), 1)
+    found = await store.task_get("t", "ann")
+    assert found is not None and found[0].body == b"t:TASK_STATE_WORKING" and found[1] == 2
+    assert await store.task_get("t", "bob") is None  # each owner sees only their own
+
+
+async def test_an_overwrite_never_changes_an_ended_task(store: Sessions) -> None:
+    await store.task_save(row("t", "TASK_STATE_WORKING", 1), 0)
+    assert await store.task_save(row("t", "TASK_STATE_CANCELED", 2), 0, unless=DONE) == 2
+    with pytest.raises(TaskStale):
+        await store.task_save(row("t", "TASK_STATE_CANCELED", 3), 0, unless=DONE)
+    with pytest.raises(TaskStale):  # nor makes one up
+        await store.task_save(row("gone", "TASK_STATE_CANCELED", 3), 0, unless=DONE)
+
+
+async def test_pages_are_newest_first_with_totals_for_every_filter(store: Sessions) -> None:
+    for n in range(7):
+        state = "TASK_STATE_COMPLETED" if n % 2 else "TASK_STATE_WORKING"
+        await store.task_save(row(f"t{n}", state, 100 + n, context=f"c{n % 3}"), 0)
+    await store.task_save(row("other", "TASK_STATE_WORKING", 500, owner="bob"), 0)
+    seen, after = [], None
+    while True:
+        page = await store.task_page(TaskFilter("ann", after=after), 3)
+        assert page.total == 7
+        seen += [r.id for r in page.rows]
+        if len(page.rows) < 3:
+            break
+        after = (page.rows[-1].updated_us, page.rows[-1].id)
+    assert seen == [f"t{n}" for n in reversed(range(7))]
+    working = await store.task_page(TaskFilter("ann", state="TASK_STATE_WORKING"), 10)
+    assert [r.id for r in working.rows] == ["t6", "t4", "t2", "t0"] and working.total == 4
+    context = await store.task_page(TaskFilter("ann", context_id="c1"), 10)
+    assert [r.id for r in context.rows] == ["t4", "t1"] and context.total == 2
+    both = TaskFilter("ann", context_id="c0", state="TASK_STATE_COMPLETED")
+    assert (await store.task_page(both, 10)).total == 1  # t3
+    recent = await store.task_page(TaskFilter("ann", since_us=105), 10)
+    assert [r.id for r in recent.rows] == ["t6", "t5"] and recent.total == 2
+    # A task that moves on is counted where it is now; a deleted one nowhere.
+    await store.task_save(row("t6", "TASK_STATE_COMPLETED", 107, context="c0"), 1)
+    await store.task_delete("t5", "ann")
+    assert (await store.task_page(TaskFilter("ann", state="TASK_STATE_WORKING"), 10)).total == 3
+    assert (await store.task_page(TaskFilter("ann"), 10)).total == 6
+
+
+async def test_push_configs_and_their_deliveries(store: Sessions) -> None:
+    await store.task_save(row("t", "TASK_STATE_WORKING", 1), 0)
+    await store.push_set("t", "ann", "a", b"first")
+    await store.push_set("t", "ann", "b", b"second")
+    assert await store.push_list("t", "ann") == [b"first", b"second"]
+    assert await store.push_list("t", "bob") == []
+    assert await store.push_list("t", None) == [b"first", b"second"]
+    for _ in range(2):
+        await store.delivery_change("t", "a", lambda was: (was or "") + "+")
+    assert await store.delivery_get("t") == {"a": "++"}
+    await store.push_set("t", "ann", "a", b"again")  # set again: it starts afresh
+    assert await store.delivery_get("t") == {}
+    await store.push_delete("t", "ann", "b")
+    assert await store.push_list("t", None) == [b"again"]
+    await store.task_delete("t", "ann")
+    assert await store.push_list("t", None) == []
+
+
+async def test_a_hold_of_a_process_that_is_gone_is_no_hold(store: Sessions, tmp_path: Path) -> None:
+    await store.task_save(row("mine", "TASK_STATE_WORKING", 1), 0, hold=True)
+    await store.task_save(row("free", "TASK_STATE_WORKING", 1), 0)
+    await store.task_save(row("theirs", "TASK_STATE_WORKING", 1), 0)
+    # Off the loop: a write this process just made commits as the loop's step ends.
+    other = await asyncio.to_thread(hold_from_another_process, store, tmp_path, "theirs")
+    try:
+        assert await store.tasks_held_elsewhere(["mine", "free", "theirs"]) == {"theirs"}
+        unheld = await store.tasks_unheld(["TASK_STATE_WORKING"])
+        assert [t for t, _ in unheld] == ["free"]
+    finally:
+        assert other.stdin is not None and other.stdout is not None
+        other.stdin.close()
+        other.wait(30)
+        other.stdout.close()
+    assert await store.tasks_held_elsewhere(["theirs"]) == set()  # its process is gone
+    assert {t for t, _ in await store.tasks_unheld(["TASK_STATE_WORKING"])} == {"free", "theirs"}
+    await store.task_release("mine")
+    assert "mine" in {t for t, _ in await store.tasks_unheld(["TASK_STATE_WORKING"])}
+
+
+def hold_from_another_process(
+    store: Sessions, tmp_path: Path, task_id: str
+) -> subprocess.Popen[str]:
+    """A Python process that holds the task through a store like `store` until its stdin
+    closes (then exits without letting go)."""
+    script = """
+import asyncio, sys
+from pathlib import Path
+from raven.config import Paths, SessionsConfig
+from raven.sessions import open_sessions
+from raven.sessions.tasks import TaskRow
+
+async def main(url, data, task_id):
+    paths = Paths(config_file=Path(data) / "config.json", data_dir=Path(data))
+    store = open_sessions(SessionsConfig(url=url or None), paths)
+    row = TaskRow(task_id, "ann", "c", "TASK_STATE_WORKING", 2, b"held")
+    await store.task_save(row, 1, hold=True)
+    print("held", flush=True)
+    await asyncio.to_thread(sys.stdin.read)
+    await store.aclose()
+
+asyncio.run(main(*sys.argv[1:]))
+"""
+    url = getattr(store, "_dsn", "")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, url, str(tmp_path / "data"), task_id],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=os.getcwd(),
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+    return proc

@@ -36,7 +36,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import NamedTuple
 
-from loadgen import TOKEN, free_port, load, wait_listening
+from loadgen import TOKEN, cpu_s, free_port, load, wait_listening
 
 HERE = Path(__file__).parent
 LEVELS = (1, 8, 32)
@@ -83,12 +83,6 @@ def raven_at(rev: str, stack: ExitStack, config: str) -> Server:
     config_file.write_text(config)
     config_file.chmod(0o600)
     return raven(free_port(), cwd=code, home=home)
-
-
-def cpu_s(pid: int) -> float:
-    """CPU time `pid` has used so far (user and system, every thread), seconds."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def sleeps(pid: int) -> int:

@@ -15,14 +15,16 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import statistics
 import time
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from tests.ports import free_port
 from tests.processes import wait_listening
 
-__all__ = ["TOKEN", "free_port", "load", "wait_listening"]
+__all__ = ["TOKEN", "cpu_s", "free_port", "load", "wait_listening"]
 
 TOKEN = "bench-token-0123456789abcdefghijklmnopqrstuvwxyz"
 LATE_S = 30.0
@@ -107,3 +109,9 @@ async def _response(reader: asyncio.StreamReader) -> tuple[int, bytes, bool]:
     if length is None:  # the servers benchmarked send JSON-RPC answers whole
         raise BadResponse(f"a {status} response without Content-Length")
     return status, await reader.readexactly(length), close
+
+
+def cpu_s(pid: int) -> float:
+    """CPU time `pid` has used so far (user and system, every thread), seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -27,7 +27,7 @@ from typing import Any
 
 import aiohttp
 from frames import result_of
-from loadgen import TOKEN, free_port, load, wait_listening
+from loadgen import TOKEN, cpu_s, free_port, load, wait_listening
 
 sys.path.insert(0, str(Path(__file__).parent.parent))
 from tests.e2e.topology import Replica, haproxy_config, require_haproxy
@@ -61,14 +61,14 @@ def servers(homes: list[Path], command: list[str]) -> Any:
     procs = []
     try:
         for replica in replicas:
-            procs.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "raven", *command, "--port", str(replica.port)],
-                    env={**os.environ, "RAVEN_HOME": str(replica.home)},
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
+            replica.proc = subprocess.Popen(
+                [sys.executable, "-m", "raven", *command, "--port", str(replica.port)],
+                env={**os.environ, "RAVEN_HOME": str(replica.home)},
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                text=True,
             )
+            procs.append(replica.proc)
             wait_listening(replica.port)
         yield replicas
     finally:
@@ -97,14 +97,23 @@ def balancer(replicas: list[Replica], workdir: Path) -> Any:
         proc.wait(10)
 
 
-async def throughput(url: str, seconds: float, rounds: int) -> dict[int, tuple[float, ...]]:
-    """Per level: median (req/s, p50 ms, p99 ms) over `rounds`, and errors."""
+async def throughput(
+    url: str, seconds: float, rounds: int, replicas: list[Replica]
+) -> dict[int, tuple[float, ...]]:
+    """Per level: median (req/s, p50 ms, p99 ms) over `rounds`, errors, and the replicas'
+    own CPU per request (ms, every thread of every replica)."""
     await load(url, 4, 3.0)  # warm up: connection pools, statement caches
     out = {}
+    pids = [r.proc.pid for r in replicas if r.proc is not None]
     for clients in LEVELS:
-        runs = [await load(url, clients, seconds) for _ in range(rounds)]
+        runs, cpu = [], []
+        for _ in range(rounds):
+            before = sum(cpu_s(pid) for pid in pids)
+            runs.append(await load(url, clients, seconds))
+            used = sum(cpu_s(pid) for pid in pids) - before
+            cpu.append(used * 1000 / max(1.0, runs[-1][0] * seconds))
         rate, p50, p99 = (statistics.median(r[i] for r in runs) for i in range(3))
-        out[clients] = (rate, p50, p99, sum(r[3] for r in runs))
+        out[clients] = (rate, p50, p99, sum(r[3] for r in runs), statistics.median(cpu))
     return out
 
 
@@ -115,13 +124,15 @@ async def a2a_section(root: Path, pg_server: str, seconds: float, rounds: int) -
         configure(home, {}, store)
         with servers([home], ["a2a", "serve"]) as (one,):
             label = LABEL_ROWS if store == "sessions" else LABEL_SQLITE
-            results[label] = await throughput(f"http://127.0.0.1:{one.port}/a2a", seconds, rounds)
+            results[label] = await throughput(
+                f"http://127.0.0.1:{one.port}/a2a", seconds, rounds, [one]
+            )
     with fresh_database(pg_server) as url:
         home = root / "pg-sessions"
         configure(home, {"url": url}, "memory")
         with servers([home], ["a2a", "serve"]) as (one,):
             results["1 replica, PostgreSQL sessions only"] = await throughput(
-                f"http://127.0.0.1:{one.port}/a2a", seconds, rounds
+                f"http://127.0.0.1:{one.port}/a2a", seconds, rounds, [one]
             )
     for count in (1, 2, 3):
         with ExitStack() as stack:
@@ -132,14 +143,18 @@ async def a2a_section(root: Path, pg_server: str, seconds: float, rounds: int) -
             replicas = stack.enter_context(servers(homes, ["a2a", "serve"]))
             direct = f"http://127.0.0.1:{replicas[0].port}/a2a"
             if count == 1:
-                results["1 replica, PostgreSQL"] = await throughput(direct, seconds, rounds)
+                results["1 replica, PostgreSQL"] = await throughput(
+                    direct, seconds, rounds, replicas
+                )
             front = stack.enter_context(balancer(replicas, root))
             label = f"{count} replica{'s' if count > 1 else ''}, PostgreSQL, HAProxy"
-            results[label] = await throughput(front + "/a2a", seconds, rounds)
-    print(f"{'topology':38} {'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}")
+            results[label] = await throughput(front + "/a2a", seconds, rounds, replicas)
+    head = f"{'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7} {'cpu ms':>7}"
+    print(f"{'topology':38} {head}")
     for label, levels in results.items():
-        for clients, (rate, p50, p99, errors) in levels.items():
-            print(f"{label:38} {clients:7} {rate:8.0f} {p50:8.1f} {p99:8.1f} {errors:7.0f}")
+        for clients, (rate, p50, p99, errors, cpu) in levels.items():
+            shown = f"{rate:8.0f} {p50:8.1f} {p99:8.1f} {errors:7.0f} {cpu:7.2f}"
+            print(f"{label:38} {clients:7} {shown}")
     base = results["1 replica, SQLite, tasks in memory"][1][1]
     sessions = results["1 replica, PostgreSQL sessions only"][1][1]
     both = results["1 replica, PostgreSQL"][1][1]

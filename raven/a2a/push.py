@@ -170,17 +170,20 @@ class Push:
         self,
         settings: A2APushConfig,
         rows: TaskRows | None = None,
+        pushed: set[str] | None = None,
     ) -> None:
-        """Configs and their delivery states in memory, or in the task store's `rows`."""
+        """Configs and their delivery states in memory, or in the task store's `rows`,
+        which keeps in `pushed` the tasks it last wrote with configs."""
         self._settings = settings
         self.targets = PushTargets(settings.allow_private)
         self._store: PushNotificationConfigStore = (
             InMemoryPushNotificationConfigStore() if rows is None else RowsPushConfigs(rows)
         )
         self._log: _MemoryLog | _RowsLog = _MemoryLog() if rows is None else _RowsLog(rows)
-        self._configured: set[str] | None = set() if rows is None else None
-        """Tasks that have configs, when this process alone has them (memory): the other
-        tasks' updates cost nothing."""
+        self._configured: set[str] = set() if pushed is None else pushed
+        """Tasks that have configs: the other tasks' updates cost nothing."""
+        self._states_elsewhere = rows is not None
+        """Other processes deliver too: the states are read, whoever wrote the task."""
         self._inbox: asyncio.Queue[tuple[str, Event] | None] = asyncio.Queue()
         self._dispatcher: asyncio.Task[None] | None = None
         self._outboxes: dict[tuple[str, str], _Outbox] = {}
@@ -208,8 +211,7 @@ class Push:
         stored = await self._store.set_info(task_id, given, context)
         assert stored is not None
         await self._log.drop(task_id, stored.id)  # a re-created config starts afresh
-        if self._configured is not None:
-            self._configured.add(task_id)
+        self._configured.add(task_id)
         return stored
 
     async def get(
@@ -231,7 +233,7 @@ class Push:
 
     async def states(self, task_id: str) -> dict[str, Delivery]:
         """Each config's delivery so far, by config id."""
-        if self._configured is not None and task_id not in self._configured:
+        if not self._states_elsewhere and task_id not in self._configured:
             return {}
         return await self._log.get(task_id)
 
@@ -239,7 +241,7 @@ class Push:
 
     def notify(self, task_id: str, event: Event) -> None:
         """Deliver `event` to the task's configs, later: never waits."""
-        if self._configured is not None and task_id not in self._configured:
+        if task_id not in self._configured:
             return
         if self._dispatcher is None:
             self._dispatcher = asyncio.create_task(self._dispatch(), name="a2a:push")

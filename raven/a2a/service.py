@@ -135,6 +135,10 @@ class _Task:
         """Characters of the answer already sent as `response` artifact chunks."""
         self.over = False
         """Terminal: nothing more is written or told."""
+        self.fresh = False
+        """Not written yet: its first write has nothing to read first."""
+        self.ended_here = False
+        """Its end was written here (which ended this process's hold on it)."""
 
 
 class TaskService:
@@ -153,7 +157,11 @@ class TaskService:
         """Other replicas may run (and write) the tasks: they are followed through the
         store's events, and holds lapse unless renewed."""
         self.tasks: TaskStore | RowsTaskStore = store
-        self.push = Push(settings.push, None if self._rows is None else self._rows.rows)
+        self.push = (
+            Push(settings.push)
+            if self._rows is None
+            else Push(settings.push, self._rows.rows, self._rows.pushed)
+        )
         self._conversations = Conversations(runtime, workdir, self.attach, settings.max_file_bytes)
         self._local = local
         self._admission = Admission(settings)
@@ -396,6 +404,7 @@ class TaskService:
         message.context_id = message.context_id or self._conversations.minted.generate()
         message.task_id = str(uuid.uuid4())
         task = _Task(message.task_id, message.context_id, owner, self.tasks)
+        task.fresh = True
         task.seen.add(message.message_id)  # the prompt: never taken again for a follow-up
         if push is not None:  # before the task is written: its first state is pushed too
             await self._push_config(task.id, push, task.context)
@@ -587,7 +596,7 @@ class TaskService:
     async def _settle(self, task: _Task) -> None:
         """The runner is done: the task leaves this process unless it still waits here."""
         self._live.pop(task.id, None)
-        if self._rows is not None:
+        if self._rows is not None and not task.ended_here:
             with contextlib.suppress(Exception):
                 await self._rows.rows.task_release(task.id)
         self._close(task, ended=True)
@@ -602,7 +611,7 @@ class TaskService:
         is not written."""
         async with task.lock:
             for _ in range(_WRITE_ATTEMPTS):
-                current = await task.manager.get_task()
+                current = None if task.fresh else await task.manager.get_task()
                 if current is not None and current.status.state in TERMINAL:
                     log.info(
                         "A2A task %s is over; a late %s is dropped", task.id, type(event).__name__
@@ -612,9 +621,12 @@ class TaskService:
                     assert not isinstance(event, Message)
                     current = await task.manager.save_task_event(event)
                 except ConcurrentTaskModificationError:
+                    task.fresh = False
                     await self._reload(task)
                     continue
                 assert current is not None
+                task.fresh = False
+                task.ended_here = current.status.state in TERMINAL
                 self._tell(task, event, current)
                 self.push.notify(task.id, event)
                 break

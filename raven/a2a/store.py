@@ -128,6 +128,9 @@ class RowsTaskStore(VersionedTaskStore):
     def __init__(self, rows: TaskRows, shared: bool) -> None:
         self.rows = rows
         self._shared = shared
+        self.pushed: set[str] = set()
+        """Tasks that had push configs when last written here: their changes are
+        delivered (`raven.a2a.push`), the others' cost nothing."""
 
     async def save(
         self,
@@ -152,7 +155,7 @@ class RowsTaskStore(VersionedTaskStore):
         told = _event_bytes(event) if self._shared and event is not None else None
         cancel = state == TaskState.TASK_STATE_CANCELED
         try:
-            version = await self.rows.task_save(
+            saved = await self.rows.task_save(
                 row,
                 0 if prev_version.is_missing else _number(prev_version),
                 told,
@@ -162,7 +165,11 @@ class RowsTaskStore(VersionedTaskStore):
             )
         except TaskStale:
             raise ConcurrentTaskModificationError(task.id) from None
-        return TaskVersion(version)
+        if saved.pushes:
+            self.pushed.add(task.id)
+        else:
+            self.pushed.discard(task.id)
+        return TaskVersion(saved.version)
 
     async def get(self, task_id: str, context: ServerCallContext) -> StoredTask | None:
         found = await self.rows.task_get(task_id, context.user.user_name)

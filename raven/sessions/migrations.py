@@ -158,7 +158,8 @@ def _m007_tasks_beside_the_sessions(db: sqlite3.Connection) -> None:
             updated_us INTEGER NOT NULL,
             version INTEGER NOT NULL,
             body BLOB NOT NULL,
-            holder INTEGER
+            holder INTEGER,
+            pushes INTEGER NOT NULL DEFAULT 0
         );
         CREATE INDEX tasks_by_owner ON tasks (owner, updated_us DESC, id DESC);
         CREATE INDEX tasks_by_context ON tasks (owner, context_id, updated_us DESC, id DESC);
@@ -171,7 +172,7 @@ def _m007_tasks_beside_the_sessions(db: sqlite3.Connection) -> None:
             PRIMARY KEY (owner, context_id, state)
         ) WITHOUT ROWID;
         CREATE TABLE task_push_configs (
-            task_id TEXT NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+            task_id TEXT NOT NULL,
             config_id TEXT NOT NULL,
             owner TEXT NOT NULL,
             body BLOB NOT NULL,
@@ -192,6 +193,11 @@ def _m007_tasks_beside_the_sessions(db: sqlite3.Connection) -> None:
         "CREATE TRIGGER tasks_recounted AFTER UPDATE OF state ON tasks "
         f"WHEN old.state <> new.state BEGIN {taken} {added} END"
     )
+    for event, row, n in (("INSERT", "new", "+ 1"), ("DELETE", "old", "- 1")):
+        db.execute(
+            f"CREATE TRIGGER task_pushes_{event.lower()} AFTER {event} ON task_push_configs "
+            f"BEGIN UPDATE tasks SET pushes = pushes {n} WHERE id = {row}.task_id; END"
+        )
 
 
 def index_pending(db: sqlite3.Connection) -> None:

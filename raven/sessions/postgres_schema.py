@@ -79,7 +79,8 @@ MIGRATIONS: list[tuple[str, str]] = [
             version INTEGER NOT NULL,
             body BYTEA NOT NULL,
             holder TEXT,
-            held_until DOUBLE PRECISION
+            held_until DOUBLE PRECISION,
+            pushes INTEGER NOT NULL DEFAULT 0
         );
         CREATE INDEX raven_tasks_by_owner ON raven_tasks (owner, updated_us DESC, id DESC);
         CREATE INDEX raven_tasks_by_context
@@ -98,8 +99,9 @@ MIGRATIONS: list[tuple[str, str]] = [
             n BIGINT NOT NULL,
             PRIMARY KEY (owner, context_id, state)
         );
+        -- A task's configs may come before its first write (with its first message).
         CREATE TABLE raven_task_push_configs (
-            task_id TEXT NOT NULL REFERENCES raven_tasks (id) ON DELETE CASCADE,
+            task_id TEXT NOT NULL,
             config_id TEXT NOT NULL,
             owner TEXT NOT NULL,
             body BYTEA NOT NULL,
@@ -130,6 +132,19 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE TRIGGER raven_tasks_recounted AFTER UPDATE OF state ON raven_tasks
             FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state)
             EXECUTE FUNCTION raven_task_count();
+        -- Each task knows whether it has push configs, so that its writer, which reads
+        -- the row anyway, knows whether to deliver the change.
+        CREATE FUNCTION raven_task_pushes() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF TG_OP = 'INSERT' THEN
+                UPDATE raven_tasks SET pushes = pushes + 1 WHERE id = NEW.task_id;
+            ELSE
+                UPDATE raven_tasks SET pushes = pushes - 1 WHERE id = OLD.task_id;
+            END IF;
+            RETURN NULL;
+        END $$;
+        CREATE TRIGGER raven_task_pushes_counted AFTER INSERT OR DELETE
+            ON raven_task_push_configs FOR EACH ROW EXECUTE FUNCTION raven_task_pushes();
         """,
     ),
 ]

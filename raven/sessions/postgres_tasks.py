@@ -17,7 +17,7 @@ from typing import Any
 import asyncpg
 
 from raven.holders import gone, parse
-from raven.sessions.tasks import TaskFilter, TaskPage, TaskRow, TaskStale
+from raven.sessions.tasks import Saved, TaskFilter, TaskPage, TaskRow, TaskStale
 
 TASK_CHANNEL = "raven_task"
 ALL_CONTEXTS = "*"
@@ -26,9 +26,10 @@ _COLUMNS = "id, owner, context_id, state, updated_us, body"
 
 _NOW = "extract(epoch FROM clock_timestamp())"
 _HOLD = (
-    # $9 the holder taking the task (NULL: the hold stays as it is), $10 the lease
-    f"holder = COALESCE($9, holder), held_until = CASE WHEN $9::text IS NULL THEN held_until"
-    f" ELSE {_NOW} + $10 END"
+    # $9 the holder taking the task (NULL: the hold stays as it is), $10 the lease; the
+    # holder's own final write ($7) ends its hold
+    "holder = CASE WHEN $7 AND $9::text IS NOT NULL THEN NULL ELSE COALESCE($9, holder) END,"
+    f" held_until = CASE WHEN $9::text IS NULL THEN held_until ELSE {_NOW} + $10 END"
 )
 
 
@@ -38,23 +39,24 @@ def _write(guard: str) -> str:
     return (
         "WITH t AS (UPDATE raven_tasks SET state = $3, updated_us = $4, body = $5,"
         f" version = version + 1, {_HOLD}"
-        f" WHERE id = $1 AND owner = $2 AND {guard} RETURNING version),"
+        f" WHERE id = $1 AND owner = $2 AND {guard} RETURNING version, pushes),"
         " e AS (INSERT INTO raven_task_events (task_id, version, body)"
         " SELECT $1, version, $6 FROM t WHERE $6::bytea IS NOT NULL),"
         " d AS (DELETE FROM raven_task_events WHERE $7 AND task_id = $1"
         " AND version < (SELECT version FROM t))"
-        f" SELECT version, pg_notify('{TASK_CHANNEL}', $1) FROM t"
+        f" SELECT version, pushes, pg_notify('{TASK_CHANNEL}', $1) FROM t"
     )
 
 
 _INSERT = (
     "WITH t AS (INSERT INTO raven_tasks"
-    " (id, owner, context_id, state, updated_us, body, version, holder, held_until)"
-    f" VALUES ($1, $2, $3, $4, $5, $6, 1, $8, {_NOW} + $9)"
-    " ON CONFLICT (id) DO NOTHING RETURNING version),"
+    " (id, owner, context_id, state, updated_us, body, version, holder, held_until, pushes)"
+    f" VALUES ($1, $2, $3, $4, $5, $6, 1, $8, {_NOW} + $9,"
+    " (SELECT count(*) FROM raven_task_push_configs WHERE task_id = $1))"
+    " ON CONFLICT (id) DO NOTHING RETURNING version, pushes),"
     " e AS (INSERT INTO raven_task_events (task_id, version, body)"
     " SELECT $1, version, $7 FROM t WHERE $7::bytea IS NOT NULL)"
-    f" SELECT version, pg_notify('{TASK_CHANNEL}', $1) FROM t"
+    f" SELECT version, pushes, pg_notify('{TASK_CHANNEL}', $1) FROM t"
 )
 _ON_VERSION = _write("version = $8")
 _UNLESS = _write("state <> ALL($8::text[])")
@@ -85,7 +87,7 @@ class PostgresTasks:
         unless: Collection[str] | None = None,
         final: bool = False,
         hold: bool = False,
-    ) -> int:
+    ) -> Saved:
         change = (row.state, row.updated_us, row.body, event)
         hold_it = (self._me if hold else None, self.lease_s)
         async with self._conn() as conn:
@@ -103,7 +105,7 @@ class PostgresTasks:
                 )
         if found is None:
             raise TaskStale(row.id)
-        return int(found["version"])
+        return Saved(int(found["version"]), found["pushes"] > 0)
 
     async def task_events(self, task_id: str, after: int) -> list[tuple[int, bytes]]:
         async with self._conn() as conn:
@@ -134,6 +136,9 @@ class PostgresTasks:
             )
             if not deleted.endswith(" 0"):
                 await conn.execute("DELETE FROM raven_task_events WHERE task_id = $1", task_id)
+                await conn.execute(
+                    "DELETE FROM raven_task_push_configs WHERE task_id = $1", task_id
+                )
 
     async def task_release(self, task_id: str) -> None:
         async with self._conn() as conn:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
 from raven.sessions.records import process_alive
-from raven.sessions.tasks import TaskFilter, TaskPage, TaskRow, TaskStale
+from raven.sessions.tasks import Saved, TaskFilter, TaskPage, TaskRow, TaskStale
 
 if TYPE_CHECKING:
     from raven.sessions.sqlite import SqliteStore
@@ -42,11 +42,11 @@ class SqliteTasks:
         unless: Collection[str] | None = None,
         final: bool = False,
         hold: bool = False,
-    ) -> int:
+    ) -> Saved:
         """`event` and `final` mean nothing here: no other replica follows the task."""
         # Staged: committed with the next write or at the end of the loop's step, before
         # anyone told of the change runs.
-        return await self.db.stage(self._task_save, row, version, unless, hold)
+        return await self.db.stage(self._task_save, row, version, unless, hold, final)
 
     async def task_release(self, task_id: str) -> None:
         await self.db.call(self._task_release, task_id, os.getpid())
@@ -100,30 +100,41 @@ class SqliteTasks:
         return TaskRow(*found[:6]), int(found[6])
 
     def _task_save(
-        self, row: TaskRow, version: int, unless: Collection[str] | None, hold: bool
-    ) -> int:
+        self, row: TaskRow, version: int, unless: Collection[str] | None, hold: bool, final: bool
+    ) -> Saved:
         holder = os.getpid() if hold else None
         with self.db.writing() as db:
             if version == 0 and unless is None:
                 try:
-                    db.execute(
-                        f"INSERT INTO tasks ({_COLUMNS}, version, holder) "
-                        "VALUES (?, ?, ?, ?, ?, ?, 1, ?)",
-                        (*_values(row), holder),
-                    )
+                    found = db.execute(
+                        f"INSERT INTO tasks ({_COLUMNS}, version, holder, pushes) "
+                        "VALUES (?, ?, ?, ?, ?, ?, 1, ?, "
+                        "(SELECT count(*) FROM task_push_configs WHERE task_id = ?)) "
+                        "RETURNING pushes",
+                        (*_values(row), holder, row.id),
+                    ).fetchone()
                 except sqlite3.IntegrityError:
                     raise TaskStale(row.id) from None
-                return 1
+                return Saved(1, found[0] > 0)
             guard, args = _guard(version, unless)
             found = db.execute(
                 "UPDATE tasks SET state = ?, updated_us = ?, body = ?, version = version + 1, "
-                "holder = COALESCE(?, holder) "
-                f"WHERE id = ? AND owner = ? AND {guard} RETURNING version",
-                (row.state, row.updated_us, row.body, holder, row.id, row.owner, *args),
+                "holder = CASE WHEN ? THEN NULL ELSE COALESCE(?, holder) END "
+                f"WHERE id = ? AND owner = ? AND {guard} RETURNING version, pushes",
+                (
+                    row.state,
+                    row.updated_us,
+                    row.body,
+                    hold and final,
+                    holder,
+                    row.id,
+                    row.owner,
+                    *args,
+                ),
             ).fetchone()
         if found is None:
             raise TaskStale(row.id)
-        return int(found[0])
+        return Saved(int(found[0]), found[1] > 0)
 
     def _task_page(self, where: TaskFilter, limit: int) -> TaskPage:
         sql, args = _page_query(where)
@@ -138,7 +149,9 @@ class SqliteTasks:
 
     def _task_delete(self, task_id: str, owner: str) -> None:
         with self.db.writing() as db:
-            db.execute("DELETE FROM tasks WHERE id = ? AND owner = ?", (task_id, owner))
+            found = db.execute("DELETE FROM tasks WHERE id = ? AND owner = ?", (task_id, owner))
+            if found.rowcount:
+                db.execute("DELETE FROM task_push_configs WHERE task_id = ?", (task_id,))
 
     def _task_release(self, task_id: str, pid: int) -> None:
         with self.db.writing() as db:

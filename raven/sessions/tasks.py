@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 
 class TaskStale(Exception):
@@ -34,6 +34,12 @@ class TaskRow:
     updated_us: int
     """When its status was set, in microseconds since the epoch (0: never)."""
     body: bytes
+
+
+class Saved(NamedTuple):
+    version: int
+    pushes: bool
+    """The task has push configs (of any owner): its change is to be delivered."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,12 +75,13 @@ class TaskRows(Protocol):
         unless: Collection[str] | None = None,
         final: bool = False,
         hold: bool = False,
-    ) -> int:
+    ) -> Saved:
         """Write `row` based on `version` (0: the first write); its new version. With
         `unless`, overwrite whatever version is stored, but not a task in one of the
         states `unless` names. Raises `TaskStale`. A shared store keeps `event` for
         followers elsewhere (`final`: the task ends, its earlier events go) and tells
-        them. With `hold`, this process holds the task from now on."""
+        them. With `hold`, this process holds the task from now on (with `final` too,
+        its hold ends with the write)."""
         ...
 
     async def task_release(self, task_id: str) -> None:

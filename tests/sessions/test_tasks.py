@@ -34,10 +34,10 @@ def row(task_id: str, state: str, when: int, owner: str = "ann", context: str = 
 
 
 async def test_a_write_based_on_an_old_version_is_refused(store: Sessions) -> None:
-    assert await store.task_save(row("t", "TASK_STATE_SUBMITTED", 1), 0) == 1
+    assert await store.task_save(row("t", "TASK_STATE_SUBMITTED", 1), 0) == (1, False)
     with pytest.raises(TaskStale):
         await store.task_save(row("t", "TASK_STATE_SUBMITTED", 1), 0)  # a second first
-    assert await store.task_save(row("t", "TASK_STATE_WORKING", 2), 1) == 2
+    assert (await store.task_save(row("t", "TASK_STATE_WORKING", 2), 1)).version == 2
     with pytest.raises(TaskStale):  # another writer's late write
         await store.task_save(row("t", "TASK_STATE_COMPLETED", 3), 1)
     found = await store.task_get("t", "ann")
@@ -47,7 +47,7 @@ async def test_a_write_based_on_an_old_version_is_refused(store: Sessions) -> No
 
 async def test_an_overwrite_never_changes_an_ended_task(store: Sessions) -> None:
     await store.task_save(row("t", "TASK_STATE_WORKING", 1), 0)
-    assert await store.task_save(row("t", "TASK_STATE_CANCELED", 2), 0, unless=DONE) == 2
+    assert (await store.task_save(row("t", "TASK_STATE_CANCELED", 2), 0, unless=DONE)).version == 2
     with pytest.raises(TaskStale):
         await store.task_save(row("t", "TASK_STATE_CANCELED", 3), 0, unless=DONE)
     with pytest.raises(TaskStale):  # nor makes one up
@@ -84,8 +84,8 @@ async def test_pages_are_newest_first_with_totals_for_every_filter(store: Sessio
 
 
 async def test_push_configs_and_their_deliveries(store: Sessions) -> None:
-    await store.task_save(row("t", "TASK_STATE_WORKING", 1), 0)
-    await store.push_set("t", "ann", "a", b"first")
+    await store.push_set("t", "ann", "a", b"first")  # with its first message: before it
+    assert (await store.task_save(row("t", "TASK_STATE_WORKING", 1), 0)).pushes
     await store.push_set("t", "ann", "b", b"second")
     assert await store.push_list("t", "ann") == [b"first", b"second"]
     assert await store.push_list("t", "bob") == []
@@ -97,6 +97,9 @@ async def test_push_configs_and_their_deliveries(store: Sessions) -> None:
     assert await store.delivery_get("t") == {}
     await store.push_delete("t", "ann", "b")
     assert await store.push_list("t", None) == [b"again"]
+    await store.push_delete("t", "ann", "a")
+    assert not (await store.task_save(row("t", "TASK_STATE_WORKING", 2), 1)).pushes
+    await store.push_set("t", "ann", "a", b"again")
     await store.task_delete("t", "ann")
     assert await store.push_list("t", None) == []
 

@@ -1,7 +1,8 @@
 """Replicas on PostgreSQL: A2A throughput with one, two and three `raven a2a serve` replicas
 behind HAProxy, against one replica on SQLite; the latency PostgreSQL adds to a turn; and
 how soon a UI on one gateway replica hears a turn running on another, with LISTEN/NOTIFY
-and with polling.
+and with polling; and how soon a cancel sent through one replica stops the turn running
+on another.
 
 Every replica runs the echo model (a real turn per task: a session, its transcript, its
 log); with PostgreSQL, sessions and tasks both live in one throwaway database. Needs
@@ -32,6 +33,7 @@ from loadgen import TOKEN, cpu_s, free_port, load, wait_listening
 sys.path.insert(0, str(Path(__file__).parent.parent))
 from tests.e2e.topology import Replica, haproxy_config, require_haproxy
 from tests.postgres import fresh_database, postgres_server
+from tests.processes import ended, pid_from
 
 LEVELS = (1, 8, 32)
 LABEL_SQLITE, LABEL_ROWS = (
@@ -216,11 +218,53 @@ async def follow_latency(root: Path, pg_server: str, turns: int, listen: bool) -
     return delays
 
 
+async def cancel_latency(root: Path, pg_server: str, tries: int) -> list[float]:
+    """Seconds from a CancelTask sent through one replica to the end of the command the
+    task's turn runs on the other (its process group killed), for each of `tries`."""
+    with fresh_database(pg_server) as url:
+        homes = [root / f"cancel-{n}" for n in range(2)]
+        pidfile = root / "cancel.pid"
+        command = {"command": f"echo $$ > {pidfile}; exec sleep 300"}
+        script = [{"toolCalls": [{"name": "run_command", "arguments": command}]}] * tries
+        for home in homes:
+            configure(home, {"url": url}, "sessions")
+            (home / "script.json").write_text(json.dumps(script))
+            config = json.loads((home / "config.json").read_text())
+            config["models"] = [{"id": "s", "provider": "scripted", "script": "script.json"}]
+            config["defaultModel"] = "s"
+            config["a2a"]["server"]["approvals"] = "auto"
+            (home / "config.json").write_text(json.dumps(config))
+        delays = []
+        with servers(homes, ["a2a", "serve"]) as (a, b):
+            headers = {"Authorization": f"Bearer {TOKEN}", "A2A-Version": "1.0"}
+            async with aiohttp.ClientSession(headers=headers) as http:
+
+                async def call(replica: Replica, method: str, params: dict[str, Any]) -> Any:
+                    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+                    url = f"http://127.0.0.1:{replica.port}/a2a"
+                    async with http.post(url, json=body) as response:
+                        return result_of(await response.json(), method)
+
+                for n in range(tries):
+                    pidfile.unlink(missing_ok=True)
+                    message = {"messageId": f"c{n}", "role": "ROLE_USER", "parts": [{"text": "go"}]}
+                    params = {"message": message, "configuration": {"returnImmediately": True}}
+                    task = (await call(a, "SendMessage", params))["task"]
+                    pid = await pid_from(pidfile)
+                    start = time.perf_counter()
+                    await call(b, "CancelTask", {"id": task["id"]})
+                    if not await ended([pid], 10):
+                        raise SystemExit("a cancel through another replica did not arrive")
+                    delays.append(time.perf_counter() - start)
+    return delays
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--follow-turns", type=int, default=30)
+    parser.add_argument("--cancels", type=int, default=10)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, postgres_server() as pg_server:
         root = Path(tmp)
@@ -234,6 +278,11 @@ async def main() -> None:
                 f"a turn's end on the other replica, {how}: median {statistics.median(ms):.1f} ms"
                 f" later, worst {ms[-1]:.1f} ms ({len(ms)} turns)"
             )
+        ms = sorted(d * 1000 for d in await cancel_latency(root, pg_server, args.cancels))
+        print(
+            f"a cancel through the other replica stops the turn's command: median"
+            f" {statistics.median(ms):.1f} ms, worst {ms[-1]:.1f} ms ({len(ms)} cancels)"
+        )
 
 
 if __name__ == "__main__":

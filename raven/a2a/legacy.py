@@ -19,8 +19,8 @@ from pathlib import Path
 from a2a.types import Task, TaskPushNotificationConfig, TaskState
 from google.protobuf.json_format import Parse, ParseDict
 
+from raven.engine import TaskRow, TaskRows, TaskStale
 from raven.errors import RavenError
-from raven.sessions.tasks import TaskRow, TaskRows, TaskStale
 
 log = logging.getLogger(__name__)
 

@@ -81,6 +81,6 @@ def build_mount(
     workdir = runtime.paths.data_dir / "a2a-work"
     if settings.cwd:
         workdir = runtime.paths.config_dir / settings.cwd
-    store = open_store(settings, runtime.config.sessions, runtime.store, runtime.shared)
+    store = open_store(settings, runtime.config.sessions, runtime.tasks, runtime.shared)
     service = TaskService(runtime, settings, store, workdir, local)
     return A2AMount(settings, service, runtime.config.roster())

@@ -55,7 +55,7 @@ from raven.deadlines import finish_within
 if TYPE_CHECKING:
     import aiohttp
 
-    from raven.sessions.tasks import TaskRows
+    from raven.engine import TaskRows
 
 log = logging.getLogger(__name__)
 

@@ -38,8 +38,14 @@ from a2a.utils.errors import InvalidParamsError
 from a2a.utils.task import ListTasksCursor, decode_list_tasks_cursor, encode_list_tasks_cursor
 
 from raven.config import A2AServerConfig, ConfigError, SessionsConfig
-from raven.sessions import StoreUnavailable
-from raven.sessions.tasks import SharedTaskRows, TaskFilter, TaskRow, TaskRows, TaskStale
+from raven.engine import (
+    SharedTaskRows,
+    StoreUnavailable,
+    TaskFilter,
+    TaskRow,
+    TaskRows,
+    TaskStale,
+)
 
 log = logging.getLogger(__name__)
 

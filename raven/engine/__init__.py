@@ -43,7 +43,15 @@ from raven.engine.log import LogEvent, Logged, Snapshot
 from raven.engine.runtime import Runtime
 from raven.engine.session import LiveSession
 from raven.engine.turn import CANCELLED_RESULT, run_turn, start_turn
-from raven.sessions import MATCH_END, MATCH_START, SearchHit, SessionPage, SessionRecord
+from raven.sessions import (
+    MATCH_END,
+    MATCH_START,
+    SearchHit,
+    SessionPage,
+    SessionRecord,
+    StoreUnavailable,
+)
+from raven.sessions.tasks import SharedTaskRows, TaskFilter, TaskRow, TaskRows, TaskStale
 from raven.tools import DECISION_LABELS, FileDiff, Preview, Question, preview_lines
 
 __all__ = [
@@ -83,7 +91,13 @@ __all__ = [
     "SessionNotFound",
     "SessionPage",
     "SessionRecord",
+    "SharedTaskRows",
     "Snapshot",
+    "StoreUnavailable",
+    "TaskFilter",
+    "TaskRow",
+    "TaskRows",
+    "TaskStale",
     "TitleChanged",
     "ToolCallStarted",
     "ToolCallUpdated",

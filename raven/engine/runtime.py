@@ -36,6 +36,7 @@ from raven.sessions import (
     open_sessions,
 )
 from raven.sessions.records import DEFAULT_PAGE_SIZE
+from raven.sessions.tasks import TaskRows
 from raven.tools import ToolSource, builtin_tools
 
 if TYPE_CHECKING:
@@ -87,6 +88,16 @@ class Runtime:
     def shared(self) -> bool:
         """Replicas share the session store: a session's turn may run in another process."""
         return self._shared is not None
+
+    @property
+    def tasks(self) -> TaskRows:
+        """The session store, for the tasks a face keeps beside the sessions."""
+        return self.store
+
+    @property
+    def lease_s(self) -> float:
+        """With a shared store: how long a claim (or a task's hold) lasts unrenewed."""
+        return cast(SharedSessions, self.store).lease_s
 
     def on_task_change(self, listener: Callable[[str | None], None]) -> None:
         """Call `listener` with a task's id when another replica writes it to the shared

@@ -866,6 +866,39 @@ async def test_a_full_queue_rejects_new_tasks_clearly(serve: Any) -> None:
     assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
 
 
+async def test_replicas_started_together_on_an_empty_database_all_serve(
+    env: dict[str, str], tmp_path: Path, postgres_server_url: str
+) -> None:
+    """An orchestrator starts every replica at once: each creates what it needs of the
+    schema, under one lock, and serves (before, one could crash on a CREATE TABLE race)."""
+    from tests.postgres import fresh_database
+
+    homes = [tmp_path / f"replica-{n}" for n in range(3)]
+    for home in homes:
+        home.mkdir()
+        configure(home, [{"text": "hello"}], task_store="sessions")
+    for _ in range(2):
+        with fresh_database(postgres_server_url) as url:
+            for home in homes:
+                config = json.loads((home / "config.json").read_text())
+                write_config(home, {**config, "sessions": {"url": url}})
+            envs = [{**env, "RAVEN_HOME": str(home)} for home in homes]
+            started = await asyncio.gather(
+                *(asyncio.to_thread(start, e) for e in envs), return_exceptions=True
+            )
+            replicas = [r for r in started if isinstance(r, A2AServer)]
+            try:
+                assert len(replicas) == 3, started
+                tasks = [r.call("SendMessage", message("hi"))["result"]["task"] for r in replicas]
+                assert [t["status"]["state"] for t in tasks] == ["TASK_STATE_COMPLETED"] * 3
+                listed = replicas[0].call("ListTasks", {})["result"]
+                assert {t["id"] for t in listed["tasks"]} == {t["id"] for t in tasks}
+                assert listed["totalSize"] == 3
+            finally:
+                for replica in replicas:
+                    assert replica.stop() == 0
+
+
 async def test_replicas_on_postgresql_reach_the_running_turn_and_never_change_an_end(
     env: dict[str, str], tmp_path: Path, receiver: Receiver, pg_url: str
 ) -> None:

@@ -1,0 +1,167 @@
+"""A2A tasks kept in the session store, across the processes that share it.
+
+A replica follows a task another one runs by reading the events stored with the task
+(`tail`), each time the store says the task changed (PostgreSQL's NOTIFY, which the
+runtime hands on: `Runtime.on_task_change`). The replica running a task learns at once
+that another wrote it (a follow-up, a cancel) and re-reads it (`LiveTask.reload`). This
+process's holds on the tasks it runs are renewed every third of the sessions' `leaseS`,
+and a task whose holder is gone, or whose hold lapsed, ends FAILED (`sweep`). Never runs
+a turn and never speaks a wire format.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from a2a.server.cluster.version import TaskVersion
+from a2a.server.context import ServerCallContext
+from a2a.server.events import Event
+from a2a.types import Task, TaskState, TaskStatusUpdateEvent
+
+from raven.a2a.auth import Caller
+from raven.a2a.live_task import LiveTask, agent_said, status_event
+from raven.a2a.runner import STOPPED_MESSAGE
+from raven.a2a.store import RUNNING_NAMES, SETTLED, TERMINAL, RowsTaskStore, StoreOutage
+from raven.deadlines import finish_within
+from raven.engine import Runtime
+
+log = logging.getLogger(__name__)
+
+STOP_S = 5.0
+
+WriteStored = Callable[[str, ServerCallContext, TaskStatusUpdateEvent], Awaitable[Any]]
+"""Apply a status change to a task this process does not run (`TaskService`)."""
+
+
+class Elsewhere:
+    def __init__(
+        self,
+        rows: RowsTaskStore,
+        runtime: Runtime,
+        live: dict[str, LiveTask],
+        write_stored: WriteStored,
+    ) -> None:
+        """`live`: the tasks this process runs, by id (the service's own dict)."""
+        self._rows = rows
+        self._runtime = runtime
+        self._live = live
+        self._write_stored = write_stored
+        self._heard: dict[str, set[asyncio.Event]] = {}
+        """Per task followed from another replica, its tails' events: set when the store
+        says it changed."""
+        self._keeper: asyncio.Task[None] | None = None
+        self._checks: set[asyncio.Task[None]] = set()
+        self._stopping = asyncio.Event()
+
+    async def start(self, shared: bool) -> None:
+        """End the tasks whose runner is gone; with replicas (`shared`), hear the store
+        and keep this process's holds from now on."""
+        await self.sweep()
+        if shared:
+            self._runtime.on_task_change(self.changed)
+            self._keeper = asyncio.create_task(self._keep_holds(), name="a2a:holds")
+
+    async def aclose(self) -> None:
+        """Stop the keeper, the checks under way and every tail, within `STOP_S`."""
+        self._stopping.set()
+        work = [*self._checks, *([self._keeper] if self._keeper else [])]
+        await finish_within(work, STOP_S)
+
+    async def tail(
+        self, task_id: str, after: TaskVersion, through_input: bool
+    ) -> AsyncIterator[Event]:
+        """The events another replica writes for the task, after version `after`: read
+        each time the store says the task changed (or may have)."""
+        heard = asyncio.Event()
+        tails = self._heard.setdefault(task_id, set())
+        tails.add(heard)
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        try:
+            while True:
+                heard.clear()
+                for version, event in await self._rows.events(task_id, after):
+                    after = version
+                    yield event
+                    state = _state(event)
+                    if state in TERMINAL or (state in SETTLED and not through_input):
+                        return
+                changed = asyncio.ensure_future(heard.wait())
+                await asyncio.wait([changed, stopping], return_when=asyncio.FIRST_COMPLETED)
+                if not changed.done():  # this server stops
+                    changed.cancel()
+                    return
+        finally:
+            stopping.cancel()
+            tails.discard(heard)
+            if not tails:
+                self._heard.pop(task_id, None)
+
+    def changed(self, task_id: str | None) -> None:
+        """The store says another replica wrote the task (None: any may have changed):
+        its followers here read it, and its runner, if here, learns what was written."""
+        tails = self._heard.values() if task_id is None else [self._heard.get(task_id, set())]
+        for events in tails:
+            for event in events:
+                event.set()
+        live = self._live.values() if task_id is None else [self._live.get(task_id)]
+        for task in live:
+            if task is not None:
+                check = asyncio.create_task(self._check(task))
+                self._checks.add(check)
+                check.add_done_callback(self._checks.discard)
+
+    async def _keep_holds(self) -> None:
+        """Every third of a lease: renew this process's holds and end the lapsed tasks."""
+        every = self._runtime.lease_s / 3
+        outage = StoreOutage(log, "A2A: keeping the tasks run here")
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(every):
+                    await self._stopping.wait()
+                    return
+            try:
+                await self._rows.rows.task_renew(list(self._live))
+                await self.sweep()
+            except Exception as exc:
+                outage.failed(exc)
+            else:
+                outage.worked()
+
+    async def _check(self, task: LiveTask) -> None:
+        try:
+            async with task.lock:
+                if task.over or task.manager.current_version.is_missing:
+                    return  # not written yet
+                stored = await self._rows.get(task.id, task.context)
+                if stored is not None and stored.version != task.manager.current_version:
+                    await task.reload()
+        except Exception:
+            log.exception("A2A task %s: reading another replica's write failed", task.id)
+
+    async def sweep(self) -> None:
+        """End FAILED every submitted or working task no live process holds."""
+        ended = 0
+        for task_id, owner in await self._rows.rows.tasks_unheld(RUNNING_NAMES):
+            if task_id in self._live:
+                continue
+            context = ServerCallContext(user=Caller(owner))
+            stored = await self._rows.get(task_id, context)
+            if stored is None or stored.task.status.state in TERMINAL:
+                continue
+            context_id = stored.task.context_id
+            said = agent_said(task_id, context_id, STOPPED_MESSAGE)
+            failed = status_event(task_id, context_id, TaskState.TASK_STATE_FAILED, said)
+            await self._write_stored(task_id, context, failed)
+            ended += 1
+        if ended:
+            log.warning("%d A2A task(s) whose Raven stopped ended failed", ended)
+
+
+def _state(event: Event) -> int | None:
+    if isinstance(event, Task | TaskStatusUpdateEvent):
+        return event.status.state
+    return None

@@ -1,0 +1,279 @@
+"""A task this process runs: its one writer and its followers.
+
+`LiveTask.write` applies each change of the task through the SDK's `TaskManager`, under
+the task's lock, and hands it, in order and once, to the task's followers (a send
+waiting for its answer, a stream, SubscribeToTask), who start from a snapshot taken
+under the same lock. A terminal state never changes: a write to a finished task is
+dropped, and a write the store refuses as stale (another replica wrote the task) is
+retried once the writer has learnt what was written (`reload`: a follow-up to answer
+or steer with, or the task's end). Never runs a turn and never speaks a wire format.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from a2a.helpers import new_text_part
+from a2a.server.cluster.task_store import ConcurrentTaskModificationError
+from a2a.server.context import ServerCallContext
+from a2a.server.events import Event
+from a2a.server.tasks import TaskManager
+from a2a.types import (
+    Artifact,
+    Message,
+    Part,
+    Role,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
+from a2a.utils.errors import InternalError, TaskNotFoundError
+
+from raven.a2a.auth import Caller
+from raven.a2a.push import Push
+from raven.a2a.store import HOLDS, SETTLED, TERMINAL
+from raven.a2a.turn import TaskTurn
+
+log = logging.getLogger(__name__)
+
+WRITE_ATTEMPTS = 4
+"""Writes of one change, each after learning what another replica wrote meanwhile."""
+
+Prompter = Callable[[Message, str, list[Any] | None], Awaitable[str]]
+"""A peer's message in a context as a prompt (`Conversations.prompt`)."""
+
+
+@dataclass
+class Follower:
+    queue: asyncio.Queue[Event | None]
+    through_input: bool
+    """SubscribeToTask's: it goes on through input-required until the task ends; a send's
+    stops once the task settles."""
+    events: bool = True
+    """False for a blocking send, which waits for the end of the stream only."""
+    ended: Task | None = None
+    """The task as it ended, once it did: it never changes again (no copy is needed)."""
+
+
+class LiveTask:
+    """A task whose turn this process runs, from its first message (or the follow-up that
+    resumed it here) until it settles for good."""
+
+    def __init__(
+        self, task_id: str, context_id: str, owner: str, store: Any, push: Push, prompt: Prompter
+    ) -> None:
+        self.id = task_id
+        self.context_id = context_id
+        self.owner = owner
+        # Never the request's headers; its writes hold the task for this process.
+        self.context = ServerCallContext(user=Caller(owner), state={HOLDS: True})
+        self.manager = TaskManager(store, self.context, task_id, context_id, None)
+        self._push = push
+        self._prompt = prompt
+        self.lock = asyncio.Lock()
+        self.followers: list[Follower] = []
+        self.turn: TaskTurn | None = None
+        self.runner: asyncio.Task[None] | None = None
+        self.cancelled = asyncio.Event()
+        self.seen: set[str] = set()
+        """Ids of the messages this task's writer knows of."""
+        self.artifact_id = uuid.uuid4().hex
+        self.streamed = 0
+        """Characters of the answer already sent as `response` artifact chunks."""
+        self.over = False
+        """Terminal: nothing more is written or told."""
+        self.fresh = False
+        """Not written yet: its first write has nothing to read first."""
+        self.ended_here = False
+        """Its end was written here (which ended this process's hold on it)."""
+
+    # -- writing ----------------------------------------------------------------------
+
+    async def write(
+        self, event: Event, follower: Follower | None = None, snapshot: bool = True
+    ) -> Task:
+        """Apply `event` to the task, store it and tell the followers; the task as it is
+        then (a copy, with `snapshot`), `follower` following from there. A finished task
+        is not written."""
+        async with self.lock:
+            for _ in range(WRITE_ATTEMPTS):
+                current = None if self.fresh else await self.manager.get_task()
+                if current is not None and current.status.state in TERMINAL:
+                    log.info(
+                        "A2A task %s is over; a late %s is dropped", self.id, type(event).__name__
+                    )
+                    break
+                try:
+                    assert not isinstance(event, Message)
+                    current = await self.manager.save_task_event(event)
+                except ConcurrentTaskModificationError:
+                    self.fresh = False
+                    await self.reload()
+                    continue
+                assert current is not None
+                self.fresh = False
+                self.ended_here = current.status.state in TERMINAL
+                self._tell(event, current)
+                self._push.notify(self.id, event)
+                break
+            else:
+                raise InternalError(message=f"Task {self.id} keeps changing; try again")
+            current = await self.cached()
+            if follower is not None:
+                self.follow(follower, current.status.state)
+            return copy_task(current) if snapshot else current
+
+    async def update(self, state: int, text: str | None = None, metadata: Any = None) -> None:
+        """The task's state becomes `state`, with the agent's message `text` if given."""
+        said = None if text is None else agent_said(self.id, self.context_id, text, metadata)
+        await self.write(status_event(self.id, self.context_id, state, said), snapshot=False)
+
+    async def answer_chunk(self, text: str, last: bool) -> None:
+        """Append `text` to the task's one `response` artifact."""
+        part = new_text_part(text)
+        await self.add_artifact(part, self.artifact_id, "response", self.streamed > 0, last)
+        self.streamed += len(text)
+
+    async def add_artifact(
+        self, part: Part, artifact_id: str, name: str, append: bool = False, last: bool = False
+    ) -> None:
+        artifact = Artifact(artifact_id=artifact_id, name=name, parts=[part])
+        event = TaskArtifactUpdateEvent(
+            task_id=self.id,
+            context_id=self.context_id,
+            artifact=artifact,
+            append=append,
+            last_chunk=last,
+        )
+        await self.write(event, snapshot=False)
+
+    async def cached(self) -> Task:
+        current = await self.manager.get_task()
+        if current is None:
+            raise TaskNotFoundError(message=f"Task {self.id} not found")
+        return current
+
+    async def reload(self) -> None:
+        """Another replica wrote the task (under `lock`): learn what it did."""
+        before = await self.manager.get_task()
+        parked = before is not None and before.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        self.manager.invalidate()
+        stored = await self.manager.get_task()
+        if stored is None or stored.status.state in TERMINAL:
+            self.cancelled.set()
+            if self.turn is not None:
+                self.turn.cancel()
+            if stored is not None:
+                self._tell(status_of(stored), stored)
+            self.close(ended=True)
+            return
+        messages = [
+            *stored.history,
+            *([stored.status.message] if stored.status.HasField("message") else []),
+        ]
+        for message in messages:
+            if message.role != Role.ROLE_USER or message.message_id in self.seen:
+                continue
+            self.seen.add(message.message_id)
+            if self.turn is None:
+                continue
+            prompt = await self._prompt(message, self.context_id, None)
+            if not (parked and self.turn.answer(prompt)):
+                self.turn.steer(prompt)
+            parked = False
+
+    # -- telling ----------------------------------------------------------------------
+
+    def follow(self, follower: Follower, state: int | None = None) -> None:
+        if self.over or state in TERMINAL or (state in SETTLED and not follower.through_input):
+            follower.queue.put_nowait(None)
+        else:
+            self.followers.append(follower)
+
+    def close(self, ended: bool, final: Task | None = None) -> None:
+        """End the sends' streams; with `ended`, every follower's (`final`: the task as it
+        ended, for them to answer with)."""
+        self.over = self.over or ended
+        staying = []
+        for follower in self.followers:
+            if ended or not follower.through_input:
+                follower.ended = final
+                follower.queue.put_nowait(None)
+            else:
+                staying.append(follower)
+        self.followers = staying
+
+    async def drain(self, follower: Follower) -> AsyncIterator[Event]:
+        try:
+            while (event := await follower.queue.get()) is not None:
+                yield event
+        finally:
+            with contextlib.suppress(ValueError):
+                self.followers.remove(follower)
+
+    def _tell(self, event: Event, current: Task) -> None:
+        """Hand `event` to the followers; `current` is the task after it."""
+        told = copy_task(event) if isinstance(event, Task) else event  # the store's own changes
+        for follower in self.followers:
+            if follower.events:
+                follower.queue.put_nowait(told)
+        if current.status.state in TERMINAL:
+            self.close(ended=True, final=current)
+        elif current.status.state in SETTLED:
+            self.close(ended=False)
+
+
+def working(task: LiveTask, message: Message) -> TaskStatusUpdateEvent:
+    """The task works again, on `message` (which goes into its history)."""
+    return status_event(task.id, task.context_id, TaskState.TASK_STATE_WORKING, message)
+
+
+def status_event(
+    task_id: str, context_id: str, state: int, message: Message | None = None
+) -> TaskStatusUpdateEvent:
+    """The task's state becomes `state` now, with `message` (into its history next time)."""
+    event = TaskStatusUpdateEvent(
+        task_id=task_id,
+        context_id=context_id,
+        status=TaskStatus(state=state, message=message),  # type: ignore[arg-type]
+    )
+    stamp(event.status)
+    return event
+
+
+def agent_said(task_id: str, context_id: str, text: str, metadata: Any = None) -> Message:
+    """The agent's message `text` in the task."""
+    return Message(
+        message_id=str(uuid.uuid4()),
+        role=Role.ROLE_AGENT,
+        task_id=task_id,
+        context_id=context_id,
+        parts=[new_text_part(text)],
+        metadata=metadata,
+    )
+
+
+def stamp(status: TaskStatus) -> None:
+    """`status.timestamp` is now, to the microsecond (`GetCurrentTime` without its round trip
+    through `datetime`)."""
+    status.timestamp.FromMicroseconds(time.time_ns() // 1000)
+
+
+def status_of(task: Task) -> TaskStatusUpdateEvent:
+    return TaskStatusUpdateEvent(task_id=task.id, context_id=task.context_id, status=task.status)
+
+
+def copy_task(task: Task) -> Task:
+    """A snapshot: the writer's own object changes as the task goes on."""
+    snapshot = Task()
+    snapshot.CopyFrom(task)
+    return snapshot

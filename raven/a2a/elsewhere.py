@@ -100,9 +100,10 @@ class Elsewhere:
             if not tails:
                 self._heard.pop(task_id, None)
 
-    def changed(self, task_id: str | None) -> None:
-        """The store says another replica wrote the task (None: any may have changed):
-        its followers here read it, and its runner, if here, learns what was written."""
+    def changed(self, task_id: str | None, version: int) -> None:
+        """The store says the task was written to `version` (None: any may have changed):
+        its followers here read it, and its runner, if here and the write was another
+        replica's, learns what was written."""
         tails = self._heard.values() if task_id is None else [self._heard.get(task_id, set())]
         for events in tails:
             for event in events:
@@ -110,7 +111,7 @@ class Elsewhere:
         live = self._live.values() if task_id is None else [self._live.get(task_id)]
         for task in live:
             if task is not None:
-                check = asyncio.create_task(self._check(task))
+                check = asyncio.create_task(self._check(task, version))
                 self._checks.add(check)
                 check.add_done_callback(self._checks.discard)
 
@@ -131,11 +132,16 @@ class Elsewhere:
             else:
                 outage.worked()
 
-    async def _check(self, task: LiveTask) -> None:
+    async def _check(self, task: LiveTask, version: int) -> None:
+        """Under the task's lock (after the write under way here, whose NOTIFY may come
+        before the write's own answer): read the task again, unless `version` is this
+        process's own write."""
         try:
             async with task.lock:
                 if task.over or task.manager.current_version.is_missing:
                     return  # not written yet
+                if _written(task, version):
+                    return
                 stored = await self._rows.get(task.id, task.context)
                 if stored is not None and stored.version != task.manager.current_version:
                     await task.reload()
@@ -165,3 +171,9 @@ def _state(event: Event) -> int | None:
     if isinstance(event, Task | TaskStatusUpdateEvent):
         return event.status.state
     return None
+
+
+def _written(task: LiveTask, version: int) -> bool:
+    """The task's writer here wrote `version` (or a later one): its own write, heard."""
+    current = task.manager.current_version
+    return version > 0 and not current.is_missing and not TaskVersion(version).is_after(current)

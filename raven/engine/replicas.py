@@ -9,8 +9,8 @@ For a runtime on a shared store (PostgreSQL), `Replicas`:
   log gets the turn's end, and the session keeps the failure, so nothing stays stuck
   longer than `leaseS` plus a third of it;
 - hands on what it hears of the tasks kept beside the sessions (`raven.sessions.tasks`)
-  to whoever keeps them (`Runtime.on_task_change`: A2A): a task's id, or None when any
-  may have changed;
+  to whoever keeps them (`Runtime.on_task_change`: A2A): a task's id and new version, or
+  None when any may have changed;
 - without LISTEN (`listen: false`), looks for changes every `pollS`.
 Never runs a turn itself.
 """
@@ -49,7 +49,7 @@ class Replicas:
         store: SharedSessions,
         logs: SharedLog,
         live: Callable[[], list[LiveSession]],
-        tasks: Callable[[str | None], None],
+        tasks: Callable[[str | None, int], None],
     ) -> None:
         self._store = store
         self._logs = logs
@@ -84,12 +84,12 @@ class Replicas:
         if any(s.id == session_id and s.is_busy for s in self._live()):
             self._spawn(self._take_inbox([session_id]))
 
-    def task_changed(self, task_id: str) -> None:
-        self._tasks_changed(task_id)
+    def task_changed(self, task_id: str, version: int) -> None:
+        self._tasks_changed(task_id, version)
 
     def missed(self) -> None:
         self._logs.wake()
-        self._tasks_changed(None)
+        self._tasks_changed(None, 0)
         self._spawn(self._take_inbox([s.id for s in self._live() if s.is_busy]))
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
@@ -113,7 +113,7 @@ class Replicas:
             try:
                 if not store.listening:
                     self._logs.wake()
-                    self._tasks_changed(None)
+                    self._tasks_changed(None, 0)
                     await self._take_inbox([s.id for s in self._live() if s.is_busy])
                 if loop.time() >= due:
                     due = loop.time() + every

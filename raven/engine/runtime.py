@@ -82,7 +82,7 @@ class Runtime:
             self._replicas = Replicas(
                 store, self._shared, lambda: list(self._live.values()), self._task_changed
             )
-        self._task_listeners: list[Callable[[str | None], None]] = []
+        self._task_listeners: list[Callable[[str | None, int], None]] = []
 
     @property
     def shared(self) -> bool:
@@ -99,14 +99,15 @@ class Runtime:
         """With a shared store: how long a claim (or a task's hold) lasts unrenewed."""
         return cast(SharedSessions, self.store).lease_s
 
-    def on_task_change(self, listener: Callable[[str | None], None]) -> None:
-        """Call `listener` with a task's id when another replica writes it to the shared
-        store (`raven.sessions.tasks`), or with None when any may have changed unheard."""
+    def on_task_change(self, listener: Callable[[str | None, int], None]) -> None:
+        """Call `listener` with a task's id and new version when a replica (this one too)
+        writes it to the shared store (`raven.sessions.tasks`), or with (None, 0) when any
+        may have changed unheard."""
         self._task_listeners.append(listener)
 
-    def _task_changed(self, task_id: str | None) -> None:
+    def _task_changed(self, task_id: str | None, version: int) -> None:
         for listener in self._task_listeners:
-            listener(task_id)
+            listener(task_id, version)
 
     async def start(self) -> None:
         """With a shared store: begin hearing the other replicas, keeping this process's

@@ -6,8 +6,8 @@ by the database's clock, so replicas on machines whose clocks disagree still agr
 it. Every change another replica must hear of is announced with NOTIFY, for `watch`:
 on `raven_session_log` (the session id and its log's newest number) or
 `raven_session_inbox` (the session id), and a task's change on `raven_task`
-(`raven.sessions.postgres_tasks`). Opens its connections on first use; every wait
-on the server ends (`COMMAND_TIMEOUT_S`). Knows nothing of turns, tools or faces.
+(`raven.sessions.postgres_tasks`: its id and version). Opens its connections on first
+use; every wait on the server ends (`COMMAND_TIMEOUT_S`). Knows nothing of turns, tools or faces.
 """
 
 from __future__ import annotations
@@ -599,7 +599,8 @@ class PostgresSessions(PostgresTasks):
             watcher.inbox_changed(payload)
 
         def heard_task(_conn: Any, _pid: int, _channel: str, payload: str) -> None:
-            watcher.task_changed(payload)
+            task_id, _, version = payload.rpartition(" ")
+            watcher.task_changed(task_id, int(version))
 
         while not self._closed:
             lost = asyncio.Event()

@@ -2,10 +2,10 @@
 
 Each write is one statement (one round trip): the row, compared and set on its version,
 the event it came with (for followers on other replicas, read with `task_events`), and a
-NOTIFY on `raven_task` with the task's id. A hold names its holder and lasts the store's
-lease past its last renewal, by the database's clock, as a session's claim. The counts
-of each owner's (and context's) tasks in each state are kept by a trigger
-(`raven_task_counts`). Never decodes a task.
+NOTIFY on `raven_task` with the task's id and new version. A hold names its holder and
+lasts the store's lease past its last renewal, by the database's clock, as a session's
+claim. The counts of each owner's (and context's) tasks in each state are kept by a
+trigger (`raven_task_counts`). Never decodes a task.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def _write(guard: str) -> str:
         " SELECT $1, version, $6 FROM t WHERE $6::bytea IS NOT NULL),"
         " d AS (DELETE FROM raven_task_events WHERE $7 AND task_id = $1"
         " AND version < (SELECT version FROM t))"
-        f" SELECT version, pushes, pg_notify('{TASK_CHANNEL}', $1) FROM t"
+        f" SELECT version, pushes, pg_notify('{TASK_CHANNEL}', $1 || ' ' || version) FROM t"
     )
 
 
@@ -56,7 +56,7 @@ _INSERT = (
     " ON CONFLICT (id) DO NOTHING RETURNING version, pushes),"
     " e AS (INSERT INTO raven_task_events (task_id, version, body)"
     " SELECT $1, version, $7 FROM t WHERE $7::bytea IS NOT NULL)"
-    f" SELECT version, pushes, pg_notify('{TASK_CHANNEL}', $1) FROM t"
+    f" SELECT version, pushes, pg_notify('{TASK_CHANNEL}', $1 || ' ' || version) FROM t"
 )
 _ON_VERSION = _write("version = $8")
 _UNLESS = _write("state <> ALL($8::text[])")

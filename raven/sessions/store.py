@@ -224,8 +224,8 @@ class Watcher(Protocol):
     def inbox_changed(self, session_id: str) -> None:
         """Something was sent to the turn running in the session."""
 
-    def task_changed(self, task_id: str) -> None:
-        """A task was written (`raven.sessions.tasks`)."""
+    def task_changed(self, task_id: str, version: int) -> None:
+        """A task was written, to `version` (`raven.sessions.tasks`)."""
 
     def missed(self) -> None:
         """Changes may have gone unheard (listening began again after a lost connection)."""

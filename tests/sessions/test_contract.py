@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,6 +19,7 @@ from raven.sessions import (
     new_record,
     open_sessions,
 )
+from tests.sessions.elsewhere import another_process
 
 KINDS = ["sqlite", "postgresql"]
 
@@ -183,33 +183,6 @@ async def test_another_live_process_holding_the_claim_is_refused(
 def claim_from_another_process(
     store: Sessions, tmp_path: Path, session_id: str
 ) -> subprocess.Popen[str]:
-    """A Python process that claims the session through a store like `store`, says so,
-    and holds the claim until its stdin closes (then exits without releasing it)."""
-    import sys
-
-    url = getattr(store, "_dsn", "")
-    script = """
-import asyncio, sys
-from pathlib import Path
-from raven.config import Paths, SessionsConfig
-from raven.sessions import open_sessions
-
-async def main(url, data, session_id):
-    paths = Paths(config_file=Path(data) / "config.json", data_dir=Path(data))
-    store = open_sessions(SessionsConfig(url=url or None), paths)
-    await store.claim_turn(session_id)
-    print("claimed", flush=True)
-    await asyncio.to_thread(sys.stdin.read)
-    await store.aclose()
-
-asyncio.run(main(*sys.argv[1:]))
-"""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", script, url, str(tmp_path / "data"), session_id],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=os.getcwd(),
-    )
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "claimed"
-    return proc
+    """A process that claims the session through a store like `store` and holds the
+    claim until its stdin closes (then exits without releasing it)."""
+    return another_process(store, tmp_path, session_id, "    await store.claim_turn(key)")

@@ -4,9 +4,7 @@ SQLite and on PostgreSQL."""
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -15,6 +13,7 @@ import pytest
 from raven.config import Paths, SessionsConfig
 from raven.sessions import Sessions, open_sessions
 from raven.sessions.tasks import TaskFilter, TaskRow, TaskStale
+from tests.sessions.elsewhere import another_process
 
 KINDS = ["sqlite", "postgresql"]
 DONE = ["TASK_STATE_COMPLETED", "TASK_STATE_CANCELED"]
@@ -128,33 +127,10 @@ async def test_a_hold_of_a_process_that_is_gone_is_no_hold(store: Sessions, tmp_
 def hold_from_another_process(
     store: Sessions, tmp_path: Path, task_id: str
 ) -> subprocess.Popen[str]:
-    """A Python process that holds the task through a store like `store` until its stdin
-    closes (then exits without letting go)."""
-    script = """
-import asyncio, sys
-from pathlib import Path
-from raven.config import Paths, SessionsConfig
-from raven.sessions import open_sessions
-from raven.sessions.tasks import TaskRow
-
-async def main(url, data, task_id):
-    paths = Paths(config_file=Path(data) / "config.json", data_dir=Path(data))
-    store = open_sessions(SessionsConfig(url=url or None), paths)
-    row = TaskRow(task_id, "ann", "c", "TASK_STATE_WORKING", 2, b"held")
-    await store.task_save(row, 1, hold=True)
-    print("held", flush=True)
-    await asyncio.to_thread(sys.stdin.read)
-    await store.aclose()
-
-asyncio.run(main(*sys.argv[1:]))
-"""
-    url = getattr(store, "_dsn", "")
-    proc = subprocess.Popen(
-        [sys.executable, "-c", script, url, str(tmp_path / "data"), task_id],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=os.getcwd(),
+    """A process that holds the task through a store like `store` until its stdin closes
+    (then exits without letting go)."""
+    body = (
+        '    row = TaskRow(key, "ann", "c", "TASK_STATE_WORKING", 2, b"held")\n'
+        "    await store.task_save(row, 1, hold=True)"
     )
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
-    return proc
+    return another_process(store, tmp_path, task_id, body)

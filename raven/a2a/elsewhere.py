@@ -3,16 +3,16 @@
 A replica follows a task another one runs by reading the events stored with the task
 (`tail`), each time the store says the task changed (PostgreSQL's NOTIFY, which the
 runtime hands on: `Runtime.on_task_change`). The replica running a task learns at once
-that another wrote it (a follow-up, a cancel) and re-reads it (`LiveTask.reload`). This
-process's holds on the tasks it runs are renewed every third of the sessions' `leaseS`,
-and a task whose holder is gone, or whose hold lapsed, ends FAILED (`sweep`). Never runs
-a turn and never speaks a wire format.
+that another wrote it (a follow-up, a cancel) and re-reads it (`LiveTask.reload`). A task
+whose holder is gone, or whose hold lapsed, ends FAILED (`sweep`): at start, and with
+replicas each time the engine has renewed this process's claims and holds and ended the
+lapsed turns (`Runtime.on_sweep`), so the cadence is the engine's. Never runs a turn and
+never speaks a wire format.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -25,7 +25,7 @@ from a2a.types import Task, TaskState, TaskStatusUpdateEvent
 from raven.a2a.auth import Caller
 from raven.a2a.live_task import LiveTask, agent_said, status_event
 from raven.a2a.runner import STOPPED_MESSAGE
-from raven.a2a.store import RUNNING_NAMES, SETTLED, TERMINAL, RowsTaskStore, StoreOutage
+from raven.a2a.store import RUNNING_NAMES, SETTLED, TERMINAL, RowsTaskStore
 from raven.deadlines import finish_within
 from raven.engine import Runtime
 
@@ -53,7 +53,6 @@ class Elsewhere:
         self._heard: dict[str, set[asyncio.Event]] = {}
         """Per task followed from another replica, its tails' events: set when the store
         says it changed."""
-        self._keeper: asyncio.Task[None] | None = None
         self._checks: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
 
@@ -63,13 +62,12 @@ class Elsewhere:
         await self.sweep()
         if shared:
             self._runtime.on_task_change(self.changed)
-            self._keeper = asyncio.create_task(self._keep_holds(), name="a2a:holds")
+            self._runtime.on_sweep(self.sweep)
 
     async def aclose(self) -> None:
-        """Stop the keeper, the checks under way and every tail, within `STOP_S`."""
+        """Stop the checks under way and every tail, within `STOP_S`."""
         self._stopping.set()
-        work = [*self._checks, *([self._keeper] if self._keeper else [])]
-        await finish_within(work, STOP_S)
+        await finish_within(list(self._checks), STOP_S)
 
     async def tail(
         self, task_id: str, after: TaskVersion, through_input: bool
@@ -114,23 +112,6 @@ class Elsewhere:
                 check = asyncio.create_task(self._check(task, version))
                 self._checks.add(check)
                 check.add_done_callback(self._checks.discard)
-
-    async def _keep_holds(self) -> None:
-        """Every third of a lease: renew this process's holds and end the lapsed tasks."""
-        every = self._runtime.lease_s / 3
-        outage = StoreOutage(log, "A2A: keeping the tasks run here")
-        while True:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(every):
-                    await self._stopping.wait()
-                    return
-            try:
-                await self._rows.rows.task_renew(list(self._live))
-                await self.sweep()
-            except Exception as exc:
-                outage.failed(exc)
-            else:
-                outage.worked()
 
     async def _check(self, task: LiveTask, version: int) -> None:
         """Under the task's lock (after the write under way here, whose NOTIFY may come

@@ -4,10 +4,12 @@ For a runtime on a shared store (PostgreSQL), `Replicas`:
 - hears the store's changes: a session's log grew (its live copy here reads it), or
   something was sent to a turn running here (a cancel, a steer, an answer: done at once);
 - every third of `leaseS`, renews the claims of the turns running here (a turn whose
-  claim was lost meanwhile is stopped) and ends every turn whose claim lapsed: its
+  claim was lost meanwhile is stopped) and this process's holds on the tasks kept beside
+  the sessions, and ends every turn whose claim lapsed: its
   replica died or stopped renewing. The session's dangling tool calls get results, its
   log gets the turn's end, and the session keeps the failure, so nothing stays stuck
-  longer than `leaseS` plus a third of it;
+  longer than `leaseS` plus a third of it; then whoever keeps tasks ends those whose
+  hold lapsed (`Runtime.on_sweep`);
 - hands on what it hears of the tasks kept beside the sessions (`raven.sessions.tasks`)
   to whoever keeps them (`Runtime.on_task_change`: A2A): a task's id and new version, or
   None when any may have changed;
@@ -21,7 +23,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from raven.engine.events import TurnEnded
@@ -50,11 +52,13 @@ class Replicas:
         logs: SharedLog,
         live: Callable[[], list[LiveSession]],
         tasks: Callable[[str | None, int], None],
+        swept: Callable[[], Awaitable[None]],
     ) -> None:
         self._store = store
         self._logs = logs
         self._live = live
         self._tasks_changed = tasks
+        self._swept = swept
         self._started = False
         self._stopping = asyncio.Event()
         self._ticker: asyncio.Task[None] | None = None
@@ -118,7 +122,9 @@ class Replicas:
                 if loop.time() >= due:
                     due = loop.time() + every
                     await self._renew()
+                    await self._store.task_renew()
                     await self._sweep()
+                    await self._swept()
             except StoreUnavailable as exc:
                 log.warning("the shared session store cannot be reached: %s", exc)
             except Exception:

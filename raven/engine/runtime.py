@@ -80,9 +80,14 @@ class Runtime:
             store = cast(SharedSessions, self.store)
             self._shared = SharedLog(store, self._adopt)
             self._replicas = Replicas(
-                store, self._shared, lambda: list(self._live.values()), self._task_changed
+                store,
+                self._shared,
+                lambda: list(self._live.values()),
+                self._task_changed,
+                self._swept,
             )
         self._task_listeners: list[Callable[[str | None, int], None]] = []
+        self._sweepers: list[Callable[[], Awaitable[None]]] = []
 
     @property
     def shared(self) -> bool:
@@ -108,6 +113,16 @@ class Runtime:
     def _task_changed(self, task_id: str | None, version: int) -> None:
         for listener in self._task_listeners:
             listener(task_id, version)
+
+    def on_sweep(self, sweeper: Callable[[], Awaitable[None]]) -> None:
+        """With a shared store: await `sweeper` every third of `leaseS`, once this
+        process's claims and task holds are renewed and the lapsed turns ended: a face ends
+        what of its own has lapsed (A2A: the tasks whose hold lapsed)."""
+        self._sweepers.append(sweeper)
+
+    async def _swept(self) -> None:
+        for sweeper in self._sweepers:
+            await sweeper()
 
     async def start(self) -> None:
         """With a shared store: begin hearing the other replicas, keeping this process's

@@ -86,6 +86,7 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX raven_tasks_by_context
             ON raven_tasks (owner, context_id, updated_us DESC, id DESC);
         CREATE INDEX raven_tasks_by_state ON raven_tasks (owner, state, updated_us DESC, id DESC);
+        CREATE INDEX raven_tasks_held ON raven_tasks (holder) WHERE holder IS NOT NULL;
         CREATE TABLE raven_task_events (
             task_id TEXT NOT NULL,
             version INTEGER NOT NULL,

@@ -149,16 +149,13 @@ class PostgresTasks:
                 self._me,
             )
 
-    async def task_renew(self, task_ids: list[str]) -> None:
-        if task_ids:
-            async with self._conn() as conn:
-                await conn.execute(
-                    f"UPDATE raven_tasks SET held_until = {_NOW} + $3"
-                    " WHERE id = ANY($1::text[]) AND holder = $2",
-                    task_ids,
-                    self._me,
-                    self.lease_s,
-                )
+    async def task_renew(self) -> None:
+        async with self._conn() as conn:
+            await conn.execute(
+                f"UPDATE raven_tasks SET held_until = {_NOW} + $2 WHERE holder = $1",
+                self._me,
+                self.lease_s,
+            )
 
     async def tasks_held_elsewhere(self, task_ids: list[str]) -> set[str]:
         async with self._conn() as conn:

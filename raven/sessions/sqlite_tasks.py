@@ -51,7 +51,7 @@ class SqliteTasks:
     async def task_release(self, task_id: str) -> None:
         await self.db.call(self._task_release, task_id, os.getpid())
 
-    async def task_renew(self, task_ids: list[str]) -> None:
+    async def task_renew(self) -> None:
         """Nothing to renew: a hold here lasts as long as its process."""
 
     async def tasks_held_elsewhere(self, task_ids: list[str]) -> set[str]:

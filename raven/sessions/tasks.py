@@ -88,8 +88,8 @@ class TaskRows(Protocol):
         """Let go of this process's hold on the task, if it has one."""
         ...
 
-    async def task_renew(self, task_ids: list[str]) -> None:
-        """Keep this process's holds on these tasks from lapsing."""
+    async def task_renew(self) -> None:
+        """Keep every hold of this process from lapsing."""
         ...
 
     async def tasks_held_elsewhere(self, task_ids: list[str]) -> set[str]:

@@ -134,3 +134,30 @@ def hold_from_another_process(
         "    await store.task_save(row, 1, hold=True)"
     )
     return another_process(store, tmp_path, task_id, body)
+
+
+async def test_a_hold_another_machine_stops_renewing_lapses(pg_url: str, tmp_path: Path) -> None:
+    """A replica on another machine is judged by its hold's expiry alone: renewed, the hold
+    stands; once its lease passed unrenewed, the task is free to be ended."""
+    import asyncpg
+
+    paths = Paths(config_file=tmp_path / "config.json", data_dir=tmp_path / "data")
+    here = open_sessions(SessionsConfig(url=pg_url), paths)
+    there = open_sessions(SessionsConfig(url=pg_url), paths)
+    there._me = '{"boot": "b", "host": "another-machine", "pid": 1}'  # type: ignore[attr-defined]
+    try:
+        await there.task_save(row("t", "TASK_STATE_WORKING", 1), 0, hold=True)
+        assert await here.tasks_held_elsewhere(["t"]) == {"t"}
+        conn = await asyncpg.connect(pg_url)
+        try:
+            await conn.execute("UPDATE raven_tasks SET held_until = 0")  # its lease passed
+            assert await here.tasks_held_elsewhere(["t"]) == set()
+            assert [t for t, _ in await here.tasks_unheld(["TASK_STATE_WORKING"])] == ["t"]
+            await there.task_renew()
+            assert await here.tasks_held_elsewhere(["t"]) == {"t"}
+            assert await here.tasks_unheld(["TASK_STATE_WORKING"]) == []
+        finally:
+            await conn.close()
+    finally:
+        await here.aclose()
+        await there.aclose()

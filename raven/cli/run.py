@@ -151,7 +151,7 @@ async def _run(cfg: RavenConfig, paths: Paths, prompt: str, options: RunOptions)
     from raven.cli.options import workdir
     from raven.compose import build_runtime
     from raven.engine import TurnEnded, TurnEvent, run_turn
-    from raven.events_json import event_json
+    from raven.engine.codec import event_json
     from raven.messages import TextPart
     from raven.signals import STOP_SIGNALS, StopSignals
     from raven.terminal.asker import TerminalAsker

@@ -26,11 +26,11 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
+from raven.engine.codec import event_json
 from raven.engine.events import TurnEnded
 from raven.engine.history import interrupted_results
 from raven.engine.session import LiveSession
 from raven.engine.shared_log import SharedLog
-from raven.events_json import event_json
 from raven.sessions import (
     NewEvent,
     SessionNotFound,

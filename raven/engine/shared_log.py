@@ -17,10 +17,10 @@ import json
 import logging
 from collections.abc import Callable
 
+from raven.engine.codec import event_from_json, event_json
 from raven.engine.events import SessionEnded, TurnEnded
 from raven.engine.log import LogEvent
 from raven.engine.session import LiveSession
-from raven.events_json import event_from_json, event_json
 from raven.sessions import (
     LoggedRow,
     NewEvent,

@@ -36,8 +36,8 @@ from raven.engine import (
     session_directory,
     start_turn,
 )
+from raven.engine.codec import event_json
 from raven.errors import RavenError, invalid_fields
-from raven.events_json import event_json
 from raven.gateway.questions import HubAsker, Questions
 from raven.jsonrpc import (
     INTERNAL_ERROR,

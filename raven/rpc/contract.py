@@ -1,15 +1,16 @@
 """Raven RPC: the methods, notifications and errors the gateway serves, declared once.
 
 These pydantic models are the contract. `openrpc_document()` builds
-`rpc-schema/openrpc.json` from them (and `web_module()` what the web UI takes from it);
-the gateway parses every request with them and the Python client every answer, so
-the document and the code cannot drift apart. Pure declarations.
+`rpc-schema/openrpc.json` from them and the events' schema (and `web_module()` what the
+web UI takes from it); the gateway parses every request with them and the Python client
+every answer, so the document and the code cannot drift apart. Pure declarations.
 """
 
 from __future__ import annotations
 
+import json
 from enum import IntEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -118,9 +119,14 @@ class SessionUsage(Wire):
     )
 
 
+EVENT: dict[str, Any] = {"x-raven": "event"}
+"""Marks where an event goes (`raven.events/1`); `openrpc_document` puts the events' own
+schema there."""
+
+
 class SessionDetail(Wire):
     session: SessionInfo
-    history: list[dict[str, Any]]
+    history: list[Annotated[dict[str, Any], Field(json_schema_extra=EVENT)]]
     """The session as events, in order, as `session.event` carries them: the older
     transcript (its newest `historyLimit` messages) replayed, then the session's log,
     which holds the recent turns whole, the running one included."""
@@ -251,11 +257,12 @@ class SessionEventNote(Wire):
     session_id: str
     cursor: str = Field(description="Resume right after this event: `session.subscribe` `after`")
     event: dict[str, Any] = Field(
+        json_schema_extra=EVENT,
         description="An event as `raven run --output jsonl` prints it (raven.events/1): a "
         "turn's events (whichever face runs the turn), and TurnStarted, ModeChanged, "
         "ModelChanged, SessionEnded, Asking and Answered (a turn waits for a person, "
         "and no longer does; the UI is asked through permission.requested and "
-        "question.asked)"
+        "question.asked)",
     )
 
 
@@ -370,8 +377,10 @@ ERRORS: dict[Code, str] = {
 }
 
 
-def openrpc_document() -> dict[str, Any]:
-    """The OpenRPC 1.x document of Raven RPC, from the models above."""
+def openrpc_document(events: dict[str, Any]) -> dict[str, Any]:
+    """The OpenRPC 1.x document of Raven RPC, from the models above; `events` is the
+    schema of the events it carries (`raven.engine.codec.events_schema()`, which the
+    contract cannot import)."""
     methods = []
     for name, (params, result, summary) in METHODS.items():
         schema = params.model_json_schema(by_alias=True)
@@ -388,7 +397,7 @@ def openrpc_document() -> dict[str, Any]:
                 "result": {"name": result.__name__, "schema": _schema(result)},
             }
         )
-    return {
+    document = {
         "openrpc": "1.3.2",
         "info": {"title": "Raven RPC", "version": RPC_VERSION},
         "servers": [{"name": "gateway", "url": "ws://127.0.0.1:8700/rpc"}],
@@ -398,16 +407,35 @@ def openrpc_document() -> dict[str, Any]:
             for name, (model, summary) in NOTIFICATIONS.items()
         ],
         "x-errors": [{"code": int(code), "message": text} for code, text in ERRORS.items()],
+        "components": {"schemas": {"Event": _referable(events)}},
     }
+    return _events_referred(document)
+
+
+def _referable(events: dict[str, Any]) -> dict[str, Any]:
+    """The events' schema as a component: its `$defs` referred to where it now stands."""
+    text = json.dumps({k: v for k, v in events.items() if k not in ("$schema", "$id")})
+    return json.loads(text.replace('"#/$defs/', '"#/components/schemas/Event/$defs/'))
+
+
+def _events_referred(node: Any) -> Any:
+    """`node` with every place `EVENT` marks referring to the events' schema."""
+    if isinstance(node, dict):
+        if node.get("x-raven") == EVENT["x-raven"]:
+            kept = {k: v for k, v in node.items() if k == "description"}
+            return {"$ref": "#/components/schemas/Event", **kept}
+        return {k: _events_referred(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_events_referred(v) for v in node]
+    return node
 
 
 def _schema(model: type[Wire]) -> dict[str, Any]:
     return model.model_json_schema(by_alias=True, ref_template="#/$defs/{model}")
 
 
-def markdown_reference() -> str:
-    """docs/rpc.md: the document above, for people."""
-    doc = openrpc_document()
+def markdown_reference(doc: dict[str, Any]) -> str:
+    """docs/rpc.md: the document above (`openrpc_document`), for people."""
     lines = [
         "# Raven RPC reference",
         "",

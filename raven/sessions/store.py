@@ -134,7 +134,7 @@ class Sessions(TaskRows, Protocol):
 
 class NewEvent(NamedTuple):
     """An event to append to a session's shared log: the transcript length when it
-    happened, its type's name, and the event as JSON (`raven.events_json`)."""
+    happened, its type's name, and the event as JSON (`raven.engine.codec`)."""
 
     version: int
     kind: str

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from raven.engine import ApprovalRequest, FileDiff, Notice, Preview, Question, TurnStarted
-from raven.events_json import event_from_json
+from raven.engine.codec import event_from_json
 from raven.messages import TextPart
 from raven.rpc import contract as c
 from raven.rpc.client import Refused, RpcClient

@@ -18,6 +18,7 @@ from aiohttp.test_utils import TestServer
 
 from raven.config import Paths, RavenConfig
 from raven.engine import Runtime
+from raven.engine.codec import events_schema
 from raven.gateway.app import HUB, make_app
 from raven.gateway.auth import COOKIE, LOGIN_LINK_TTL_S, Gatekeeper
 from raven.gateway.rpc import Peer
@@ -26,12 +27,12 @@ from tests.ports import free_port
 
 TOKEN = "gateway-test-token-0123456789"
 DOCUMENT = Path(__file__).parents[2] / "rpc-schema" / "openrpc.json"
-REGENERATE = "generated from raven/rpc/contract.py: run `uv run python -m raven.rpc`"
+REGENERATE = "generated from the code: run `uv run python -m raven.compose.generated`"
 DEADLINE_S = 10
 
 
 def test_the_committed_document_is_the_one_the_code_builds() -> None:
-    assert json.loads(DOCUMENT.read_text()) == openrpc_document(), REGENERATE
+    assert json.loads(DOCUMENT.read_text()) == openrpc_document(events_schema()), REGENERATE
 
 
 def test_every_declared_method_is_served_and_every_served_method_declared() -> None:
@@ -44,7 +45,7 @@ def test_every_declared_method_is_served_and_every_served_method_declared() -> N
         and name[1:].split("_")[0] in namespaces
     }
     assert served == set(METHODS)
-    doc = openrpc_document()
+    doc = openrpc_document(events_schema())
     assert [m["name"] for m in doc["methods"]] == list(METHODS)
     assert [n["name"] for n in doc["x-notifications"]] == list(NOTIFICATIONS)
 
@@ -78,8 +79,12 @@ class Client:
         self.arrived = asyncio.Event()
         self._ids = 0
         self._reader = asyncio.create_task(self._read())
-        doc = openrpc_document()
-        validator = jsonschema.Draft202012Validator
+        doc = openrpc_document(events_schema())
+        components = {"components": doc["components"]}  # what the document's `$ref`s reach
+
+        def validator(schema: dict[str, Any]) -> jsonschema.Draft202012Validator:
+            return jsonschema.Draft202012Validator({**schema, **components})
+
         self._results = {m["name"]: validator(m["result"]["schema"]) for m in doc["methods"]}
         self._notes = {n["name"]: validator(n["params"]) for n in doc["x-notifications"]}
         self._params = {
@@ -331,10 +336,10 @@ def test_the_web_uis_error_codes_and_labels_are_generated_from_the_contract() ->
 
 
 def test_the_rpc_reference_in_docs_is_generated_from_the_document() -> None:
-    from raven.rpc.contract import markdown_reference
+    from raven.rpc.contract import markdown_reference, openrpc_document
 
     docs = Path(__file__).parents[2] / "docs" / "rpc.md"
-    assert docs.read_text() == markdown_reference(), REGENERATE
+    assert docs.read_text() == markdown_reference(openrpc_document(events_schema())), REGENERATE
 
 
 async def test_a_ui_that_reconnects_mid_turn_gets_the_session_back(

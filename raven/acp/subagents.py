@@ -13,11 +13,11 @@ pairs out.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from raven.acp.protocol import tool_call
 from raven.acp.translate import Update, chunk
 from raven.engine import CANCELLED_RESULT, ToolCallStarted, ToolCallUpdated, TurnEnded, TurnEvent
+from raven.tools import ChildPlan, ChildProgress, ChildText
 
 DELEGATE = "delegate"
 """The tool whose calls are sub-agents' tasks."""
@@ -54,7 +54,7 @@ class ChildSessions:
         if isinstance(event, ToolCallUpdated) and event.call_id in self._children:
             child = self._children[event.call_id]
             if event.status == "in_progress":  # the child's doing, in the child's session
-                return [(child.session_id, u) for u in _child_updates(event.detail or {})]
+                return [(child.session_id, u) for u in _child_updates(event.detail)]
             return [self._ended(child, event), *sent] if child.open else sent
         if isinstance(event, TurnEnded):
             cancelled = [c for c in self._children.values() if c.open]
@@ -77,18 +77,20 @@ class ChildSessions:
         return (self._parent, update)
 
 
-def _child_updates(detail: dict[str, Any]) -> list[Update]:
+def _child_updates(detail: ChildProgress | None) -> list[Update]:
     """A delegate call's progress (what its child did) as updates of the child's session."""
-    if "delta" in detail:
-        return [chunk("agent_message_chunk", detail["delta"])] if detail["delta"] else []
-    if "plan" in detail:
-        entries = [{**step, "priority": "medium"} for step in detail["plan"]]
+    if isinstance(detail, ChildText):
+        return [chunk("agent_message_chunk", detail.delta)] if detail.delta else []
+    if isinstance(detail, ChildPlan):
+        entries = [
+            {"content": s.content, "status": s.status, "priority": "medium"} for s in detail.plan
+        ]
         return [{"sessionUpdate": "plan", "entries": entries}]
-    if "toolCallId" not in detail:
+    if detail is None:
         return []
-    call_id, title, status = detail["toolCallId"], detail.get("title", ""), detail.get("status")
-    if "kind" in detail:
-        started = {"sessionUpdate": "tool_call", **tool_call(call_id, title, detail["kind"])}
+    call_id, title, status = detail.tool_call_id, detail.title, detail.status
+    if detail.kind is not None:
+        started = {"sessionUpdate": "tool_call", **tool_call(call_id, title, detail.kind)}
         return [{**started, "status": status or "pending"}]
     changed = {"sessionUpdate": "tool_call_update", "toolCallId": call_id, "title": title}
     return [{**changed, "status": status}]

@@ -29,6 +29,7 @@ from raven.engine import (
     TurnStarted,
     UsageUpdated,
 )
+from raven.engine.codec import plain
 from raven.messages import ImagePart, TextPart
 
 REPLAY_MAX_MESSAGES = 500
@@ -71,7 +72,7 @@ def event_update(event: TurnEvent, context_window: int | None = None) -> Update 
         if content:
             update["content"] = content
         if event.detail is not None:
-            update["_meta"] = {"raven": {"progress": event.detail}}
+            update["_meta"] = {"raven": {"progress": plain(event.detail)}}
         return update
     if isinstance(event, PlanUpdated):
         return {

@@ -27,7 +27,19 @@ from raven.jsonrpc import METHOD_NOT_FOUND, Connection, ConnectionClosed, FrameR
 from raven.messages import TokenUsage
 from raven.redact import redact
 from raven.safe_chunks import SafeChunks
-from raven.tools import ALL_DECISIONS, Capped, Decision, Permission, Progress, Question, clip
+from raven.tools import (
+    ALL_DECISIONS,
+    Capped,
+    ChildPlan,
+    ChildPlanStep,
+    ChildText,
+    ChildToolCall,
+    Decision,
+    Permission,
+    Progress,
+    Question,
+    clip,
+)
 
 log = logging.getLogger(__name__)
 
@@ -330,7 +342,7 @@ class SubAgent:
         turn.untold = 0
         lines = [line for line in turn.said.splitlines() if line.strip()]
         latest = lines[-1].strip()[:PROGRESS_LINE_CHARS] if lines else ""
-        detail = {"agent": self.spec.name, "text": redact(turn.said), "delta": redact(turn.unsent)}
+        detail = ChildText(self.spec.name, redact(turn.said), redact(turn.unsent))
         turn.unsent = ""
         turn.progress(Progress(redact(f"{self.spec.name}: {latest}"), detail))
 
@@ -353,13 +365,7 @@ class SubAgent:
             call_id, title = update.tool_call_id, update.title
             turn.titles[call_id], turn.kinds[call_id] = title, update.kind
             turn.calls[call_id] = update
-            detail = {
-                "agent": name,
-                "toolCallId": call_id,
-                "title": title,
-                "kind": update.kind,
-                "status": update.status,
-            }
+            detail = ChildToolCall(name, call_id, title, update.status, update.kind)
             turn.progress(Progress(f"{name}: → {title}", detail, step=f"{name}: {title}"))
         elif isinstance(update, p.ToolCallChange):
             call_id, renamed = update.tool_call_id, update.title
@@ -375,12 +381,12 @@ class SubAgent:
                 mark, status, step = "→", status or "in_progress", f"{name}: {title}"
             else:
                 return
-            detail = {"agent": name, "toolCallId": call_id, "title": title, "status": status}
-            turn.progress(Progress(f"{name}: {mark} {title}", detail, step=step))
+            changed = ChildToolCall(name, call_id, title, status)
+            turn.progress(Progress(f"{name}: {mark} {title}", changed, step=step))
         else:
-            steps = [{"content": e.content, "status": e.status} for e in update.entries]
-            lines = "; ".join(s["content"] for s in steps)
-            turn.progress(Progress(f"{name} plans: {lines}", {"agent": name, "plan": steps}))
+            steps = tuple(ChildPlanStep(e.content, e.status) for e in update.entries)
+            lines = "; ".join(s.content for s in steps)
+            turn.progress(Progress(f"{name} plans: {lines}", ChildPlan(name, steps)))
 
     # -- helpers ---------------------------------------------------------------------------
 

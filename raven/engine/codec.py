@@ -22,7 +22,16 @@ from pydantic.alias_generators import to_camel
 from raven.engine.asker import ApprovalRequest
 from raven.engine.events import SessionEvent, TurnEvent
 from raven.messages import Part
-from raven.tools import FileDiff, PlanStep, Question
+from raven.tools import (
+    ChildPlan,
+    ChildPlanStep,
+    ChildProgress,
+    ChildText,
+    ChildToolCall,
+    FileDiff,
+    PlanStep,
+    Question,
+)
 
 SCHEMA = "raven.events/1"
 LOGGED: tuple[type, ...] = tuple(dict.fromkeys((*get_args(TurnEvent), *get_args(SessionEvent))))
@@ -34,7 +43,7 @@ def event_json(event: Any) -> dict[str, Any]:
     """`{"schema": ..., "type": <event name>, <its fields>}` for one event."""
     body: dict[str, Any] = {"schema": SCHEMA, "type": type(event).__name__}
     for f in dataclasses.fields(event):
-        body[to_camel(f.name)] = _plain(getattr(event, f.name))
+        body[to_camel(f.name)] = plain(getattr(event, f.name))
     return body
 
 
@@ -51,6 +60,8 @@ def event_from_json(body: dict[str, Any]) -> Any:
         values["locations"] = [Path(p) for p in values["locations"] or []]
     if isinstance(diff := values.get("diff"), dict):
         values["diff"] = _diff(diff)
+    if isinstance(detail := values.get("detail"), dict):
+        values["detail"] = _child(detail)
     if "steps" in values:
         values["steps"] = tuple(PlanStep(**s) for s in values["steps"] or [])
     if "parts" in values:
@@ -111,18 +122,34 @@ def _camel(schema: Any) -> None:
             _camel(value)
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
+    """`value` as JSON takes it: camelCase keys for dataclasses, pydantic models by their
+    aliases, paths as text."""
     if isinstance(value, Path):
         return str(value)
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json", by_alias=True)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {to_camel(f.name): _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {to_camel(f.name): plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: plain(v) for k, v in value.items()}
     return value
+
+
+def _child(body: dict[str, Any]) -> ChildProgress | None:
+    agent = str(body.get("agent", ""))
+    if "toolCallId" in body:
+        return ChildToolCall(
+            agent, body["toolCallId"], body.get("title", ""), body.get("status"), body.get("kind")
+        )
+    if "plan" in body:
+        steps = tuple(ChildPlanStep(s["content"], s["status"]) for s in body["plan"] or [])
+        return ChildPlan(agent, steps)
+    if "delta" in body or "text" in body:
+        return ChildText(agent, body.get("text", ""), body.get("delta", ""))
+    return None
 
 
 @functools.cache

@@ -10,7 +10,7 @@ from typing import Any, Literal
 from raven.engine.asker import ApprovalRequest
 from raven.messages import Part
 from raven.providers import StopReason
-from raven.tools import FileDiff, PlanStep, Question, ToolKind
+from raven.tools import ChildProgress, FileDiff, PlanStep, Question, ToolKind
 
 ToolStatus = Literal["in_progress", "completed", "failed"]
 
@@ -52,7 +52,7 @@ class ToolCallUpdated:
     status: ToolStatus
     content: str | None = None
     diff: FileDiff | None = None
-    detail: dict[str, Any] | None = None
+    detail: ChildProgress | None = None
     title: str | None = None
     """The call's title from now on (it follows a sub-agent's steps); None: unchanged."""
 

@@ -117,11 +117,50 @@ class Permission:
 
 
 @dataclass(frozen=True)
+class ChildText:
+    """A sub-agent spoke: the end of all it said (`text`) and what it said since the last
+    time (`delta`), each cut where no credential straddles two."""
+
+    agent: str
+    text: str
+    delta: str
+
+
+@dataclass(frozen=True)
+class ChildToolCall:
+    """A sub-agent's tool call began (`kind` set) or changed."""
+
+    agent: str
+    tool_call_id: str
+    title: str
+    status: str | None
+    kind: str | None = None
+
+
+@dataclass(frozen=True)
+class ChildPlanStep:
+    content: str
+    status: str
+
+
+@dataclass(frozen=True)
+class ChildPlan:
+    """A sub-agent's whole plan, replacing the one before."""
+
+    agent: str
+    plan: tuple[ChildPlanStep, ...]
+
+
+ChildProgress = ChildText | ChildToolCall | ChildPlan
+"""What a sub-agent did, as the call delegating to it reports it (its progress' detail)."""
+
+
+@dataclass(frozen=True)
 class Progress:
     """What a running tool reports: a line for people, and structured detail for faces."""
 
     text: str = ""
-    detail: dict[str, Any] | None = None
+    detail: ChildProgress | None = None
     step: str | None = None
     """What the tool is doing now, shown after the call's title (a sub-agent's current
     tool call); "" shows the title alone again; None leaves the title as it is."""

@@ -13,6 +13,7 @@ from raven.engine import (
     TurnEnded,
     TurnEvent,
 )
+from raven.tools import ChildPlan, ChildPlanStep, ChildText
 
 DELEGATE = ToolCallStarted(
     "c1", "delegate", "Delegate to helper", "other", {"agent": "helper", "task": "t"}
@@ -39,13 +40,13 @@ def states(children: ChildSessions, *events: TurnEvent) -> list[str]:
 def test_a_delegate_call_becomes_a_child_session_and_other_events_pass() -> None:
     children = ChildSessions("s")
     said = ToolCallUpdated(
-        "c1", "in_progress", "helper: hi", detail={"agent": "helper", "text": "hi", "delta": "hi"}
+        "c1", "in_progress", "helper: hi", detail=ChildText("helper", "hi", "hi")
     )
     plan = ToolCallUpdated(
         "c1",
         "in_progress",
         "helper plans",
-        detail={"agent": "helper", "plan": [{"content": "a", "status": "pending"}]},
+        detail=ChildPlan("helper", (ChildPlanStep("a", "pending"),)),
     )
     assert sent(
         children,

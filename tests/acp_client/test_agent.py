@@ -16,7 +16,15 @@ from acp import schema
 
 from raven.acp_client import AgentsSource, SubAgent, SubAgentError
 from raven.config import AgentSpec, Limits
-from raven.tools import Permission, Progress, Question, ToolContext, ToolError
+from raven.tools import (
+    ChildText,
+    ChildToolCall,
+    Permission,
+    Progress,
+    Question,
+    ToolContext,
+    ToolError,
+)
 from tests.conftest import RAVEN
 from tests.npm import npm_install
 from tests.processes import ended, group_gone, pid_from
@@ -48,7 +56,7 @@ async def drive(spec: AgentSpec, cwd: Path, **callbacks: Any) -> tuple[Any, list
 
 def calls_of(seen: list[Progress]) -> list[str]:
     """The progress lines of the child's tool calls (not of what it says)."""
-    return [p.text for p in seen if p.detail is not None and "toolCallId" in p.detail]
+    return [p.text for p in seen if isinstance(p.detail, ChildToolCall)]
 
 
 @pytest.fixture
@@ -85,14 +93,10 @@ async def test_raven_drives_raven_and_allows_always_unattended(
     assert (tmp_path / "out.txt").read_text() == "hi"
     assert outcome.decisions == ["allow always: Write out.txt (by auto)"]
     assert calls_of(seen) == ["helper: → Write out.txt", "helper: ✓ Write out.txt"]
-    said = [p for p in seen if p.detail and "text" in p.detail]  # what the child says, too
+    said = [p for p in seen if isinstance(p.detail, ChildText)]  # what the child says, too
     assert said[-1].text == "helper: I wrote out.txt."
-    assert said[-1].detail == {
-        "agent": "helper",
-        "text": "I wrote out.txt.",
-        "delta": "I wrote out.txt.",
-    }
-    assert seen[0].detail is not None and seen[0].detail["kind"] == "edit"
+    assert said[-1].detail == ChildText("helper", "I wrote out.txt.", "I wrote out.txt.")
+    assert isinstance(seen[0].detail, ChildToolCall) and seen[0].detail.kind == "edit"
 
 
 @pytest.mark.parametrize(

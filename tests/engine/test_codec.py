@@ -28,7 +28,14 @@ from raven.engine import (
 )
 from raven.engine.codec import LOGGED, event_from_json, event_json, events_schema
 from raven.messages import ImagePart, TextPart
-from raven.tools import FileDiff, PlanStep
+from raven.tools import (
+    ChildPlan,
+    ChildPlanStep,
+    ChildText,
+    ChildToolCall,
+    FileDiff,
+    PlanStep,
+)
 
 COMMITTED = Path(__file__).parents[2] / "docs" / "events.schema.json"
 REGENERATE = "generated from the engine's events: run `uv run python -m raven.compose.generated`"
@@ -38,7 +45,23 @@ SAMPLES: list[Any] = [
     AgentText("hello"),
     AgentThought("hmm"),
     ToolCallStarted("c1", "write_file", "Write a.txt", "edit", {"path": "a.txt"}, [Path("/w")]),
-    ToolCallUpdated("c1", "completed", "done", DIFF, {"progress": 1}, "Wrote a.txt"),
+    ToolCallUpdated("c1", "completed", "done", DIFF, None, "Wrote a.txt"),
+    ToolCallUpdated("d", "in_progress", "helper: hi", detail=ChildText("helper", "hi", "hi")),
+    ToolCallUpdated(
+        "d",
+        "in_progress",
+        "helper: → Read",
+        detail=ChildToolCall("helper", "t", "Read", None, "read"),
+    ),
+    ToolCallUpdated(
+        "d",
+        "in_progress",
+        "helper: ✓ Read",
+        detail=ChildToolCall("helper", "t", "Read", "completed"),
+    ),
+    ToolCallUpdated(
+        "d", "in_progress", "plans", detail=ChildPlan("helper", (ChildPlanStep("a", "pending"),))
+    ),
     PlanUpdated((PlanStep(content="look", status="in_progress", priority="high"),)),
     UsageUpdated(120, 8192, False, 100, 20),
     TitleChanged("A title"),
@@ -76,7 +99,7 @@ def test_every_event_a_log_holds_has_a_sample() -> None:
     assert {type(e) for e in SAMPLES} == set(LOGGED)
 
 
-@pytest.mark.parametrize("event", SAMPLES, ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize("event", SAMPLES, ids=lambda e: type(e).__name__.lower())
 def test_each_event_goes_to_json_that_the_schema_takes_and_comes_back(event: Any) -> None:
     written = event_json(event)
     jsonschema.validate(written, events_schema())

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from raven.config import Paths, RavenConfig
 from raven.engine import Runtime, ToolCallStarted, ToolCallUpdated, run_turn
 from raven.messages import TextPart, ToolResultMessage
-from raven.tools import Permission, Progress, Tool, ToolContext, ToolOutput
+from raven.tools import ChildToolCall, Permission, Progress, Tool, ToolContext, ToolOutput
 from raven.tools.base import Args, BuiltinTool
 from tests.engine.conftest import Events, RecordingAsker
 
@@ -59,7 +59,8 @@ class Delegating(BuiltinTool):
 
     async def run(self, args: NameArgs, ctx: ToolContext) -> ToolOutput:
         Delegating.seen_sessions.append(ctx.session_id)
-        ctx.progress(Progress("child is reading", {"childTool": "read", "status": "running"}))
+        reading = ChildToolCall("child", "t1", "read notes.txt", "in_progress", "read")
+        ctx.progress(Progress("child is reading", reading))
         decision = await ctx.approve(
             Permission(
                 key=f"child/{args.name}",
@@ -154,7 +155,9 @@ async def test_progress_and_approval_go_through_the_engine(tmp_path: Path) -> No
         await runtime.aclose()
     progress = [e for e in events.of(ToolCallUpdated) if e.status == "in_progress" and e.content]
     assert progress and progress[0].content == "child is reading"
-    assert progress[0].detail == {"childTool": "read", "status": "running"}
+    assert progress[0].detail == ChildToolCall(
+        "child", "t1", "read notes.txt", "in_progress", "read"
+    )
     started = events.of(ToolCallStarted)[0]
     assert progress[0].call_id == started.call_id
     # asked once for "write" (remembered as always), then "delete" was not offered

@@ -3,7 +3,9 @@
 `TaskTurn` runs the turn and turns what happens in it into what a peer is told, in
 order: answer text in chunks at most every `STREAM_INTERVAL_S`, lines of progress (a
 tool call's title and state, the plan; never arguments or output), a question (the task
-waits for input) and the end. It also owns the conversation's session (one per caller
+waits for input) and the end. The peer's answer to a question goes where every face's
+does, the engine's own registry of askings (`LiveSession.answer`), as a decision or a
+text; whoever answers first wins. It also owns the conversation's session (one per caller
 and context id), the peer's message as a prompt and the files the turn attaches. It
 never writes a task: the task service does, from what `next()` returns.
 """
@@ -16,9 +18,9 @@ import hashlib
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from a2a.types import Message, Part
 
@@ -174,7 +176,10 @@ class TaskTurn:
         self._local = local
         self._steps: asyncio.Queue[Step] = asyncio.Queue()
         self._cancelled = False
-        self._question: asyncio.Future[str | None] | None = None
+        self._asking: _Pending | None = None
+        """The question the peer was asked and has not answered; its answer goes to the
+        engine's own registry of askings (`LiveSession.answer`), as any face's does."""
+        self._peer_answered = False
         self._buffer: list[str] = []
         self._flush: asyncio.TimerHandle | None = None
         self._text: list[str] = []
@@ -212,7 +217,7 @@ class TaskTurn:
 
     @property
     def asking(self) -> bool:
-        return self._question is not None and not self._question.done()
+        return self._asking is not None and not self._asking.settled.is_set()
 
     async def next(self) -> Step:
         return await self._steps.get()
@@ -220,19 +225,24 @@ class TaskTurn:
     async def wait_answer(self, timeout_s: float) -> bool:
         """Wait for the question asked to be answered (or the turn stopped); False when
         `timeout_s` passed first."""
-        question = self._question
-        if question is None or question.done():
+        pending = self._asking
+        if pending is None or pending.settled.is_set():
             return True
-        done, _ = await asyncio.wait([question], timeout=timeout_s)
-        return bool(done)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout_s):
+                await pending.settled.wait()
+                return True
+        return False
 
     def answer(self, text: str | None) -> bool:
-        """Answer the turn's question (None: nobody answered); False when it asks none."""
-        if not self.asking:
+        """Answer the turn's question with the peer's text (None: nobody answered), as the
+        engine takes an answer from any face; False when it asks none."""
+        pending = self._asking
+        if pending is None or pending.settled.is_set():
             return False
-        assert self._question is not None
-        self._question.set_result(text)
-        return True
+        value = _decision(text) if pending.approval else text
+        self._peer_answered = self.session.answer(pending.request_id, value)
+        return self._peer_answered
 
     def steer(self, text: str) -> bool:
         """Hand the running turn a follow-up for its next step; False when it cannot."""
@@ -301,16 +311,29 @@ class TaskTurn:
             log.error("A2A turn in session %s failed", self.session.id, exc_info=exc)
         self._end("end_turn", "internal error")
 
-    async def _ask(self, text: str) -> str | None:
-        self._question = asyncio.get_running_loop().create_future()
+    async def _ask(self, text: str, request_id: str, approval: bool) -> NoReturn:
+        """Ask the peer: the task waits for input until the engine has the answer (the
+        peer's, through `answer`, or anyone's), and stops this wait."""
+        pending = self._asking = _Pending(request_id, approval)
         self._steps.put_nowait(Asked(redact(text)))
         try:
-            return await self._question
-        except asyncio.CancelledError:  # answered elsewhere (a UI), or the turn stopped
-            self.answered_elsewhere = not self._cancelled
+            await asyncio.get_running_loop().create_future()  # until the engine stops it
+            raise AssertionError("an asking ends when the engine stops it")
+        except asyncio.CancelledError:  # answered (by the peer, or a person), or stopped
+            self.answered_elsewhere = not self._cancelled and not self._peer_answered
             raise
         finally:
-            self._question = None
+            pending.settled.set()
+            self._asking = None
+            self._peer_answered = False
+
+
+@dataclass
+class _Pending:
+    request_id: str
+    approval: bool
+    """An approval (answered yes, always or no) rather than a question."""
+    settled: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class _TaskAsker:
@@ -327,13 +350,7 @@ class _TaskAsker:
                     return await self._local.approve(request)
         shown = "\n".join(preview_lines(request.preview)) if request.preview else ""
         asked = f"Allow {request.title}?" + (f"\n{shown}\n" if shown else " ")
-        answer = await self._turn._ask(asked + "Answer yes, always, or no.")
-        if answer is None:
-            return "unanswered"
-        word = answer.strip().lower().rstrip(".!")
-        if word in _ALWAYS:
-            return "allow_always"
-        return "allow_once" if word in _YES else "reject_once"
+        await self._turn._ask(asked + "Answer yes, always, or no.", request.request_id, True)
 
     async def ask(self, question: Question) -> str | None:
         if self._local is not None:
@@ -343,7 +360,17 @@ class _TaskAsker:
         text = question.text
         if question.choices:
             text += "\nChoices: " + "; ".join(question.choices)
-        return await self._turn._ask(text)
+        await self._turn._ask(text, question.request_id, False)
+
+
+def _decision(text: str | None) -> Decision | Unanswered:
+    """A peer's answer to an approval, as the engine takes it."""
+    if text is None:
+        return "unanswered"
+    word = text.strip().lower().rstrip(".!")
+    if word in _ALWAYS:
+        return "allow_always"
+    return "allow_once" if word in _YES else "reject_once"
 
 
 def _following_nothing() -> None:

@@ -1,6 +1,15 @@
 from __future__ import annotations
 
-from raven.a2a.turn import MintedContexts
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from raven.a2a.turn import Asked, Ended, MintedContexts, TaskTurn
+from raven.config import Paths, RavenConfig
+from raven.engine import Asking, Runtime
+from raven.messages import ToolResultMessage
 
 
 def test_minted_contexts_are_recognised_once_and_others_never() -> None:
@@ -17,3 +26,48 @@ def test_minted_contexts_forget_the_oldest_beyond_the_limit() -> None:
     for _ in range(MintedContexts.MAX_REMEMBERED):
         minted.generate()
     assert minted.take(first) is False
+
+
+@pytest.mark.parametrize("answerer", ["the peer", "a person at Raven"])
+async def test_the_peers_answer_and_anyones_go_to_the_engines_one_registry(
+    tmp_path: Path, answerer: str
+) -> None:
+    """The peer's answer reaches the turn as any face's does (`LiveSession.answer`); an
+    answer given through the runtime by someone else ends the peer's question too, and the
+    task says who answered."""
+    script = tmp_path / "script.json"
+    steps = [
+        {"toolCalls": [{"name": "ask_user", "arguments": {"question": "Colour?"}}]},
+        {"text": "Blue it is."},
+    ]
+    script.write_text(json.dumps(steps))
+    models = [{"id": "s", "provider": "scripted", "script": str(script)}]
+    config = RavenConfig.model_validate({"models": models, "defaultModel": "s"})
+    paths = Paths(config_file=tmp_path / "config.json", data_dir=tmp_path / "data")
+    runtime = Runtime(config, paths, face="a2a")
+    try:
+        session = await runtime.new_session(tmp_path)
+        logged: list[object] = []
+        stop = session.follow(lambda entry: logged.append(entry.event))
+        turn = TaskTurn(session, None)
+        turn.start("paint it", "ask", 5.0)
+        async with asyncio.timeout(10):
+            while not isinstance(asked := await turn.next(), Asked):
+                pass  # progress: the ask_user call began
+            assert "Colour?" in asked.text and turn.asking
+            (asking,) = [e for e in logged if isinstance(e, Asking)]
+            if answerer == "the peer":
+                assert turn.answer("blue")
+            else:
+                assert await runtime.answer(session.id, asking.request_id, "blue")
+            assert await turn.wait_answer(10) and not turn.asking
+            assert not turn.answer("red")  # settled: a second answer is no answer
+            while not isinstance(end := await turn.next(), Ended):
+                pass  # progress: the ask_user call ended
+        assert end.text == "Blue it is."
+        assert turn.answered_elsewhere is (answerer != "the peer")
+        results = [m.content for m in session.history if isinstance(m, ToolResultMessage)]
+        assert "blue" in results[0]
+        stop()
+    finally:
+        await runtime.aclose()

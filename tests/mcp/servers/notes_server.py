@@ -12,13 +12,15 @@ import os
 import sys
 import time
 
-from mcp.server.mcpserver import Image, MCPServer
-
+# Before the SDK's import (a second of it): a server that fails or hangs does so at once.
 if "--crash" in sys.argv:
     sys.stderr.write("notes server: refusing to start\n")
     sys.exit(3)
 if "--hang" in sys.argv:
     time.sleep(3600)
+
+from mcp.server.mcpserver import Image, MCPServer
+
 if "--pidfile" in sys.argv:
     with open(sys.argv[sys.argv.index("--pidfile") + 1], "w") as pidfile:
         pidfile.write(str(os.getpid()))

@@ -57,8 +57,8 @@ class Elsewhere:
         self._stopping = asyncio.Event()
 
     async def start(self, shared: bool) -> None:
-        """End the tasks whose runner is gone; with replicas (`shared`), hear the store
-        and keep this process's holds from now on."""
+        """End the tasks whose runner is gone; with replicas (`shared`), hear the store,
+        and sweep again each time the engine has renewed this process's holds."""
         await self.sweep()
         if shared:
             self._runtime.on_task_change(self.changed)

@@ -100,7 +100,6 @@ class TaskService:
         local: LocalAsker | None = None,
     ) -> None:
         self._runtime = runtime
-        self._settings = settings
         self._rows = store if isinstance(store, RowsTaskStore) else None
         self._shared = self._rows is not None and runtime.shared
         """Other replicas may run (and write) the tasks: they are followed through the

@@ -34,7 +34,9 @@ from a2a.types import (
     TaskPushNotificationConfig,
     TaskState,
 )
+from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
 from a2a.utils.errors import InvalidParamsError
+from a2a.utils.proto_utils import to_stream_response
 from a2a.utils.task import ListTasksCursor, decode_list_tasks_cursor, encode_list_tasks_cursor
 
 from raven.config import A2AServerConfig, ConfigError, SessionsConfig
@@ -121,10 +123,6 @@ class BoundedMemoryTaskStore(TaskStore):
         await self._tasks.delete(task_id, context)
 
 
-DEFAULT_PAGE_SIZE = 50
-"""ListTasks' page without `pageSize` (as the SDK's stores)."""
-
-
 class RowsTaskStore(VersionedTaskStore):
     """The tasks as rows of the session store: each write compared and set on its version
     (a CANCELED one overwrites any version of a task that has not ended), with its event
@@ -202,7 +200,7 @@ class RowsTaskStore(VersionedTaskStore):
             since,
             after,
         )
-        size = params.page_size or DEFAULT_PAGE_SIZE
+        size = params.page_size or DEFAULT_LIST_TASKS_PAGE_SIZE
         page = await self.rows.task_page(where, size + 1)
         rows = page.rows[:size]
         token = ""
@@ -269,8 +267,6 @@ def _number(version: TaskVersion) -> int:
 
 
 def _event_bytes(event: Event) -> bytes:
-    from a2a.utils.proto_utils import to_stream_response
-
     return to_stream_response(event).SerializeToString()
 
 

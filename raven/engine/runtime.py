@@ -99,11 +99,6 @@ class Runtime:
         """The session store, for the tasks a face keeps beside the sessions."""
         return self.store
 
-    @property
-    def lease_s(self) -> float:
-        """With a shared store: how long a claim (or a task's hold) lasts unrenewed."""
-        return cast(SharedSessions, self.store).lease_s
-
     def on_task_change(self, listener: Callable[[str | None, int], None]) -> None:
         """Call `listener` with a task's id and new version when a replica (this one too)
         writes it to the shared store (`raven.sessions.tasks`), or with (None, 0) when any

@@ -24,7 +24,7 @@ import asyncpg
 
 from raven.holders import gone, on_this_machine, parse, this_holder
 from raven.messages import MESSAGE_ADAPTER, AssistantMessage, Message, ToolResultMessage
-from raven.sessions.postgres_schema import migrate
+from raven.sessions.postgres_schema import NOW, migrate
 from raven.sessions.postgres_tasks import TASK_CHANNEL, PostgresTasks
 from raven.sessions.records import (
     DEFAULT_PAGE_SIZE,
@@ -68,7 +68,6 @@ _UNREACHABLE = (
     asyncpg.PostgresConnectionError,
     asyncpg.exceptions.OperatorInterventionError,
 )
-_NOW = "extract(epoch FROM clock_timestamp())"
 
 
 class _Outage(logging.Filter):
@@ -429,7 +428,7 @@ class PostgresSessions(PostgresTasks):
 
     async def claim_turn(self, session_id: str) -> int:
         claim = (
-            f"UPDATE raven_sessions SET turn_holder = $2, turn_until = {_NOW} + $3"
+            f"UPDATE raven_sessions SET turn_holder = $2, turn_until = {NOW} + $3"
             " WHERE id = $1{} RETURNING version"
         )
         async with self._conn() as conn:
@@ -451,7 +450,7 @@ class PostgresSessions(PostgresTasks):
         """The session's version, its row locked (None when there is no such session);
         with `guarded`, `TurnElsewhere` while another live process holds it."""
         row = await conn.fetchrow(
-            f"SELECT version, turn_holder, turn_until >= {_NOW} AS held"
+            f"SELECT version, turn_holder, turn_until >= {NOW} AS held"
             " FROM raven_sessions WHERE id = $1 FOR UPDATE",
             session_id,
         )
@@ -472,7 +471,7 @@ class PostgresSessions(PostgresTasks):
             return []
         async with self._conn() as conn:
             rows = await conn.fetch(
-                f"UPDATE raven_sessions SET turn_until = {_NOW} + $3"
+                f"UPDATE raven_sessions SET turn_until = {NOW} + $3"
                 " WHERE id = ANY($1::text[]) AND turn_holder = $2 RETURNING id",
                 session_ids,
                 self._me,
@@ -498,7 +497,7 @@ class PostgresSessions(PostgresTasks):
     async def lapsed(self) -> list[str]:
         async with self._conn() as conn:
             rows = await conn.fetch(
-                f"SELECT id, turn_holder, turn_until < {_NOW} AS expired FROM raven_sessions"
+                f"SELECT id, turn_holder, turn_until < {NOW} AS expired FROM raven_sessions"
                 " WHERE turn_holder IS NOT NULL"
             )
         return [

@@ -150,6 +150,9 @@ MIGRATIONS: list[tuple[str, str]] = [
     ),
 ]
 
+NOW = "extract(epoch FROM clock_timestamp())"
+"""The database's clock, in seconds: claims and holds are judged by it, whatever the
+replicas' clocks say."""
 _LOCK = 0x7261_7665_6E00  # "raven\0": one advisory lock for every replica's migrations
 
 

@@ -17,19 +17,18 @@ from typing import Any
 import asyncpg
 
 from raven.holders import gone, parse
-from raven.sessions.tasks import Saved, TaskFilter, TaskPage, TaskRow, TaskStale
+from raven.sessions.postgres_schema import NOW
+from raven.sessions.tasks import Saved, TaskFilter, TaskPage, TaskRow, TaskStale, counted
 
 TASK_CHANNEL = "raven_task"
-ALL_CONTEXTS = "*"
 _COLUMNS = "id, owner, context_id, state, updated_us, body"
 
 
-_NOW = "extract(epoch FROM clock_timestamp())"
 _HOLD = (
     # $9 the holder taking the task (NULL: the hold stays as it is), $10 the lease; the
     # holder's own final write ($7) ends its hold
     "holder = CASE WHEN $7 AND $9::text IS NOT NULL THEN NULL ELSE COALESCE($9, holder) END,"
-    f" held_until = CASE WHEN $9::text IS NULL THEN held_until ELSE {_NOW} + $10 END"
+    f" held_until = CASE WHEN $9::text IS NULL THEN held_until ELSE {NOW} + $10 END"
 )
 
 
@@ -51,7 +50,7 @@ def _write(guard: str) -> str:
 _INSERT = (
     "WITH t AS (INSERT INTO raven_tasks"
     " (id, owner, context_id, state, updated_us, body, version, holder, held_until, pushes)"
-    f" VALUES ($1, $2, $3, $4, $5, $6, 1, $8, {_NOW} + $9,"
+    f" VALUES ($1, $2, $3, $4, $5, $6, 1, $8, {NOW} + $9,"
     " (SELECT count(*) FROM raven_task_push_configs WHERE task_id = $1))"
     " ON CONFLICT (id) DO NOTHING RETURNING version, pushes),"
     " e AS (INSERT INTO raven_task_events (task_id, version, body)"
@@ -152,7 +151,7 @@ class PostgresTasks:
     async def task_renew(self) -> None:
         async with self._conn() as conn:
             await conn.execute(
-                f"UPDATE raven_tasks SET held_until = {_NOW} + $2 WHERE holder = $1",
+                f"UPDATE raven_tasks SET held_until = {NOW} + $2 WHERE holder = $1",
                 self._me,
                 self.lease_s,
             )
@@ -161,7 +160,7 @@ class PostgresTasks:
         async with self._conn() as conn:
             rows = await conn.fetch(
                 "SELECT id, holder FROM raven_tasks WHERE id = ANY($1::text[])"
-                f" AND holder IS NOT NULL AND holder <> $2 AND held_until >= {_NOW}",
+                f" AND holder IS NOT NULL AND holder <> $2 AND held_until >= {NOW}",
                 task_ids,
                 self._me,
             )
@@ -170,7 +169,7 @@ class PostgresTasks:
     async def tasks_unheld(self, states: Collection[str]) -> list[tuple[str, str]]:
         async with self._conn() as conn:
             rows = await conn.fetch(
-                f"SELECT id, owner, holder, held_until < {_NOW} AS lapsed FROM raven_tasks"
+                f"SELECT id, owner, holder, held_until < {NOW} AS lapsed FROM raven_tasks"
                 " WHERE state = ANY($1::text[])",
                 list(states),
             )
@@ -280,12 +279,11 @@ async def _total(conn: asyncpg.Connection, where: TaskFilter) -> int:
         bounded = TaskFilter(where.owner, where.context_id, where.state, where.since_us)
         sql, args = _page_query(bounded)
         return int(await conn.fetchval(f"SELECT count(*) FROM raven_tasks WHERE {sql}", *args))
-    context = ALL_CONTEXTS if where.context_id is None else f"c:{where.context_id}"
     found = await conn.fetchval(
         "SELECT COALESCE(sum(n), 0) FROM raven_task_counts"
         " WHERE owner = $1 AND context_id = $2 AND ($3::text IS NULL OR state = $3)",
         where.owner,
-        context,
+        counted(where.context_id),
         where.state,
     )
     return int(found)

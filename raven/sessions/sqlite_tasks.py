@@ -15,14 +15,11 @@ from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
 from raven.sessions.records import process_alive
-from raven.sessions.tasks import Saved, TaskFilter, TaskPage, TaskRow, TaskStale
+from raven.sessions.tasks import Saved, TaskFilter, TaskPage, TaskRow, TaskStale, counted
 
 if TYPE_CHECKING:
     from raven.sessions.sqlite import SqliteStore
 
-ALL_CONTEXTS = "*"
-"""`task_counts.context_id` of an owner's counts over every context (a context's own rows
-are `c:<id>`, so no context id can meet it)."""
 _COLUMNS = "id, owner, context_id, state, updated_us, body"
 
 
@@ -257,8 +254,7 @@ def _total(db: sqlite3.Connection, where: TaskFilter) -> int:
             TaskFilter(where.owner, where.context_id, where.state, where.since_us)
         )
         return int(db.execute(f"SELECT count(*) FROM tasks WHERE {sql}", args).fetchone()[0])
-    context = ALL_CONTEXTS if where.context_id is None else f"c:{where.context_id}"
-    sql, args = "owner = ? AND context_id = ?", [where.owner, context]
+    sql, args = "owner = ? AND context_id = ?", [where.owner, counted(where.context_id)]
     if where.state is not None:
         sql += " AND state = ?"
         args.append(where.state)

@@ -5,8 +5,12 @@ orders and filters by: its owner, its context, its state's name and the time of 
 status. Every write names the version it is based on and a stale one is refused
 (`TaskStale`), so a late write of one process never undoes what another wrote. A store
 replicas share also keeps each write's event, for followers on other replicas, and says
-when a task changed (`Watcher.task_changed`). Beside the tasks: their push configs and
-what became of their deliveries. Knows nothing of what a task means.
+when a task changed (`Watcher.task_changed`).
+
+The process that runs a task's work holds it (`task_save(..., hold=True)`), as a
+session's claim is held: in a store replicas share, the hold lapses unless renewed
+within the store's lease. Beside the tasks: their push configs and what became of their
+deliveries. Knows nothing of what a task means.
 """
 
 from __future__ import annotations
@@ -14,6 +18,15 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
+
+ALL_CONTEXTS = "*"
+"""The context of an owner's counts over every context (`counted`)."""
+
+
+def counted(context_id: str | None) -> str:
+    """The context under which the stores' triggers count an owner's tasks (a context's
+    own counts are `c:<id>`, so no context id can meet `ALL_CONTEXTS`)."""
+    return ALL_CONTEXTS if context_id is None else f"c:{context_id}"
 
 
 class TaskStale(Exception):

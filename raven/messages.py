@@ -87,6 +87,32 @@ class ToolResultMessage(_Model):
 
 Message = Annotated[UserMessage | AssistantMessage | ToolResultMessage, Field(discriminator="role")]
 
+
+INTERRUPTED_RESULT = "Interrupted: Raven stopped before this tool call finished."
+REJECTED_RESULT = "The user rejected this tool call. Do not retry it; ask or explain instead."
+NOT_RUN_RESULTS: dict[str, str] = {
+    "refused": "Not run: refused by policy (the session's mode or the server's approval "
+    "setting); no one was asked. Do not retry it; explain what you needed or do without it.",
+    "unanswered": "Not run: no one answered the approval request in time, or no one could be "
+    "asked. Do not retry it now; say what you wanted to do so the user can allow it.",
+    "cancelled": "Not run: the approval request was cancelled before anyone answered.",
+}
+"""What the model is told when a call needing approval was not allowed, by why."""
+_SHOWN = {
+    REJECTED_RESULT: "Rejected: not run.",
+    NOT_RUN_RESULTS["refused"]: "Not run: the session's mode or the server's approval "
+    "setting refuses it; no one was asked.",
+    NOT_RUN_RESULTS["unanswered"]: "Not run: no one answered the approval request in time, "
+    "or no one could be asked.",
+}
+
+
+def shown(result: str) -> str:
+    """A tool result as people see it: what tells the model how to go on ("do not retry
+    it") reads, for people, as what happened."""
+    return _SHOWN.get(result, result)
+
+
 MESSAGE_ADAPTER: TypeAdapter[Message] = TypeAdapter(Message)
 
 

@@ -31,7 +31,7 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
     ("web", ("engine", *FACES, *CLIENTS, *CORE, *ASSEMBLY)),
     ("rpc", ("engine", "sessions", "providers", *FACES, *CLIENTS, *ASSEMBLY)),
     ("compose", ("cli", "demo", "terminal", "sessions")),
-    ("cli", ("sessions",)),
+    ("cli", ()),
     ("demo", ("engine", *CORE, *FACES, *CLIENTS, "cli", "compose")),
 ]
 """(package under raven/, packages under raven/ it must never import).
@@ -40,8 +40,10 @@ A face (ACP, A2A, the gateway, the terminal) translates one protocol or screen: 
 imports another face, and reaches sessions and models only through the engine (its
 runtime, types and errors). `compose` assembles the faces (a runtime with its tool
 sources, A2A on the gateway), and `cli` holds the commands that call it; only they may
-import several faces, and neither touches the session store but through the engine. The
-demo drives `raven` from outside, as a user does."""
+import several faces. `compose` never touches the session store but through the engine;
+`cli` reads it straight (`raven sessions list/show/search/export` load no engine, tools or
+providers) and changes it only through the engine, which owns a session's life. The demo
+drives `raven` from outside, as a user does."""
 
 
 def imported_packages(path: Path) -> set[str]:
@@ -88,6 +90,17 @@ def test_scripted_run_path_does_not_import_network_stacks() -> None:
     code = (
         "import sys, raven.cli.app, raven.engine, raven.providers.scripted;"
         "print(sorted(m for m in ('httpx','aiohttp','a2a','mcp') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_offering_a2a_send_and_delegate_loads_no_a2a_sdk() -> None:
+    """A run with peers and sub-agents configured pays for the A2A SDK only when the model
+    calls a2a_send."""
+    code = (
+        "import sys, raven.a2a_client.tool, raven.acp_client.tool, raven.compose;"
+        "print(sorted(m for m in ('a2a', 'grpc', 'httpx') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

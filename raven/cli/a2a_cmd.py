@@ -214,7 +214,7 @@ def send_command(
     import asyncio
     import json
 
-    from raven.a2a_client import PeerError, send_message
+    from raven.a2a_client.send import PeerError, send_message
     from raven.cli.options import load
 
     cfg, _ = load(config, "cli")

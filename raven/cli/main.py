@@ -11,6 +11,12 @@ import sys
 
 
 def main() -> None:
+    # httpx imports its own command-line client on every `import httpx` once click is
+    # installed (uvicorn, which the MCP SDK needs, brings it): click, rich's progress and
+    # syntax, pygments, about 80 ms of every process that speaks HTTP (encode/httpx#3547).
+    # Raven never runs that client; None makes the import fail and httpx falls back to a
+    # stub that says how to get it.
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
     args = sys.argv[1:]
     if args[:1] == ["acp"]:
         from raven.cli.acp_launch import Usage, fast_options, launch

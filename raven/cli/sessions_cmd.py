@@ -15,8 +15,10 @@ if TYPE_CHECKING:
 
     from rich.text import Text
 
-    from raven.engine import Runtime, SessionRecord
+    from raven.config import Paths, RavenConfig
+    from raven.engine import Runtime
     from raven.messages import Message
+    from raven.sessions import SessionRecord, Sessions
 
 T = TypeVar("T")
 
@@ -26,7 +28,8 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
 def _ask(config: str | None, call: Callable[[Runtime], Awaitable[T]]) -> T:
-    """What `call` gets from the engine's runtime over the stored sessions."""
+    """What `call` gets from the engine's runtime over the stored sessions (to change one:
+    the engine owns a session's life)."""
     import asyncio
 
     from raven.cli.options import load
@@ -44,20 +47,38 @@ def _ask(config: str | None, call: Callable[[Runtime], Awaitable[T]]) -> T:
     return asyncio.run(ask())
 
 
+def _look(config: RavenConfig, paths: Paths, call: Callable[[Sessions], Awaitable[T]]) -> T:
+    """What `call` reads from the session store; reading needs neither the engine nor
+    its tools, so listing costs what the store costs."""
+    import asyncio
+
+    from raven.sessions.store import open_sessions
+
+    async def look() -> T:
+        store = open_sessions(config.sessions, paths)
+        try:
+            return await call(store)
+        finally:
+            await store.aclose()
+
+    return asyncio.run(look())
+
+
 def _read(
     config: str | None, session_id: str
 ) -> tuple[SessionRecord, list[Message], dict[str, tuple[float, float]]]:
     """The session a whole id or unique prefix names, its transcript, and the models'
     prices (for its cost)."""
+    from raven.cli.options import load
 
-    async def read(
-        runtime: Runtime,
-    ) -> tuple[SessionRecord, list[Message], dict[str, tuple[float, float]]]:
-        full_id = await runtime.find_session(session_id)
-        record, messages = await runtime.get_session(full_id), await runtime.transcript(full_id)
-        return record, messages, runtime.config.prices()
+    cfg, paths = load(config, "cli")
 
-    return _ask(config, read)
+    async def read(store: Sessions) -> tuple[SessionRecord, list[Message]]:
+        full_id = await store.resolve(session_id)
+        return await store.get(full_id), await store.messages(full_id)
+
+    record, messages = _look(cfg, paths, read)
+    return record, messages, cfg.prices()
 
 
 @app.command("list")
@@ -73,8 +94,11 @@ def list_command(
     import json
     from pathlib import Path
 
+    from raven.cli.options import load
+
     where = str(Path(cwd).expanduser().resolve()) if cwd else None
-    page = _ask(config, lambda runtime: runtime.list_sessions(cwd=where, limit=limit))
+    cfg, paths = load(config, "cli")
+    page = _look(cfg, paths, lambda store: store.page(where, None, limit, None))
     if as_json:
         typer.echo(json.dumps([_record_json(r) for r in page.sessions], indent=2))
         return
@@ -156,11 +180,13 @@ def search_command(
     import json
     from pathlib import Path
 
-    from raven.engine import MATCH_END, MATCH_START
+    from raven.cli.options import load
     from raven.redact import redact
+    from raven.sessions import MATCH_END, MATCH_START
 
     where = str(Path(cwd).expanduser().resolve()) if cwd else None
-    hits = _ask(config, lambda runtime: runtime.search_sessions(text, where, limit))
+    cfg, paths = load(config, "cli")
+    hits = _look(cfg, paths, lambda store: store.search(text, where, limit))
     if as_json:
         body = [
             {
@@ -190,7 +216,7 @@ def _highlighted(snippet: str) -> Text:
     """The snippet with the words found in bold yellow."""
     from rich.text import Text
 
-    from raven.engine import MATCH_END, MATCH_START
+    from raven.sessions import MATCH_END, MATCH_START
 
     shown = Text("  ")
     for i, piece in enumerate(snippet.replace(MATCH_END, MATCH_START).split(MATCH_START)):

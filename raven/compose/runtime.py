@@ -25,7 +25,7 @@ def build_runtime(
 
         sources.append(McpScope(config.mcp_servers, paths.logs_dir))
     if config.a2a.peers and not is_subagent(env):
-        from raven.a2a_client import A2ASendSource
+        from raven.a2a_client.tool import A2ASendSource
 
         sources.append(A2ASendSource(config.a2a))
     if any(a.enabled for a in config.agents) and not is_subagent(env):

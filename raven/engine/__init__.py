@@ -38,11 +38,12 @@ from raven.engine.events import (
     TurnStarted,
     UsageUpdated,
 )
-from raven.engine.history import HistoryEvent, history_events, shown
+from raven.engine.history import HistoryEvent, history_events
 from raven.engine.log import LogEvent, Logged, Snapshot
 from raven.engine.runtime import Runtime
 from raven.engine.session import LiveSession
 from raven.engine.turn import CANCELLED_RESULT, run_turn, start_turn
+from raven.messages import shown
 from raven.sessions import (
     MATCH_END,
     MATCH_START,

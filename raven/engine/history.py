@@ -17,7 +17,15 @@ from raven.engine.events import (
     TurnEvent,
     TurnStarted,
 )
-from raven.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage
+from raven.messages import (
+    INTERRUPTED_RESULT,
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+    shown,
+)
 from raven.tools import ToolKind
 
 HistoryEvent = TurnStarted | TurnEvent
@@ -49,31 +57,6 @@ def _started(call: ToolCall) -> ToolCallStarted:
     """Calls are stored with their title and kind (older ones were given them by a migration)."""
     kind: ToolKind = call.kind if call.kind in _KINDS else "other"  # type: ignore[assignment]
     return ToolCallStarted(call.id, call.name, call.title or call.name, kind, call.arguments)
-
-
-INTERRUPTED_RESULT = "Interrupted: Raven stopped before this tool call finished."
-REJECTED_RESULT = "The user rejected this tool call. Do not retry it; ask or explain instead."
-NOT_RUN_RESULTS: dict[str, str] = {
-    "refused": "Not run: refused by policy (the session's mode or the server's approval "
-    "setting); no one was asked. Do not retry it; explain what you needed or do without it.",
-    "unanswered": "Not run: no one answered the approval request in time, or no one could be "
-    "asked. Do not retry it now; say what you wanted to do so the user can allow it.",
-    "cancelled": "Not run: the approval request was cancelled before anyone answered.",
-}
-"""What the model is told when a call needing approval was not allowed, by why."""
-_SHOWN = {
-    REJECTED_RESULT: "Rejected: not run.",
-    NOT_RUN_RESULTS["refused"]: "Not run: the session's mode or the server's approval "
-    "setting refuses it; no one was asked.",
-    NOT_RUN_RESULTS["unanswered"]: "Not run: no one answered the approval request in time, "
-    "or no one could be asked.",
-}
-
-
-def shown(result: str) -> str:
-    """A tool result as people see it: what tells the model how to go on ("do not retry
-    it") reads, for people, as what happened."""
-    return _SHOWN.get(result, result)
 
 
 def interrupted_results(history: Sequence[Message]) -> list[ToolResultMessage]:

@@ -37,11 +37,12 @@ from raven.engine.events import (
     TurnStarted,
     UsageUpdated,
 )
-from raven.engine.history import NOT_RUN_RESULTS, REJECTED_RESULT, shown
 from raven.engine.prompt import system_prompt
 from raven.engine.session import LiveSession
 from raven.errors import invalid_fields
 from raven.messages import (
+    NOT_RUN_RESULTS,
+    REJECTED_RESULT,
     AssistantMessage,
     Part,
     TextPart,
@@ -49,6 +50,7 @@ from raven.messages import (
     ToolCall,
     ToolResultMessage,
     UserMessage,
+    shown,
 )
 from raven.providers import (
     Finish,

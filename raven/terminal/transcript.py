@@ -7,13 +7,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
 
-from raven.engine import SessionRecord, shown
-from raven.messages import AssistantMessage, Message, TextPart, ToolResultMessage, UserMessage
+from raven.messages import (
+    AssistantMessage,
+    Message,
+    TextPart,
+    ToolResultMessage,
+    UserMessage,
+    shown,
+)
 from raven.redact import redact, redact_json
+
+if TYPE_CHECKING:
+    from raven.engine import SessionRecord
 
 
 def masked(messages: Sequence[Message]) -> list[Message]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from raven.a2a_client import PeerError, send_message
+from raven.a2a_client.send import PeerError, send_message
 from raven.config import A2AClientConfig, A2APeer
 from tests.a2a_client.echo_peer import echo_peer
 from tests.a2a_client.peer import Peer, start_peer, stop_peer

@@ -240,3 +240,18 @@ def test_a2a_send_sends_only_files_inside_the_working_directory(
         (sent,) = peer.received  # only the file inside the working directory left
         (file_part,) = [p for p in sent["params"]["message"]["parts"] if "raw" in p]
         assert file_part["filename"] == "plans.txt"
+
+
+def test_speaking_http_leaves_httpx_s_own_command_line_client_unloaded(
+    env: dict[str, str],
+) -> None:
+    """httpx imports its CLI (click, rich's syntax, pygments) whenever click is installed;
+    every Raven that speaks HTTP would pay for it on each start."""
+    from tests.ports import free_port
+
+    card = f"http://127.0.0.1:{free_port()}/.well-known/agent-card.json"  # nobody listens
+    result = raven("a2a", "send", card, "hi", env={**env, "PYTHONPROFILEIMPORTTIME": "1"})
+    assert result.returncode == 1 and "127.0.0.1" in result.stderr
+    imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines()}
+    assert "httpx" in imported
+    assert sorted(m for m in imported if m.split(".")[0] in ("click", "pygments")) == []

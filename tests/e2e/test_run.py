@@ -189,8 +189,15 @@ def test_sessions_list_show_delete_and_continue(env: dict[str, str], tmp_path: P
     assert listed[0]["title"] == "remember the tulips" and listed[0]["cwd"] == str(tmp_path)
     shown = json.loads(raven("sessions", "show", session_id, "--json", env=env).stdout)
     assert [m["role"] for m in shown["messages"]] == ["user", "assistant"] * 2
-    text = raven("sessions", "show", session_id, env=env).stdout
-    assert "remember the tulips" in text and "second turn" in text
+    profiled = {**env, "PYTHONPROFILEIMPORTTIME": "1"}
+    text = raven("sessions", "show", session_id, env=profiled)
+    assert "remember the tulips" in text.stdout and "second turn" in text.stdout
+    for reading in (text, raven("sessions", "search", "tulips", env=profiled)):
+        # reading what is stored costs what the store costs: no engine, tools or models
+        imported = {line.rsplit("|", 1)[-1].strip() for line in reading.stderr.splitlines()}
+        assert "raven.sessions.sqlite" in imported
+        heavy = ("raven.engine", "raven.tools", "raven.providers")
+        assert sorted(m for m in imported if m.startswith(heavy)) == []
     assert raven("sessions", "delete", session_id, env=env).returncode == 0
     missing = raven("sessions", "show", session_id, env=env)
     assert missing.returncode == 1 and "no session" in missing.stderr

@@ -69,15 +69,19 @@ def home(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.fixture
-def env(home: Path) -> dict[str, str]:
-    """Environment for a `raven` subprocess: its own RAVEN_HOME and no model keys."""
+def raven_env(home: Path) -> dict[str, str]:
+    """Environment for a `raven` subprocess: `home` as its RAVEN_HOME and no model keys."""
     clean = {
         k: v
         for k, v in os.environ.items()
-        if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "RAVEN_CONFIG")
+        if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "RAVEN_CONFIG", "RAVEN_HOME")
     }
     return {**clean, "RAVEN_HOME": str(home), "NO_COLOR": "1", "TERM": "dumb"}
+
+
+@pytest.fixture
+def env(home: Path) -> dict[str, str]:
+    return raven_env(home)
 
 
 def write_config(home: Path, data: dict[str, Any]) -> Path:

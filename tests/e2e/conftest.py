@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import raven_env
 from tests.e2e.a2a_server import A2AServer, configure, start
 from tests.e2e.webhooks import receiver  # noqa: F401 (a fixture)
 
@@ -25,3 +26,15 @@ def serve(env: dict[str, str], home: Path) -> Iterator[Any]:
     yield launch
     for server in servers:
         assert server.stop() == 0
+
+
+@pytest.fixture(scope="module")
+def idle_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[A2AServer]:
+    """One `raven a2a serve` (its model echoes, bodies up to 1 MiB) for a module's tests
+    that read its card or are answered before any task runs: starting a server is what
+    such a test would spend its time on."""
+    home = tmp_path_factory.mktemp("idle-server")
+    configure(home, max_body_bytes=1024 * 1024)
+    server = start(raven_env(home))
+    yield server
+    assert server.stop() == 0

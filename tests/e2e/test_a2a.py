@@ -105,8 +105,8 @@ async def last(stream: Any) -> Any:
     return items
 
 
-def test_card_is_public_and_describes_the_endpoint(serve: Any) -> None:
-    server = serve()
+def test_card_is_public_and_describes_the_endpoint(idle_server: A2AServer) -> None:
+    server = idle_server
     card = httpx.get(server.base + "/.well-known/agent-card.json").json()
     assert card["supportedInterfaces"] == [
         {"url": server.rpc, "protocolBinding": binding, "protocolVersion": "1.0"}
@@ -128,8 +128,10 @@ def test_card_is_public_and_describes_the_endpoint(serve: Any) -> None:
 
 
 @pytest.mark.parametrize("authorization", [None, "Bearer wrong-token", f"Basic {TOKEN}", "Bearer"])
-def test_requests_without_the_right_bearer_token_get_401(serve: Any, authorization: Any) -> None:
-    server = serve()
+def test_requests_without_the_right_bearer_token_get_401(
+    idle_server: A2AServer, authorization: Any
+) -> None:
+    server = idle_server
     headers = {"A2A-Version": "1.0"}
     if authorization:
         headers["Authorization"] = authorization
@@ -175,8 +177,8 @@ def test_non_loopback_needs_allow_remote(env: dict[str, str], home: Path) -> Non
 @pytest.mark.parametrize(
     "version, ok", [(None, False), ("0.3", False), ("2.0", False), ("1.0", True), ("1", True)]
 )
-def test_a2a_version_header_is_checked(serve: Any, version: Any, ok: bool) -> None:
-    server = serve()
+def test_a2a_version_header_is_checked(idle_server: A2AServer, version: Any, ok: bool) -> None:
+    server = idle_server
     response = server.post(
         {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}, version=version
     )
@@ -187,8 +189,8 @@ def test_a2a_version_header_is_checked(serve: Any, version: Any, ok: bool) -> No
         assert body["error"]["code"] == -32009
 
 
-def test_bad_requests_get_the_sdk_errors(serve: Any) -> None:
-    server = serve(max_body_bytes=1024 * 1024)
+def test_bad_requests_get_the_sdk_errors(idle_server: A2AServer) -> None:
+    server = idle_server
     assert server.post(None, raw=b"{nope").json()["error"]["code"] == -32700
     batch = server.post([{"jsonrpc": "2.0", "id": 1, "method": "ListTasks"}]).json()
     assert batch["error"]["code"] == -32600 and "Batch" in batch["error"]["message"]

@@ -291,6 +291,26 @@ class NewSessionResult(Wire):
     session_id: str
 
 
+class ModeInfo(Wire):
+    id: str
+    name: str = ""
+    description: str | None = None
+
+
+class SessionModes(Wire):
+    """The modes an agent declares for a session (the schema's SessionModeState)."""
+
+    current_mode_id: str
+    available_modes: list[ModeInfo] = Field(default_factory=list)
+
+
+class ModeChange(Wire):
+    """A `session/update` saying the session's mode changed."""
+
+    session_update: Literal["current_mode_update"]
+    current_mode_id: str
+
+
 class TurnUsage(Wire):
     """What a prompt's turn used, as an agent reports it (the schema's Usage)."""
 

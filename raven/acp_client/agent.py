@@ -19,6 +19,7 @@ from typing import Any
 from raven import __version__
 from raven.acp import protocol as p
 from raven.acp.handshake import PROTOCOL_VERSION
+from raven.acp_client.modes import NoAskingMode, asking_mode
 from raven.acp_client.policy import REJECT, Judged, decide, judge, pick
 from raven.acp_client.process import ChildProcess, why_not_started
 from raven.config import AgentSpec
@@ -111,9 +112,12 @@ class SubAgent:
         self._serving: asyncio.Task[None] | None = None
         self._session_id = ""
         self._turn: _Turn | None = None
+        self.mode: str | None = None
+        """The session mode Raven keeps the child in (`raven.acp_client.modes`)."""
+        self._reasserting: set[asyncio.Task[None]] = set()
 
-    async def start(self, new_session: bool = True) -> AgentInfo:
-        """Spawn, initialize and (unless told not to) open a session, within `readyTimeoutS`."""
+    async def start(self) -> AgentInfo:
+        """Spawn, initialize and open a session in the mode that asks, within `readyTimeoutS`."""
         try:
             self._child = await ChildProcess.spawn(
                 self.spec.name, self.spec.command, self.spec.args, self.spec.env, self.cwd
@@ -134,17 +138,17 @@ class SubAgent:
         try:
             async with asyncio.timeout(self.spec.ready_timeout_s):
                 self.info = await self._initialize()
-                if new_session:
-                    result = await self._request(
-                        p.SESSION_NEW, {"cwd": str(self.cwd), "mcpServers": []}
+                result = await self._request(
+                    p.SESSION_NEW, {"cwd": str(self.cwd), "mcpServers": []}
+                )
+                created = p.read(p.NewSessionResult, result)
+                if created is None:
+                    raise SubAgentError(
+                        f"sub-agent {self.spec.name} answered session/new without a "
+                        f"session id: {clip(json.dumps(result, default=str), 200)}"
                     )
-                    created = p.read(p.NewSessionResult, result)
-                    if created is None:
-                        raise SubAgentError(
-                            f"sub-agent {self.spec.name} answered session/new without a "
-                            f"session id: {clip(json.dumps(result, default=str), 200)}"
-                        )
-                    self._session_id = created.session_id
+                self._session_id = created.session_id
+                await self._enter_mode(result)
         except TimeoutError:
             await self.stop()
             raise SubAgentError(
@@ -206,6 +210,8 @@ class SubAgent:
 
     async def stop(self) -> None:
         """Stop the child for good and end the connection's tasks."""
+        for task in self._reasserting:
+            task.cancel()
         if self._child is not None:
             await self._child.stop()
         if self._serving is not None:
@@ -238,6 +244,10 @@ class SubAgent:
         name = self.spec.name
         if method != p.SESSION_UPDATE:
             log.debug("sub-agent %s: ignored a %s notification (not one Raven knows)", name, method)
+            return
+        changed = p.read(p.ModeChange, params.get("update"))
+        if changed is not None and params.get("sessionId") == self._session_id:
+            self._mode_changed(changed)
             return
         if self._turn is not None and self._ours(method, params):
             update = p.read_update(params.get("update"))
@@ -387,6 +397,50 @@ class SubAgent:
             steps = tuple(ChildPlanStep(e.content, e.status) for e in update.entries)
             lines = "; ".join(s.content for s in steps)
             turn.progress(Progress(f"{name} plans: {lines}", ChildPlan(name, steps)))
+
+    # -- the mode that asks ----------------------------------------------------------------
+
+    async def _enter_mode(self, created: Any) -> None:
+        """Put the new session in the mode that asks, whatever the child's default."""
+        said = created.get("modes") if isinstance(created, dict) else None
+        modes = p.read(p.SessionModes, said) if said is not None else None
+        try:
+            self.mode = asking_mode(self.spec, modes)
+        except NoAskingMode as exc:
+            raise SubAgentError(str(exc)) from None
+        if modes is not None and self.mode is not None and modes.current_mode_id != self.mode:
+            log.info(
+                "sub-agent %s: mode %s → %s, so that it asks",
+                self.spec.name,
+                modes.current_mode_id,
+                self.mode,
+            )
+            await self._set_mode()
+
+    async def _set_mode(self) -> None:
+        await self._request(
+            p.SESSION_SET_MODE, {"sessionId": self._session_id, "modeId": self.mode}
+        )
+
+    def _mode_changed(self, changed: p.ModeChange) -> None:
+        """The child switched modes itself (a plan approved, a tool that changes it): Raven
+        puts it back, as its rules decide, not the child's own approvals."""
+        if self.mode is None or changed.current_mode_id == self.mode:
+            return
+        note = f"put back in mode {self.mode}: it switched itself to {changed.current_mode_id}"
+        log.warning("sub-agent %s: %s", self.spec.name, note)
+        if self._turn is not None:
+            self._turn.decisions.append(note)
+
+        async def reassert() -> None:
+            try:
+                await self._set_mode()
+            except SubAgentError as exc:
+                log.warning("sub-agent %s: could not put it back: %s", self.spec.name, exc)
+
+        task = asyncio.create_task(reassert())
+        self._reasserting.add(task)
+        task.add_done_callback(self._reasserting.discard)
 
     # -- helpers ---------------------------------------------------------------------------
 

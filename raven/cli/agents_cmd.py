@@ -48,10 +48,13 @@ def list_command(
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("agent", "protocol", "permissions", "status", "reports", box=None)
+    table = Table("agent", "protocol", "permissions", "mode", "status", "reports", box=None)
     for row in rows:
         reports = " ".join(x for x in (row.get("agentName"), row.get("agentVersion")) if x)
-        table.add_row(row["name"], row["protocol"], row["permissions"], row["status"], reports)
+        mode = row.get("mode") or "-"
+        table.add_row(
+            row["name"], row["protocol"], row["permissions"], mode, row["status"], reports
+        )
     console = Console(markup=False, highlight=False)  # names and reports are text
     console.print(table)
     console.print(TRUST_NOTE, style="dim")
@@ -83,7 +86,7 @@ async def _probe(spec: AgentSpec) -> dict[str, Any]:
         return {**row, "status": "ready"}
     agent = SubAgent(spec, Path.cwd())
     try:
-        info = await agent.start(new_session=False)
+        info = await agent.start()  # a session: its modes say which one Raven keeps it in
     except SubAgentError as exc:
         return {**row, "status": f"failed: {exc}"}
     finally:
@@ -91,6 +94,7 @@ async def _probe(spec: AgentSpec) -> dict[str, Any]:
     return {
         **row,
         "status": "ready",
+        "mode": agent.mode,
         "agentName": info.name,
         "agentVersion": info.version,
         "capabilities": info.capabilities,

@@ -184,6 +184,10 @@ class AgentSpec(_Model):
     isolation: Literal["none", "worktree"] = "none"
     """`worktree`: each task runs in a fresh git worktree on a branch of its own, left for
     the person to merge or discard."""
+    mode: str | None = None
+    """The session mode (one the agent declares) Raven keeps it in. Unset: the declared
+    mode that asks before every edit and command (`default`, `read-only`, `ask`); an agent
+    declaring modes and none of these is refused."""
     ready_timeout_s: float = Field(default=30.0, gt=0)
     prompt_timeout_s: float = Field(default=600.0, gt=0)
     enabled: bool = True

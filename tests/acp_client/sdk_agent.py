@@ -18,6 +18,10 @@ Its behaviour is the first argument:
   requests     asks permission for each tool call of the JSON list in the second argument
                ({"title", "kind", "rawInput", "locations"}), offering all four options;
                answers with each outcome
+  modes        starts its sessions in `auto` (it declares auto, default, plan); on a prompt
+               switches itself back to `auto`, waits to be put back, and answers with the
+               mode it was prompted in and the one it is in after
+  self-approving  declares only modes that approve by themselves (auto, yolo)
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from acp import schema
 
 BEHAVIOUR = sys.argv[1]
 STUBBORN = "stubborn" in sys.argv[2:]
+DECLARED_MODES = {"modes": ["auto", "default", "plan"], "self-approving": ["auto", "yolo"]}
 
 
 def option(kind: str) -> schema.PermissionOption:
@@ -42,6 +47,8 @@ def option(kind: str) -> schema.PermissionOption:
 class Agent:
     def __init__(self) -> None:
         self.conn: Any = None
+        self.mode = "auto"
+        self.mode_set = asyncio.Event()
 
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
@@ -53,7 +60,21 @@ class Agent:
         )
 
     async def new_session(self, cwd: str, **kwargs: Any) -> schema.NewSessionResponse:
-        return schema.NewSessionResponse(session_id="s1")
+        declared = DECLARED_MODES.get(BEHAVIOUR)
+        if declared is None:
+            return schema.NewSessionResponse(session_id="s1")
+        modes = schema.SessionModeState(
+            current_mode_id=self.mode,
+            available_modes=[schema.SessionMode(id=m, name=m.title()) for m in declared],
+        )
+        return schema.NewSessionResponse(session_id="s1", modes=modes)
+
+    async def set_session_mode(
+        self, session_id: str, mode_id: str, **kwargs: Any
+    ) -> schema.SetSessionModeResponse:
+        self.mode = mode_id
+        self.mode_set.set()
+        return schema.SetSessionModeResponse()
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         return None
@@ -103,6 +124,15 @@ class Agent:
                 outcome = result.outcome
                 outcomes.append(getattr(outcome, "option_id", None) or outcome.outcome)
             await self.say(session_id, ", ".join(outcomes))
+        elif BEHAVIOUR == "modes":
+            prompted_in, self.mode = self.mode, "auto"  # as after a plan it was let out of
+            self.mode_set.clear()
+            switched = schema.CurrentModeUpdate(
+                session_update="current_mode_update", current_mode_id="auto"
+            )
+            await self.conn.session_update(session_id, switched)
+            await asyncio.wait_for(self.mode_set.wait(), 10)
+            await self.say(session_id, f"prompted in {prompted_in}, then in {self.mode}")
         elif BEHAVIOUR == "crash":
             await self.conn.session_update(session_id, acp.start_tool_call("c1", "Work"))
             sys.stderr.write("fatal: the disk caught fire\n")

@@ -557,3 +557,31 @@ async def test_a_working_directory_that_is_gone_is_said_as_such(
         await AgentsSource([spec]).delegate(ctx, "kid", "anything")
     assert f"its working directory {gone} does not exist" in str(failed.value)
     assert "cannot start" not in str(failed.value)  # the command is there
+
+
+async def test_a_child_starting_in_a_mode_that_approves_itself_is_kept_in_the_one_that_asks(
+    tmp_path: Path,
+) -> None:
+    """claude-agent-acp starts in Claude's `auto`, codex-acp in `agent`: a child that does not
+    ask has not been allowed, so Raven switches it to the mode that asks, and back again
+    when the child leaves it."""
+    spec = sdk_spec("modes")
+    outcome, _, _ = await drive(spec, tmp_path)
+    assert outcome.answer == "prompted in default, then in default"
+    assert outcome.decisions == ["put back in mode default: it switched itself to auto"]
+    configured = sdk_spec("modes", mode="plan")
+    outcome, _, _ = await drive(configured, tmp_path)
+    assert outcome.answer == "prompted in plan, then in plan"
+
+
+async def test_a_child_with_no_mode_that_asks_is_refused_naming_the_setting(
+    tmp_path: Path,
+) -> None:
+    for spec, says in [
+        (sdk_spec("self-approving"), "declares the modes auto, yolo and none"),
+        (sdk_spec("modes", mode="careful"), "its mode 'careful' (agents[].mode) is not one"),
+    ]:
+        agent = SubAgent(spec, tmp_path)
+        with pytest.raises(SubAgentError, match=r"agents\[\]\.mode") as refused:
+            await agent.start()
+        assert says in str(refused.value) and not agent.is_alive

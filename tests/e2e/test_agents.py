@@ -36,6 +36,12 @@ def configure(home: Path, tmp_path: Path) -> None:
                     "command": sys.executable,
                     "args": [str(SDK_AGENT), "crash"],
                 },
+                {"name": "moody", "command": sys.executable, "args": [str(SDK_AGENT), "modes"]},
+                {
+                    "name": "careless",
+                    "command": sys.executable,
+                    "args": [str(SDK_AGENT), "self-approving"],
+                },
             ],
         },
     )
@@ -53,8 +59,12 @@ def test_agents_list_probes_each_and_says_what_it_found(
     assert rows["upper"]["status"] == "ready"
     assert rows["ghost"]["status"] == "command not found: no-such-agent-command"
     assert rows["off"]["status"] == "disabled"
+    assert rows["moody"]["mode"] == "default"  # it starts in auto; Raven keeps it asking
+    assert rows["careless"]["status"].startswith("failed: sub-agent careless declares the modes")
+    assert rows["helper"]["mode"] is None  # a Raven with no modes configured declares none
     table = raven("agents", "list", env={**env, "COLUMNS": "160"})
     assert "unattended" in table.stdout  # the trust boundary is said where agents are listed
+    assert "moody" in table.stdout and "default" in table.stdout
 
 
 def test_agents_run_answers_and_fails_clearly(

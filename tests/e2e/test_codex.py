@@ -16,7 +16,7 @@ from tests.fakes.model_server import FakeModelServer, Reply, responses_stream
 from tests.npm import npm_install
 from tests.processes import alive, live_pids
 
-CODEX_ACP = "@zed-industries/codex-acp@0.16.0"
+CODEX_ACP = "@agentclientprotocol/codex-acp@2.6.0"
 COMMAND = "echo hi > codex_note.txt"
 
 
@@ -34,10 +34,8 @@ def codex_agent(codex_acp: Path, home: Path, model: FakeModelServer, permissions
     """
     home.mkdir()
     (home / "config.toml").write_text(
-        f"""model = "gpt-5.4-mini"
+        f"""model = "gpt-6-luna"
 model_provider = "fake"
-approval_policy = "untrusted"
-sandbox_mode = "danger-full-access"
 
 [model_providers.fake]
 name = "fake"
@@ -60,7 +58,10 @@ def after_the_command(body: dict[str, Any]) -> Reply:
 
 
 def queue_the_note(model: FakeModelServer) -> None:
-    call = ("call_1", "exec_command", json.dumps({"cmd": COMMAND}))
+    """The model asks to run the command outside codex's read-only sandbox, as a model does
+    when its session may not write: codex asks its client first."""
+    args = {"cmd": COMMAND, "sandbox_permissions": "require_escalated", "justification": "note"}
+    call = ("call_1", "exec_command", json.dumps(args))
     model.queue(Reply(events=responses_stream(function_call=call)), after_the_command)
 
 

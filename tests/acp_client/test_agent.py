@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -477,9 +476,8 @@ TS_SDK = "@agentclientprotocol/sdk@2.4.0"
 @pytest.fixture(scope="module")
 def ts_agent(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The TypeScript SDK agent beside its own install of the SDK (pinned, from npm)."""
-    folder = npm_install(tmp_path_factory.mktemp("ts-agent"), TS_SDK)
-    shutil.copy(Path(__file__).with_name("ts_agent.mjs"), folder / "agent.mjs")
-    return folder / "agent.mjs"
+    script = Path(__file__).with_name("ts_agent.mjs")
+    return npm_install(tmp_path_factory, TS_SDK, beside=[script]) / script.name
 
 
 @pytest.mark.parametrize(("policy", "chosen"), [("auto", "always"), ("auto-once", "once")])
@@ -514,11 +512,12 @@ async def test_the_python_sdks_example_agent_is_driven(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def ts_example(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The TypeScript SDK's example agent, run by tsx beside the SDK release it was written for."""
-    folder = npm_install(
-        tmp_path_factory.mktemp("ts-example"), "@agentclientprotocol/sdk@0.12.0", "tsx@4.23.15"
+    return npm_install(
+        tmp_path_factory,
+        "@agentclientprotocol/sdk@0.12.0",
+        "tsx@4.23.15",
+        beside=[EXAMPLES / "agent.ts"],
     )
-    shutil.copy(EXAMPLES / "agent.ts", folder / "agent.ts")
-    return folder
 
 
 async def test_the_typescript_sdks_example_agent_is_driven(

@@ -22,8 +22,7 @@ COMMAND = "echo hi > codex_note.txt"
 
 @pytest.fixture(scope="module")
 def codex_acp(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = npm_install(tmp_path_factory.mktemp("codex-acp"), CODEX_ACP)
-    return folder / "node_modules" / ".bin" / "codex-acp"
+    return npm_install(tmp_path_factory, CODEX_ACP) / "node_modules" / ".bin" / "codex-acp"
 
 
 def codex_agent(codex_acp: Path, home: Path, model: FakeModelServer, permissions: str) -> Any:

@@ -360,6 +360,19 @@ class _WhatItDoes(Wire):
         named = [*self.locations, *(c for c in self.content if _is_diff(c))]
         return [n["path"] for n in named if isinstance(n, dict) and isinstance(n.get("path"), str)]
 
+    def diff(self) -> Diff | None:
+        """The first change to a file it carries (the schema's Diff content)."""
+        for item in self.content:
+            if _is_diff(item) and (found := read(Diff, item)) is not None:
+                return found
+        return None
+
+
+class Diff(Wire):
+    path: str
+    old_text: str | None = None
+    new_text: str
+
 
 def _is_diff(content: Any) -> bool:
     return isinstance(content, dict) and content.get("type") == "diff"

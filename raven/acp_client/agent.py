@@ -36,7 +36,9 @@ from raven.tools import (
     ChildText,
     ChildToolCall,
     Decision,
+    FileDiff,
     Permission,
+    Preview,
     Progress,
     Question,
     clip,
@@ -286,7 +288,8 @@ class SubAgent:
         if not options:
             chosen = None
         elif verdict.action == "escalate":
-            chosen, by = await self._escalate(turn, options, title, judged, raw_input)
+            change = call.diff() or (seen.diff() if seen else None)
+            chosen, by = await self._escalate(turn, options, title, judged, raw_input, change)
         else:
             allowed = verdict.action == "allow"
             chosen = pick(options, (*verdict.order, *REJECT) if allowed else REJECT)
@@ -309,14 +312,18 @@ class SubAgent:
         title: str,
         judged: Judged,
         raw_input: dict[str, Any] | None,
+        change: p.Diff | None,
     ) -> tuple[str | None, str]:
-        """The person's choice, through the parent turn; a reject when nobody can be asked
-        or nobody answers (fail closed)."""
+        """The person's choice, through the parent turn, shown the child's command or its
+        change to a file; a reject when nobody can be asked or nobody answers (fail
+        closed)."""
         offered = tuple(d for d in ALL_DECISIONS if any(o.kind == d for o in options))
         if turn is None or turn.approve is None or not offered:
             return pick(options, REJECT), "nobody to ask: rejected"
         kind = judged.kind if judged.kind in ("read", "edit", "execute", "fetch") else "other"
-        preview = judged.command if judged.command is not None else None
+        preview: Preview | None = judged.command
+        if preview is None and change is not None:
+            preview = FileDiff(Path(change.path), change.old_text, change.new_text)
         decision = await turn.approve(
             Permission(
                 key=f"{self.spec.name}:{judged.kind}",

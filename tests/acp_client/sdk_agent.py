@@ -16,7 +16,7 @@ Its behaviour is the first argument:
   refuse       answers the prompt with a JSON-RPC error carrying data
   retitle      starts a tool call under a placeholder title, then names it in an update
   requests     asks permission for each tool call of the JSON list in the second argument
-               ({"title", "kind", "rawInput", "locations"}), offering all four options;
+               ({"title", "kind", "rawInput", "locations", "diffs"}), offering all four options;
                answers with each outcome
   modes        starts its sessions in `auto` (it declares auto, default, plan); on a prompt
                switches itself back to `auto`, waits to be put back, and answers with the
@@ -111,12 +111,22 @@ class Agent:
             outcomes = []
             for n, call in enumerate(json.loads(sys.argv[2])):
                 locations = [schema.ToolCallLocation(path=p) for p in call.get("locations", [])]
+                changes = [
+                    schema.FileEditToolCallContent(
+                        type="diff",
+                        path=d["path"],
+                        old_text=d.get("oldText"),
+                        new_text=d["newText"],
+                    )
+                    for d in call.get("diffs", [])
+                ]
                 update = schema.ToolCallUpdate(
                     tool_call_id=f"c{n}",
                     title=call["title"],
                     kind=call.get("kind"),
                     raw_input=call.get("rawInput"),
                     locations=locations or None,
+                    content=changes or None,
                 )
                 result = await self.conn.request_permission(
                     session_id=session_id, tool_call=update, options=[option(k) for k in kinds]

@@ -18,6 +18,7 @@ from raven.config import AgentSpec, Limits
 from raven.tools import (
     ChildText,
     ChildToolCall,
+    FileDiff,
     Permission,
     Progress,
     Question,
@@ -190,6 +191,28 @@ async def test_an_escalation_asks_the_person_and_no_answer_rejects(tmp_path: Pat
     alone, _, _ = await drive(spec, tmp_path)  # nobody to ask (no parent face): fail closed
     assert alone.answer == "opt-reject_once, opt-reject_once"
     assert alone.decisions[0] == "reject once: Run make (nobody to ask: rejected)"
+
+
+async def test_an_escalated_edit_shows_the_person_the_childs_change(tmp_path: Path) -> None:
+    asked: list[Permission] = []
+
+    async def approve(permission: Permission) -> Any:
+        asked.append(permission)
+        return "reject_once"
+
+    target = str(tmp_path / "notes.md")
+    edit = {
+        "title": "Edit notes.md",
+        "kind": "edit",
+        "rawInput": {"file_path": target},
+        "diffs": [{"path": target, "oldText": "- milk\n", "newText": "- milk\n- eggs\n"}],
+    }
+    spec = requests_spec([edit], rules=[{"kind": ["edit"], "action": "escalate"}])
+    outcome, _, _ = await drive(spec, tmp_path, approve=approve)
+    assert outcome.answer == "opt-reject_once"
+    (seen,) = asked
+    assert seen.preview == FileDiff(Path(target), "- milk\n", "- milk\n- eggs\n")
+    assert seen.raw_input == {"file_path": target}
 
 
 async def test_a_consent_is_never_given_by_a_preset_or_a_rule(tmp_path: Path) -> None:

@@ -771,6 +771,34 @@ async def test_a_rule_escalates_a_childs_command_to_the_editor_even_in_an_auto_m
     assert "allow once: Run `echo from-child > made.txt` (by you)" in told
 
 
+async def test_an_escalated_childs_edit_reaches_the_editor_with_its_diff(
+    start: Any, tmp_path: Path
+) -> None:
+    write = {"name": "write_file", "arguments": {"path": "notes.md", "content": "- eggs\n"}}
+    helper = scripted_child(
+        tmp_path / "child",
+        [{"toolCalls": [write]}, {"text": "Child wrote it."}],
+        rules=[{"kind": ["edit"], "action": "escalate"}],
+    )
+    agent = await start(
+        [
+            {"toolCalls": [call("delegate", agent="helper", task="note eggs")]},
+            {"text": "Done."},
+        ],
+        agents=[helper],
+    )
+    agent.editor.permission_answers = ["reject_once"]
+    sid = await agent.new_session(tmp_path)
+    await agent.conn.set_session_mode(session_id=sid, mode_id="auto")
+    result = await agent.conn.prompt(session_id=sid, prompt=text("delegate it"))
+    assert result.stop_reason == "end_turn"
+    (asked,) = agent.editor.permissions
+    (change,) = asked.tool_call.content  # the person sees what they would allow
+    assert change.type == "diff" and change.new_text == "- eggs\n"
+    assert change.path.endswith("notes.md") and change.old_text is None
+    assert not (tmp_path / "notes.md").exists()
+
+
 SPLIT_KEY = "sk-proj-" + "Zq7" * 8
 
 

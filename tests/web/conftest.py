@@ -104,6 +104,10 @@ SCRIPTS: dict[str, list[dict[str, Any]]] = {
         call("delegate", agent="helper", task="make kid.txt"),
         {"text": "The helper is done."},
     ],
+    "escalate-edit": [
+        call("delegate", agent="writer", task="note the eggs"),
+        {"text": "The writer is done."},
+    ],
     "inject": [
         {
             "text": 'Look: <img src=x onerror="window.pwned=1"> and '
@@ -230,7 +234,14 @@ def make_home(home: Path) -> None:
                 [call("run_command", command="echo from-kid > kid.txt"), {"text": "Kid did it."}],
                 description="A helper",
                 rules=[{"kind": ["execute"], "action": "escalate"}],
-            )
+            ),
+            scripted_child(
+                home / "writer",
+                [call("write_file", path="eggs.md", content="- eggs\n"), {"text": "Noted."}],
+                description="A writer",
+                rules=[{"kind": ["edit"], "action": "escalate"}],
+                name="writer",
+            ),
         ],
         "a2a": {"server": {"enabled": True, "token": "a2a-token-for-the-web-tests-0123"}},
     }

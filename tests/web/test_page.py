@@ -256,6 +256,23 @@ def test_a_sub_agents_escalated_command_is_decided_in_the_page(page: Page, web: 
     expect(result).to_contain_text("allow once: Run `echo from-kid > kid.txt` (by you)")
 
 
+def test_a_sub_agents_escalated_edit_shows_its_change_in_the_page(
+    page: Page, web: WebGateway
+) -> None:
+    login(page, web.login_link())
+    cwd = work_dir(web, "escalate-edit")
+    new_session(page, cwd, "escalate-edit")
+    send(page, "let the writer do it")
+    dialog = page.get_by_role("dialog")
+    expect(dialog).to_contain_text("Delegate to writer")
+    dialog.get_by_role("button", name="Allow once").click()
+    expect(dialog).to_contain_text("writer: ")  # the child's own request
+    expect(dialog.locator(".diff-add")).to_have_text("+ - eggs\n")  # what it would write
+    dialog.get_by_role("button", name="Reject", exact=True).click()
+    expect(page.locator(".answer").last).to_have_text("The writer is done.")
+    assert not (cwd / "eggs.md").exists()
+
+
 def test_the_mode_picker_applies_to_the_next_turn(page: Page, web: WebGateway) -> None:
     login(page, web.login_link())
     cwd = work_dir(web, "auto")

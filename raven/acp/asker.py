@@ -67,11 +67,16 @@ class AcpAsker:
             return await self._elicit(question)
         if not question.choices:
             return None
+        # No choice is an allow option: a client that approves on its own (`--approve-all`,
+        # "the first allow", "the first option") would answer the question for the person.
+        # Skip comes first, and every option is a reject kind no auto-approver picks.
         options: list[p.PermissionOption] = [
-            {"optionId": f"choice_{i}", "name": choice, "kind": "allow_once"}
-            for i, choice in enumerate(question.choices)
+            {"optionId": SKIP_OPTION, "name": "Skip", "kind": "reject_once"},
+            *(
+                {"optionId": f"choice_{i}", "name": choice, "kind": "reject_once"}
+                for i, choice in enumerate(question.choices)
+            ),
         ]
-        options.append({"optionId": SKIP_OPTION, "name": "Skip", "kind": "reject_once"})
         chosen = await self._permission(p.tool_call(question.call_id, question.text), options)
         if chosen is None or not chosen.startswith("choice_"):
             return None

@@ -65,6 +65,10 @@ class Editor:
             await asyncio.Event().wait()
         if answer == "error":
             raise acp.RequestError(-32603, "the editor failed")
+        if answer == "first allow":  # an editor approving everything on its own
+            answer = next((o.option_id for o in options if o.kind.startswith("allow")), "cancelled")
+        if answer == "first":  # an editor taking whatever comes first
+            answer = options[0].option_id
         if answer == "cancelled":
             return schema.RequestPermissionResponse(
                 outcome=schema.DeniedOutcome(outcome="cancelled")

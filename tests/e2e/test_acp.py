@@ -296,7 +296,7 @@ async def test_without_elicitation_choices_fall_back_to_a_permission_request(
     await agent.conn.prompt(session_id=sid, prompt=text("ask"))
     (asked,) = agent.editor.permissions
     assert asked.tool_call.title == "Deploy now?"
-    assert [o.name for o in asked.options] == ["yes", "later", "Skip"]
+    assert [o.name for o in asked.options] == ["Skip", "yes", "later"]
     results = [
         c.content.text
         for u in agent.editor.of("tool_call_update")
@@ -304,6 +304,27 @@ async def test_without_elicitation_choices_fall_back_to_a_permission_request(
         if c.type == "content"
     ]
     assert results == ["later", "no answer available"]
+
+
+@pytest.mark.parametrize("approver", ["first allow", "first"])
+async def test_an_editor_that_approves_on_its_own_never_answers_a_question(
+    start: Any, tmp_path: Path, approver: str
+) -> None:
+    """acpx --approve-all answered "red" for a person who was never asked: a question's
+    choices are never allow options, and the first option is Skip."""
+    ask = call("ask_user", question="Which colour?", choices=["red", "blue"])
+    agent = await start([{"toolCalls": [ask]}, {"text": "ok"}])
+    agent.editor.permission_answers = [approver]
+    sid = await agent.new_session(tmp_path)
+    await agent.conn.prompt(session_id=sid, prompt=text("ask"))
+    assert [o.kind for o in agent.editor.permissions[0].options] == ["reject_once"] * 3
+    results = [
+        c.content.text
+        for u in agent.editor.of("tool_call_update")
+        for c in (u.content or [])
+        if c.type == "content"
+    ]
+    assert results == ["no answer available"]
 
 
 async def test_cancel_kills_a_running_command(start: Any, tmp_path: Path) -> None:

@@ -71,11 +71,11 @@ class AcpAsker:
         # "the first allow", "the first option") would answer the question for the person.
         # Skip comes first, and every option is a reject kind no auto-approver picks.
         options: list[p.PermissionOption] = [
-            {"optionId": SKIP_OPTION, "name": "Skip", "kind": "reject_once"},
-            *(
-                {"optionId": f"choice_{i}", "name": choice, "kind": "reject_once"}
-                for i, choice in enumerate(question.choices)
-            ),
+            {"optionId": SKIP_OPTION, "name": "Skip", "kind": "reject_once"}
+        ]
+        options += [
+            {"optionId": f"choice_{i}", "name": choice, "kind": "reject_once"}
+            for i, choice in enumerate(question.choices)
         ]
         chosen = await self._permission(p.tool_call(question.call_id, question.text), options)
         if chosen is None or not chosen.startswith("choice_"):

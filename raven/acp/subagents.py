@@ -1,13 +1,15 @@
-"""Delegated sub-agents as child sessions, for editors that show them (the ACP subagents
-proposal: the editor's `clientCapabilities.subagents`).
+"""Delegated sub-agents as child sessions, for editors that show them (ACP's sub-agent
+sessions, unstable schema: the editor's `clientCapabilities.subagents`).
 
-Each `delegate` call of a turn becomes a child session of the parent: `subagent_spawned`
-on the parent before anything of the child; then the child's text, tool calls and plan
-as ordinary updates under the child's session id; and one `subagent_state_update` on
-the parent when the call ends (completed, failed or cancelled). The delegate call stays
-a tool call of the parent, without the child's progress in it. What the child asks goes
-through the parent's own session, as before. Pure: events in, (session id, update)
-pairs out.
+Each `delegate` call of a turn becomes a child session of the parent: a `subagent_update`
+on the parent announcing it (the agent's name as its title, the task as its description,
+state `running`) before anything of the child; then the child's text, tool calls and
+plan as ordinary updates under the child's session id; and one more `subagent_update` on
+the parent when the call ends (state `idle`, stop reason `end_turn`, `cancelled` or
+`error`). The child has no session capabilities: it is watched, not targeted (cancel the
+parent's turn). The delegate call stays a tool call of the parent, without the child's
+progress in it. What the child asks goes through the parent's own session, as before.
+Pure: events in, (session id, update) pairs out.
 """
 
 from __future__ import annotations
@@ -17,11 +19,14 @@ from dataclasses import dataclass
 from raven.acp.protocol import tool_call
 from raven.acp.translate import Update, chunk
 from raven.engine import CANCELLED_RESULT, ToolCallStarted, ToolCallUpdated, TurnEnded, TurnEvent
-from raven.tools import ChildPlan, ChildProgress, ChildText
+from raven.jsonrpc import INTERNAL_ERROR
+from raven.tools import ChildPlan, ChildProgress, ChildText, clip
 
 DELEGATE = "delegate"
 """The tool whose calls are sub-agents' tasks."""
-_STATES = {"completed": "completed", "failed": "failed"}
+SUBAGENT_UPDATE = "subagent_update"
+ERROR_CHARS = 500
+"""How much of a failed call's result its child's error message carries."""
 
 
 @dataclass
@@ -43,14 +48,14 @@ class ChildSessions:
         sent = [(self._parent, usual)] if usual is not None else []
         if isinstance(event, ToolCallStarted) and event.tool == DELEGATE:
             child = self._children[event.call_id] = _Child(f"{self._parent}/{event.call_id}")
-            spawned = {
-                "sessionUpdate": "subagent_spawned",
-                "subagentSessionId": child.session_id,
-                "name": str(event.raw_input.get("agent", "")),
-                "task": str(event.raw_input.get("task", "")),
-                "capabilities": {},
+            announced = {
+                "sessionUpdate": SUBAGENT_UPDATE,
+                "sessionId": child.session_id,
+                "title": str(event.raw_input.get("agent", "")),
+                "description": str(event.raw_input.get("task", "")),
+                "state": {"state": "running"},
             }
-            return [*sent, (self._parent, spawned)]
+            return [*sent, (self._parent, announced)]
         if isinstance(event, ToolCallUpdated) and event.call_id in self._children:
             child = self._children[event.call_id]
             if event.status == "in_progress":  # the child's doing, in the child's session
@@ -59,20 +64,26 @@ class ChildSessions:
         if isinstance(event, TurnEnded):
             cancelled = [c for c in self._children.values() if c.open]
             self._children.clear()
-            return [*(self._state(c, "cancelled") for c in cancelled), *sent]
+            ended = [self._state(c, {"stopReason": "cancelled"}) for c in cancelled]
+            return [*ended, *sent]
         return sent
 
     def _ended(self, child: _Child, event: ToolCallUpdated) -> tuple[str, Update]:
         """The parent hears the child's end; the delegate call's own end follows."""
-        state = "cancelled" if event.content == CANCELLED_RESULT else _STATES[event.status]
-        return self._state(child, state)
+        if event.content == CANCELLED_RESULT:
+            return self._state(child, {"stopReason": "cancelled"})
+        if event.status == "failed":
+            said = clip(event.content or "the sub-agent failed", ERROR_CHARS)
+            error = {"code": INTERNAL_ERROR, "message": said}
+            return self._state(child, {"stopReason": "error", "error": error})
+        return self._state(child, {"stopReason": "end_turn"})
 
-    def _state(self, child: _Child, state: str) -> tuple[str, Update]:
+    def _state(self, child: _Child, idle: dict[str, object]) -> tuple[str, Update]:
         child.open = False
         update = {
-            "sessionUpdate": "subagent_state_update",
-            "subagentSessionId": child.session_id,
-            "state": state,
+            "sessionUpdate": SUBAGENT_UPDATE,
+            "sessionId": child.session_id,
+            "state": {"state": "idle", **idle},
         }
         return (self._parent, update)
 

@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import RAVEN, write_config
 from tests.processes import ended, pid_from
 
@@ -377,13 +379,35 @@ def test_raven_acp_help_still_lists_its_options(env: dict[str, str]) -> None:
     assert wrong.returncode == 2 and "No such option" in wrong.stderr
 
 
-async def test_an_editor_that_shows_subagents_gets_each_delegate_as_a_child_session(
-    env: dict[str, str], home: Path, tmp_path: Path
-) -> None:
-    """The ACP subagents proposal (`clientCapabilities.subagents`), as Claude's and Codex's
-    adapters speak it; no released SDK carries it yet, so this editor is raw JSON-RPC."""
-    from acp import schema
+@pytest.fixture(scope="module")
+def unstable_schema(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Session notifications as the ACP TypeScript SDK's unstable v1 schema reads them."""
+    from tests.npm import npm_install
 
+    script = Path(__file__).parents[1] / "acp_client" / "unstable_schema.mjs"
+    folder = npm_install(tmp_path_factory, "@agentclientprotocol/sdk@2.4.0", beside=[script])
+    zod = folder / "node_modules/@agentclientprotocol/sdk/dist/v1/unstable/schema/zod.gen.js"
+
+    def read(notifications: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        ran = subprocess.run(
+            ["node", str(folder / script.name), str(zod)],
+            input=json.dumps(notifications),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        return json.loads(ran.stdout)
+
+    return read
+
+
+async def test_an_editor_that_shows_subagents_gets_each_delegate_as_a_child_session(
+    env: dict[str, str], home: Path, tmp_path: Path, unstable_schema: Any
+) -> None:
+    """ACP's sub-agent sessions (`clientCapabilities.subagents`, `subagent_update`), as
+    Claude's and Codex's adapters speak them; the Python SDK does not carry them yet, so this
+    editor is raw JSON-RPC and the TypeScript SDK's unstable schema reads every update."""
     from tests.children import scripted_child
 
     write = {"name": "write_file", "arguments": {"path": "by-child.txt", "content": "child"}}
@@ -424,20 +448,21 @@ async def test_an_editor_that_shows_subagents_gets_each_delegate_as_a_child_sess
     assert await wire.close() == 0
     assert (tmp_path / "by-child.txt").read_text() == "child"
     kinds = [(s == sid, u["sessionUpdate"]) for s, u in updates]
-    spawned = next(u for _, u in updates if u["sessionUpdate"] == "subagent_spawned")
-    child = spawned["subagentSessionId"]
-    assert spawned["name"] == "helper" and spawned["task"] == "write it" and child != sid
-    # Spawned on the parent before anything of the child; ended there once, before the
+    announced, ended_update = [u for _, u in updates if u["sessionUpdate"] == "subagent_update"]
+    child = announced["sessionId"]
+    assert announced["title"] == "helper" and announced["description"] == "write it"
+    assert announced["state"] == {"state": "running"} and child != sid
+    assert "capabilities" not in announced  # watched, not targeted
+    # Announced on the parent before anything of the child; ended there once, before the
     # delegate call's own end.
     first_child = next(i for i, (s, _) in enumerate(updates) if s == child)
-    assert kinds.index((True, "subagent_spawned")) < first_child
-    (state,) = [u for s, u in updates if u["sessionUpdate"] == "subagent_state_update"]
-    assert state == {
-        "sessionUpdate": "subagent_state_update",
-        "subagentSessionId": child,
-        "state": "completed",
+    assert kinds.index((True, "subagent_update")) < first_child
+    assert ended_update == {
+        "sessionUpdate": "subagent_update",
+        "sessionId": child,
+        "state": {"state": "idle", "stopReason": "end_turn"},
     }
-    ended = kinds.index((True, "subagent_state_update"))
+    ended = len(kinds) - 1 - kinds[::-1].index((True, "subagent_update"))
     last_child = max(i for i, (s, _) in enumerate(updates) if s == child)
     delegate_done = next(
         i
@@ -463,6 +488,10 @@ async def test_an_editor_that_shows_subagents_gets_each_delegate_as_a_child_sess
     # What the child asks, the editor is asked on the parent's session.
     (permission,) = asked
     assert permission["sessionId"] == sid and "helper" in permission["toolCall"]["title"]
-    for session_id, update in updates:  # every other update is as the SDK reads it
-        if not update["sessionUpdate"].startswith("subagent_"):
-            schema.SessionNotification.model_validate({"sessionId": session_id, "update": update})
+    sent = [{"sessionId": session_id, "update": update} for session_id, update in updates]
+    read = unstable_schema(sent)
+    assert [r.get("error") for r in read] == [None] * len(sent)
+    # and no field was dropped as unreadable on the way (the schema forgives some)
+    assert [
+        r["ok"]["update"] for r in read if r["ok"]["update"]["sessionUpdate"] == ("subagent_update")
+    ] == [announced, ended_update]

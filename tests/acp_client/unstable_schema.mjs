@@ -1,0 +1,12 @@
+// Session notifications (a JSON array on stdin) read by the ACP TypeScript SDK's own
+// unstable v1 schema (its zod validators): for each, the SDK's reading or its complaint.
+import { pathToFileURL } from "node:url";
+
+const schema = await import(pathToFileURL(process.argv[2]).href);
+let input = "";
+for await (const chunk of process.stdin) input += chunk;
+const read = JSON.parse(input).map((notification) => {
+  const parsed = schema.zSessionNotification.safeParse(notification);
+  return parsed.success ? { ok: parsed.data } : { error: parsed.error.issues };
+});
+process.stdout.write(JSON.stringify(read));

@@ -343,6 +343,23 @@ async def test_initialize_is_answered_before_any_heavy_import(
     assert sorted(m for m in imported if m.split(".")[0] in heavy or m in heavy) == []
 
 
+async def test_an_editor_asking_for_acp_v2_gets_a_clean_v1_and_a_working_session(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    """Today's adapters and editors negotiate v2 when they may: Raven answers with the
+    version it speaks, as ACP's negotiation has it, and the editor goes on in v1."""
+    from acp import schema
+
+    write_config(home, {"defaultModel": "echo"})
+    wire = await Wire.start(env)
+    await wire.send({**INIT, "params": {"protocolVersion": 2, "clientCapabilities": {}}})
+    answered = schema.InitializeResponse.model_validate((await wire.reply_to(1))["result"])
+    assert answered.protocol_version == 1
+    await wire.send(session_new(tmp_path, 2))
+    assert "sessionId" in (await wire.reply_to(2))["result"]
+    assert await wire.close() == 0
+
+
 async def test_the_fast_initialize_says_what_the_full_server_says(
     env: dict[str, str], home: Path, tmp_path: Path
 ) -> None:

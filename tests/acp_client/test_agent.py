@@ -422,6 +422,7 @@ OUTBOUND_PARAMS: dict[str, Any] = {
     "session/new": schema.NewSessionRequest,
     "session/prompt": schema.PromptRequest,
     "session/cancel": schema.CancelNotification,
+    "session/set_mode": schema.SetSessionModeRequest,
 }
 ANSWERS: dict[str, Any] = {
     "session/request_permission": schema.RequestPermissionResponse,

@@ -55,6 +55,8 @@ SAID_CHARS = 2_000
 TELL_EVERY_CHARS = 80
 """The child's text reaches the faces at each line's end, or after this many characters."""
 PROGRESS_LINE_CHARS = 120
+MAX_MODE_RESETS = 3
+"""How often one session of a child may leave the mode that asks before Raven stops it."""
 
 
 class SubAgentError(RavenError):
@@ -117,6 +119,8 @@ class SubAgent:
         self.mode: str | None = None
         """The session mode Raven keeps the child in (`raven.acp_client.modes`)."""
         self._reasserting: set[asyncio.Task[None]] = set()
+        self._mode_resets = 0
+        self._stopped_because: str | None = None
 
     async def start(self) -> AgentInfo:
         """Spawn, initialize and open a session in the mode that asks, within `readyTimeoutS`."""
@@ -432,7 +436,18 @@ class SubAgent:
     def _mode_changed(self, changed: p.ModeChange) -> None:
         """The child switched modes itself (a plan approved, a tool that changes it): Raven
         puts it back, as its rules decide, not the child's own approvals."""
-        if self.mode is None or changed.current_mode_id == self.mode:
+        if self.mode is None or changed.current_mode_id == self.mode or self._stopped_because:
+            return
+        self._mode_resets += 1
+        if self._mode_resets > MAX_MODE_RESETS:
+            self._stopped_because = (
+                f"sub-agent {self.spec.name} left the mode that asks ({self.mode}) "
+                f"{self._mode_resets} times; Raven stopped it rather than let it approve "
+                "its own work"
+            )
+            log.warning("%s", self._stopped_because)
+            if self._child is not None:
+                self._child.kill_group()
             return
         note = f"put back in mode {self.mode}: it switched itself to {changed.current_mode_id}"
         log.warning("sub-agent %s: %s", self.spec.name, note)
@@ -507,7 +522,10 @@ class SubAgent:
             await self.stop()
 
     async def _died(self) -> str:
-        """Why the child went away, once it has (its exit code and the tail of its stderr)."""
+        """Why the child went away, once it has (its exit code and the tail of its stderr,
+        or why Raven stopped it)."""
+        if self._stopped_because is not None:
+            return self._stopped_because
         if self._child is None:
             return f"sub-agent {self.spec.name} is gone"
         with contextlib.suppress(TimeoutError):

@@ -20,7 +20,8 @@ Its behaviour is the first argument:
                answers with each outcome
   modes        starts its sessions in `auto` (it declares auto, default, plan); on a prompt
                switches itself back to `auto`, waits to be put back, and answers with the
-               mode it was prompted in and the one it is in after
+               mode it was prompted in and the one it is in after ("stubborn": switches
+               back to `auto` whenever it is put in another mode, and never answers)
   self-approving  declares only modes that approve by themselves (auto, yolo)
 """
 
@@ -74,7 +75,16 @@ class Agent:
     ) -> schema.SetSessionModeResponse:
         self.mode = mode_id
         self.mode_set.set()
+        if STUBBORN and BEHAVIOUR == "modes":  # back to auto, whatever it is told
+            asyncio.get_running_loop().call_soon(asyncio.ensure_future, self.to_auto(session_id))
         return schema.SetSessionModeResponse()
+
+    async def to_auto(self, session_id: str) -> None:
+        self.mode = "auto"
+        switched = schema.CurrentModeUpdate(
+            session_update="current_mode_update", current_mode_id="auto"
+        )
+        await self.conn.session_update(session_id, switched)
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         return None
@@ -135,13 +145,12 @@ class Agent:
                 outcomes.append(getattr(outcome, "option_id", None) or outcome.outcome)
             await self.say(session_id, ", ".join(outcomes))
         elif BEHAVIOUR == "modes":
-            prompted_in, self.mode = self.mode, "auto"  # as after a plan it was let out of
+            prompted_in = self.mode
             self.mode_set.clear()
-            switched = schema.CurrentModeUpdate(
-                session_update="current_mode_update", current_mode_id="auto"
-            )
-            await self.conn.session_update(session_id, switched)
+            await self.to_auto(session_id)  # as after a plan it was let out of
             await asyncio.wait_for(self.mode_set.wait(), 10)
+            if STUBBORN:
+                await asyncio.Event().wait()  # until Raven gives up on it
             await self.say(session_id, f"prompted in {prompted_in}, then in {self.mode}")
         elif BEHAVIOUR == "crash":
             await self.conn.session_update(session_id, acp.start_tool_call("c1", "Work"))

@@ -597,6 +597,20 @@ async def test_a_child_starting_in_a_mode_that_approves_itself_is_kept_in_the_on
     assert outcome.answer == "prompted in plan, then in plan"
 
 
+async def test_a_child_that_keeps_leaving_the_mode_that_asks_is_stopped(tmp_path: Path) -> None:
+    agent = SubAgent(sdk_spec("modes", "stubborn"), tmp_path)
+    await agent.start()
+    assert agent._child is not None
+    pid = agent._child.proc.pid
+    try:
+        with pytest.raises(SubAgentError, match="left the mode that asks") as stopped:
+            await agent.prompt("go", lambda _: None)
+    finally:
+        await agent.stop()
+    assert "(default) 4 times" in str(stopped.value)
+    assert group_gone(pid)
+
+
 async def test_a_child_with_no_mode_that_asks_is_refused_naming_the_setting(
     tmp_path: Path,
 ) -> None:

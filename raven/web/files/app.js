@@ -61,7 +61,8 @@ async function online() {
   $("no-model").hidden = Boolean(models.default);
   await Promise.all([refreshList(), showRoster()]);
   if (state.current?.cursor) {
-    await resumeSession();
+    // A message sent meanwhile waits until the session is followed again (see `send`).
+    await opening(resumeSession());
     return;
   }
   const wanted = state.current?.info.sessionId || decodeURIComponent(location.hash.slice(1));
@@ -127,10 +128,23 @@ function clearReport() {
 
 // -- notifications ---------------------------------------------------------------------------
 
+// Cursors are `epoch.number`: within one epoch an event at or before the page's cursor
+// was drawn already (a subscription that overlaps another repeats it); another epoch is
+// a new log, whose events are all new.
+function isNewer(cursor, seen) {
+  if (!seen || !cursor) return true;
+  const [epoch, number] = cursor.split(".");
+  const [seenEpoch, seenNumber] = seen.split(".");
+  return epoch !== seenEpoch || Number(number) > Number(seenNumber);
+}
+
 function onNote({ method, params }) {
   const current = state.current?.info.sessionId;
   if (method === "session.event") {
-    if (params.sessionId === current) state.current.cursor = params.cursor;
+    if (params.sessionId === current) {
+      if (!isNewer(params.cursor, state.current.cursor)) return; // drawn already
+      state.current.cursor = params.cursor;
+    }
     onSessionEvent(params.sessionId, params.event, params.sessionId === current);
   } else if (method === "permission.requested" || method === "question.asked") {
     state.pending.set(params.requestId, { method, ...params });

@@ -90,7 +90,9 @@ def test_agents_run_drives_codex_allowing_its_command(
     assert out["decisions"] == [f"{decision}: {COMMAND} (by {permissions})"]
     assert (work / "codex_note.txt").read_text() == "hi\n"
     keys = [r.headers["Authorization"] for r in model_server.requests]
-    assert keys == ["Bearer sk-fake-codex"] * 2  # the key in the entry's env reached codex
+    # The key in the entry's env reached codex. Codex 2.6 may make a request of its own once
+    # the turn is over (its background work, when it lives long enough): the same key.
+    assert keys[:2] == ["Bearer sk-fake-codex"] * 2 and set(keys) == {"Bearer sk-fake-codex"}
     # allow_always outlives the task inside codex (a rule in its home); allow_once does not
     rules = codex_home / "rules" / "default.rules"
     assert (rules.exists() and COMMAND in rules.read_text()) is remembered
@@ -110,7 +112,7 @@ def test_read_only_refuses_codex_its_command_and_codex_stops(
     assert out["stopReason"] == "cancelled"  # codex ends its turn on a refusal
     (decision,) = out["decisions"]
     assert decision.startswith(f"reject once: {COMMAND} (by read-only")
-    assert not (work / "codex_note.txt").exists() and len(model_server.requests) == 1
+    assert not (work / "codex_note.txt").exists()
 
 
 def test_delegate_in_a_turn_hands_the_task_to_codex(

@@ -88,6 +88,9 @@ class ToolResultMessage(_Model):
 Message = Annotated[UserMessage | AssistantMessage | ToolResultMessage, Field(discriminator="role")]
 
 
+MESSAGE_ADAPTER: TypeAdapter[Message] = TypeAdapter(Message)
+
+
 INTERRUPTED_RESULT = "Interrupted: Raven stopped before this tool call finished."
 REJECTED_RESULT = "The user rejected this tool call. Do not retry it; ask or explain instead."
 NOT_RUN_RESULTS: dict[str, str] = {
@@ -111,9 +114,6 @@ def shown(result: str) -> str:
     """A tool result as people see it: what tells the model how to go on ("do not retry
     it") reads, for people, as what happened."""
     return _SHOWN.get(result, result)
-
-
-MESSAGE_ADAPTER: TypeAdapter[Message] = TypeAdapter(Message)
 
 
 def user_text(text: str) -> UserMessage:

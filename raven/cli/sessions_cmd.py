@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     from rich.text import Text
 
-    from raven.config import Paths, RavenConfig
+    from raven.config import RavenConfig
     from raven.engine import Runtime
     from raven.messages import Message
     from raven.sessions import SessionRecord, Sessions
@@ -47,17 +47,20 @@ def _ask(config: str | None, call: Callable[[Runtime], Awaitable[T]]) -> T:
     return asyncio.run(ask())
 
 
-def _look(config: RavenConfig, paths: Paths, call: Callable[[Sessions], Awaitable[T]]) -> T:
-    """What `call` reads from the session store; reading needs neither the engine nor
-    its tools, so listing costs what the store costs."""
+def _look(config: str | None, call: Callable[[Sessions, RavenConfig], Awaitable[T]]) -> T:
+    """What `call` reads from the session store (given the config too); reading needs
+    neither the engine nor its tools, so listing costs what the store costs."""
     import asyncio
 
+    from raven.cli.options import load
     from raven.sessions.store import open_sessions
 
+    cfg, paths = load(config, "cli")
+
     async def look() -> T:
-        store = open_sessions(config.sessions, paths)
+        store = open_sessions(cfg.sessions, paths)
         try:
-            return await call(store)
+            return await call(store, cfg)
         finally:
             await store.aclose()
 
@@ -69,16 +72,14 @@ def _read(
 ) -> tuple[SessionRecord, list[Message], dict[str, tuple[float, float]]]:
     """The session a whole id or unique prefix names, its transcript, and the models'
     prices (for its cost)."""
-    from raven.cli.options import load
 
-    cfg, paths = load(config, "cli")
-
-    async def read(store: Sessions) -> tuple[SessionRecord, list[Message]]:
+    async def read(
+        store: Sessions, cfg: RavenConfig
+    ) -> tuple[SessionRecord, list[Message], dict[str, tuple[float, float]]]:
         full_id = await store.resolve(session_id)
-        return await store.get(full_id), await store.messages(full_id)
+        return await store.get(full_id), await store.messages(full_id), cfg.prices()
 
-    record, messages = _look(cfg, paths, read)
-    return record, messages, cfg.prices()
+    return _look(config, read)
 
 
 @app.command("list")
@@ -94,11 +95,8 @@ def list_command(
     import json
     from pathlib import Path
 
-    from raven.cli.options import load
-
     where = str(Path(cwd).expanduser().resolve()) if cwd else None
-    cfg, paths = load(config, "cli")
-    page = _look(cfg, paths, lambda store: store.page(where, None, limit, None))
+    page = _look(config, lambda store, _: store.page(where, None, limit, None))
     if as_json:
         typer.echo(json.dumps([_record_json(r) for r in page.sessions], indent=2))
         return
@@ -180,13 +178,11 @@ def search_command(
     import json
     from pathlib import Path
 
-    from raven.cli.options import load
     from raven.redact import redact
     from raven.sessions import MATCH_END, MATCH_START
 
     where = str(Path(cwd).expanduser().resolve()) if cwd else None
-    cfg, paths = load(config, "cli")
-    hits = _look(cfg, paths, lambda store: store.search(text, where, limit))
+    hits = _look(config, lambda store, _: store.search(text, where, limit))
     if as_json:
         body = [
             {

@@ -57,6 +57,9 @@ class SharedLog:
         self._again: set[str] = set()
         self._ended: dict[str, tuple[int | None, _Batch]] = {}
         """A turn's last events, stored with its release and not yet read back."""
+        self._ending: set[str] = set()
+        """Sessions whose turn here is ending: from its release until the session is free,
+        no end read back is heard (this process's own, read back before it is told)."""
 
     async def attach(self, live: LiveSession) -> None:
         """Make the session's log a copy of the store's, from its oldest event kept."""
@@ -71,6 +74,7 @@ class SharedLog:
     def detach(self, session_id: str) -> None:
         """Stop reading the session's log (what it published is still stored)."""
         self._sessions.pop(session_id, None)
+        self._ending.discard(session_id)
 
     # -- writing -------------------------------------------------------------------------
 
@@ -115,6 +119,7 @@ class SharedLog:
     async def end_turn(self, live: LiveSession, end: TurnEnded) -> None:
         """While the session is still claimed: store the turn's last events and its end in
         the transaction that releases the claim (keeping `end.error` as its failure)."""
+        self._ending.add(live.id)
         flushing = self._flushing.get(live.id)
         if flushing is not None:
             if live.id in self._gathering:  # what it gathers goes with the release instead
@@ -131,6 +136,7 @@ class SharedLog:
 
     async def turn_told(self, live: LiveSession) -> None:
         """Once the session is free: its listeners hear the turn's end, and all before it."""
+        self._ending.discard(live.id)
         first, batch = self._ended.pop(live.id, (None, []))
         if first is None:  # not stored: this process's listeners hear it all the same
             for row, event in batch:
@@ -206,9 +212,12 @@ class SharedLog:
         for row in rows:
             if row.seq <= live.log.seq:
                 continue  # this copy has it (this process stored it, or read it already)
+            event = _parsed(row)
+            if isinstance(event, TurnEnded) and live.is_busy and live.id in self._ending:
+                return  # heard once the session is free (`turn_told` reads on from here)
             if row.seq > live.log.seq + 1:  # the store let them go before this copy read them
                 live.log.rebase(row.version, live.log.epoch, row.seq - 1)
-            self._take(live, row.seq, _parsed(row), row.version)
+            self._take(live, row.seq, event, row.version)
 
     def _take(self, live: LiveSession, seq: int, event: LogEvent | None, version: int) -> None:
         live.log.ingest(seq, event, version)

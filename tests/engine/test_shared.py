@@ -21,6 +21,7 @@ from raven.engine import (
     LogEvent,
     Logged,
     Runtime,
+    SessionBusy,
     SessionEnded,
     ToolCallStarted,
     TurnEnded,
@@ -30,6 +31,7 @@ from raven.engine import (
 )
 from raven.engine.replicas import LAPSED_TURN
 from raven.messages import AssistantMessage, ToolCall, ToolResultMessage, user_text
+from raven.providers import StopReason
 from tests.engine.conftest import MakeRuntime, RecordingAsker
 from tests.engine.test_log import DEADLINE_S, kinds, until
 from tests.engine.test_turn import prompt
@@ -88,6 +90,44 @@ async def test_a_turn_on_one_replica_is_followed_on_another_in_order_from_any_cu
     assert [(e.seq, e.event) for e in later] == [(e.seq, e.event) for e in resumed]
     with pytest.raises(CursorExpired):
         on_c.follow(later.append, after=f"{on_a.log.epoch}x.1")
+
+
+async def test_the_replica_running_a_turn_tells_its_end_only_once_a_next_turn_can_start(
+    replicas: Callable[..., Runtime], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The replica's own log read (its NOTIFY) may reach the stored end before the release
+    # returns: a UI that heard the end and sent the next turn was told the session is busy.
+    a = replicas([{"text": "done"}, {"text": "and again"}])
+    on_a = await a.new_session(tmp_path)
+    store, shared = a.store, on_a.shared
+    assert shared is not None
+    end_turn = store.end_turn  # type: ignore[attr-defined]
+
+    async def read_back_first(*args: object) -> object:
+        first = await end_turn(*args)
+        await shared.catch_up(on_a)  # the read wins the race
+        return first
+
+    monkeypatch.setattr(store, "end_turn", read_back_first)
+    next_turns: list[asyncio.Task[StopReason] | SessionBusy] = []
+
+    def quiet(event: object) -> None:
+        pass
+
+    def at_the_end(entry: Logged) -> None:
+        if isinstance(entry.event, TurnEnded) and not next_turns:
+            try:
+                next_turns.append(
+                    start_turn(on_a, prompt("again"), RecordingAsker(), lambda e: None)
+                )
+            except SessionBusy as exc:
+                next_turns.append(exc)
+
+    on_a.follow(at_the_end)
+    assert await run_turn(on_a, prompt("go"), RecordingAsker(), lambda e: None) == "end_turn"
+    await until(lambda: bool(next_turns))
+    assert isinstance(next_turns[0], asyncio.Task), next_turns[0]
+    assert await asyncio.wait_for(next_turns[0], DEADLINE_S) == "end_turn"
 
 
 async def test_a_cursor_from_a_replica_further_along_resumes_on_one_behind(

@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 HUB = web.AppKey("hub", Hub)
 GATE = web.AppKey("gate", Gatekeeper)
-SOCKETS = web.AppKey("sockets", set[web.WebSocketResponse])
+SOCKETS = web.AppKey("sockets", dict[web.WebSocketResponse, asyncio.Transport])
 A2A_MOUNTED = web.AppKey("a2a_mounted", bool)
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 SEND_TIMEOUT_S = 10.0
@@ -44,7 +44,7 @@ def make_app(runtime: Runtime, gate: Gatekeeper) -> web.Application:
     app = web.Application(client_max_size=MAX_MESSAGE_BYTES)
     app[HUB] = Hub(runtime, lambda: app.get(A2A_MOUNTED, False))
     app[GATE] = gate
-    app[SOCKETS] = set()
+    app[SOCKETS] = {}
     app.router.add_get("/health", _health)
     app.router.add_get("/login", _login)
     app.router.add_post("/login-links", _new_login_link)
@@ -130,10 +130,9 @@ async def _rpc(request: web.Request) -> web.StreamResponse:
     ws = web.WebSocketResponse(max_msg_size=MAX_MESSAGE_BYTES, heartbeat=30)
     await ws.prepare(request)
     hub = request.app[HUB]
-    request.app[SOCKETS].add(ws)
-
     transport = request.transport
     assert transport is not None
+    request.app[SOCKETS][ws] = transport
     closing: set[asyncio.Task[Any]] = set()
 
     def blocked() -> bool:
@@ -150,6 +149,10 @@ async def _rpc(request: web.Request) -> web.StreamResponse:
                 await ws.send_str(text)
         except TimeoutError:
             log.warning("a Raven RPC socket took no message for %gs; dropped", SEND_TIMEOUT_S)
+            peer.hang_up()
+        except asyncio.CancelledError:
+            if not _stale_drain():
+                raise
             peer.hang_up()
 
     ws_socket = transport.get_extra_info("socket")
@@ -169,7 +172,7 @@ async def _rpc(request: web.Request) -> web.StreamResponse:
             elif message.type == WSMsgType.ERROR:
                 break
     finally:
-        request.app[SOCKETS].discard(ws)
+        request.app[SOCKETS].pop(ws, None)
         hub.forget(peer)
         peer.reader.feed_eof()
         await serving
@@ -187,21 +190,44 @@ def _unread(sock: Any) -> int:
     return int(struct.unpack("i", answer)[0])
 
 
-async def _hang_up(ws: web.WebSocketResponse, transport: asyncio.Transport) -> None:
-    """Close with 1013 without waiting on a UI that does not read: the close frame goes out
-    after what is already buffered, then the connection ends; one that still reads nothing
-    after `ABANDON_S` is cut off, its buffer freed."""
+def _stale_drain() -> bool:
+    """Whether a `CancelledError` was not meant for this task: aiohttp hands every writer
+    of a connection one drain waiter, and a write cancelled by its deadline cancels it for
+    the writers after it too (aio-libs/aiohttp#12307). The socket is then as good as gone."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() == 0
+
+
+async def _close(ws: web.WebSocketResponse, code: int, message: bytes) -> bool:
+    """Close without waiting on a UI that does not read: the close frame goes out after
+    what is already buffered, then the connection ends. False when the UI took none of it
+    within `CLOSE_WAIT_S`: the transport is shut, but waits to flush what it holds."""
     try:
         async with asyncio.timeout(CLOSE_WAIT_S):
-            await ws.close(code=CLOSE_TOO_SLOW, message=b"too slow")
+            await ws.close(code=code, message=message)
     except TimeoutError:
-        pass  # aiohttp closes the transport when its close is cancelled: flushed, then shut
+        return False  # aiohttp shuts the transport when its close is cancelled
+    except asyncio.CancelledError:
+        if not _stale_drain():
+            raise
+        return False  # as for a timeout
+    return True
+
+
+async def _hang_up(ws: web.WebSocketResponse, transport: asyncio.Transport) -> None:
+    """Close with 1013; a UI that still reads nothing after `ABANDON_S` is cut off, its
+    buffer freed."""
+    await _close(ws, CLOSE_TOO_SLOW, b"too slow")
     asyncio.get_running_loop().call_later(ABANDON_S, transport.abort)
 
 
 async def _shutdown(app: web.Application) -> None:
-    """Running turns are cancelled; every socket is told the gateway is going away."""
+    """Running turns are cancelled; every socket is told the gateway is going away, and
+    one that does not take it is cut off."""
     await app[HUB].aclose()
-    sockets: set[web.WebSocketResponse] = app[SOCKETS]
-    for ws in list(sockets):
-        await ws.close(code=CLOSE_GOING_AWAY, message=b"the gateway is shutting down")
+    sockets = list(app[SOCKETS].items())
+    going = b"the gateway is shutting down"
+    closed = await asyncio.gather(*(_close(ws, CLOSE_GOING_AWAY, going) for ws, _ in sockets))
+    for (_, transport), clean in zip(sockets, closed, strict=True):
+        if not clean:  # a UI that reads nothing would hold the shutdown for ever
+            transport.abort()

@@ -35,6 +35,7 @@ SESSION_CANCEL = "session/cancel"
 SESSION_UPDATE = "session/update"
 REQUEST_PERMISSION = "session/request_permission"
 ELICITATION_CREATE = "elicitation/create"
+ELICITATION_COMPLETE = "elicitation/complete"
 RAVEN_STEER = "_raven/session/steer"
 SESSION_STEERING = "_session/steering"
 """The steering extension Claude's and Codex's adapters speak: text for the running turn."""
@@ -394,8 +395,12 @@ class PermissionRequest(Wire):
 
 class ElicitationRequest(Wire):
     session_id: str | None = None
+    mode: str = "form"
     message: str = ""
     requested_schema: dict[str, Any] = Field(default_factory=dict)
+    url: str | None = None
+    """The page a consent is given on (url mode)."""
+    elicitation_id: str | None = None
 
 
 class TextChunk(Wire):

@@ -57,6 +57,8 @@ TELL_EVERY_CHARS = 80
 PROGRESS_LINE_CHARS = 120
 MAX_MODE_RESETS = 3
 """How often one session of a child may leave the mode that asks before Raven stops it."""
+CONSENT_DECISIONS: tuple[Decision, ...] = ("allow_once", "reject_once")
+"""What a person may answer to a consent: never "always", so none stands for the next."""
 
 
 class SubAgentError(RavenError):
@@ -248,6 +250,9 @@ class SubAgent:
 
     async def handle_notification(self, method: str, params: dict[str, Any]) -> None:
         name = self.spec.name
+        if method == p.ELICITATION_COMPLETE:
+            log.info("sub-agent %s: consent %s completed", name, params.get("elicitationId"))
+            return
         if method != p.SESSION_UPDATE:
             log.debug("sub-agent %s: ignored a %s notification (not one Raven knows)", name, method)
             return
@@ -286,7 +291,9 @@ class SubAgent:
         label = call.kind or (turn.kinds.get(call.tool_call_id) if turn else None)
         raw_input = call.raw_input or (seen.raw_input if seen else None)
         paths = call.paths() or (seen.paths() if seen else [])
-        judged = judge(label, raw_input, paths, self.cwd, (title, call.tool_call_id))
+        shown = bool(call.content or (seen.content if seen else None))
+        names = (title, call.tool_call_id)
+        judged = judge(label, raw_input, paths, self.cwd, names, shown=shown)
         verdict = decide(self.spec, judged, self.cwd)
         by = f"by {verdict.by}"
         if not options:
@@ -321,7 +328,8 @@ class SubAgent:
         """The person's choice, through the parent turn, shown the child's command or its
         change to a file; a reject when nobody can be asked or nobody answers (fail
         closed)."""
-        offered = tuple(d for d in ALL_DECISIONS if any(o.kind == d for o in options))
+        allowed = CONSENT_DECISIONS if judged.consent else ALL_DECISIONS
+        offered = tuple(d for d in allowed if any(o.kind == d for o in options))
         if turn is None or turn.approve is None or not offered:
             return pick(options, REJECT), "nobody to ask: rejected"
         kind = judged.kind if judged.kind in ("read", "edit", "execute", "fetch") else "other"
@@ -346,6 +354,8 @@ class SubAgent:
 
     async def _elicit(self, asked: p.ElicitationRequest) -> dict[str, Any]:
         turn = self._turn
+        if asked.mode == "url":
+            return await self._consent(turn, asked)
         if self.spec.permissions != "ask" or turn is None or turn.ask is None:
             return {"action": "decline"}
         properties = asked.requested_schema.get("properties")
@@ -356,6 +366,31 @@ class SubAgent:
         if answer is None:
             return {"action": "decline"}
         return {"action": "accept", "content": {fields[0]: answer}}
+
+    async def _consent(self, turn: _Turn | None, asked: p.ElicitationRequest) -> dict[str, Any]:
+        """A URL consent (a sign-in, an OAuth grant): accepted only by a person, whatever the
+        agent's preset or rules, who is shown the page to open; declined when nobody can
+        be asked or nobody answers."""
+        title = f"{self.spec.name}: {asked.message or 'asks for your consent'}"
+        accepted, by = False, "nobody to ask"
+        if turn is not None and turn.approve is not None and asked.url:
+            decision = await turn.approve(
+                Permission(
+                    key=f"{self.spec.name}:consent",
+                    title=title,
+                    kind="fetch",
+                    raw_input={"url": asked.url},
+                    offered=CONSENT_DECISIONS,
+                    preview=f"open {asked.url}",
+                    person=True,
+                )
+            )
+            accepted, by = decision == "allow_once", "by you"
+        note = f"consent {'accepted' if accepted else 'declined'}: {title} ({by})"
+        if turn is not None:
+            turn.decisions.append(note)
+        log.info("sub-agent %s: %s", self.spec.name, note)
+        return {"action": "accept" if accepted else "decline"}
 
     def _tell_text(self, turn: _Turn) -> None:
         """What the child says, as progress: its latest line, the end of its text, and what
@@ -467,9 +502,12 @@ class SubAgent:
     # -- helpers ---------------------------------------------------------------------------
 
     async def _initialize(self) -> AgentInfo:
-        capabilities: dict[str, Any] = {}
+        # URL consents always come as such, for a person, rather than as a `fetch`
+        # permission request (codex-acp's way when the client does not declare them).
+        elicitation: dict[str, Any] = {"url": {}}
         if self.spec.permissions == "ask":
-            capabilities["elicitation"] = {"form": {}}
+            elicitation["form"] = {}
+        capabilities: dict[str, Any] = {"elicitation": elicitation}
         result = await self._request(
             p.INITIALIZE,
             {

@@ -103,6 +103,9 @@ class Judged:
     consent: bool = False
     """A consent (a mode switch, a URL or sign-in the child relays as a fetch): only a
     person gives one, whatever the agent's preset or rules."""
+    blind: bool = False
+    """It says nothing of what it does (no input, content or location): only a person,
+    who may know, allows it."""
 
 
 @dataclass(frozen=True)
@@ -120,9 +123,11 @@ def judge(
     locations: Iterable[str],
     cwd: Path,
     names: Sequence[str] = (),
+    shown: bool = False,
 ) -> Judged:
     """The request of a tool call labelled `label`, with `raw_input`, the paths its
-    locations and diffs name, and `names` (its title and id), which tell a consent."""
+    locations and diffs name, `names` (its title and id), which tell a consent, and
+    whether it carries content to show (`shown`)."""
     given = raw_input or {}
     command = _command(given)
     named = [*locations, *(v for k in _PATH_KEYS if isinstance(v := given.get(k), str))]
@@ -136,14 +141,17 @@ def judge(
     consent = label == "switch_mode" or (
         kind == "fetch" and any(_CONSENT.search(name) for name in names if name)
     )
-    return Judged(kind, label, command, paths, consent)
+    blind = not (given or paths or shown)
+    return Judged(kind, label, command, paths, consent, blind)
 
 
 def decide(spec: AgentSpec, judged: Judged, cwd: Path) -> Verdict:
-    """A consent goes to a person; otherwise the first of the agent's rules that applies,
-    else its preset."""
+    """A consent, or a request that says nothing of what it does, goes to a person;
+    otherwise the first of the agent's rules that applies, else its preset."""
     if judged.consent:
         return Verdict("escalate", "a consent only a person gives")
+    if judged.blind:
+        return Verdict("escalate", "it says nothing of what it does")
     for number, rule in enumerate(spec.rules, start=1):
         if _applies(rule, judged, cwd.resolve()):
             return Verdict(rule.action, f"rule {number}")

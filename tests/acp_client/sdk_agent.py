@@ -8,6 +8,8 @@ Its behaviour is the first argument:
   flood        writes 1 MiB to stderr, then answers
   hang         never answers a prompt (until cancelled; ignores the cancel with "stubborn")
   elicit       asks an elicitation question and answers with what it got
+  url-consent  asks for a URL consent (a sign-in), as codex-acp relays an MCP server's, if
+               the client declared URL elicitation; answers with the action it got
   fs           tries to read a file through the client
   foreign      sends updates and a permission request for a session Raven never opened,
                a notification and an update kind Raven does not know, and a permission
@@ -39,6 +41,11 @@ from acp import schema
 BEHAVIOUR = sys.argv[1]
 STUBBORN = "stubborn" in sys.argv[2:]
 DECLARED_MODES = {"modes": ["auto", "default", "plan"], "self-approving": ["auto", "yolo"]}
+RAW_INPUTS: dict[str, dict[str, Any]] = {
+    "edit": {"path": "notes.txt", "content": "hi"},
+    "execute": {"command": "make test"},
+    "read": {"path": "notes.txt"},
+}
 
 
 def option(kind: str) -> schema.PermissionOption:
@@ -55,6 +62,9 @@ class Agent:
         self.conn = conn
 
     async def initialize(self, protocol_version: int, **kwargs: Any) -> schema.InitializeResponse:
+        declared = kwargs.get("client_capabilities")
+        elicitation = declared.elicitation if declared is not None else None
+        self.url_elicitation = elicitation is not None and elicitation.url is not None
         return schema.InitializeResponse(
             protocol_version=1,
             agent_info=schema.Implementation(name="sdk-test-agent", version="9.9"),
@@ -96,10 +106,11 @@ class Agent:
         await self.conn.session_update(
             session_id, acp.start_tool_call(call_id, f"Do {kind}", kind=kind, status="pending")
         )
+        call = schema.ToolCallUpdate(
+            tool_call_id=call_id, title=f"Do {kind}", kind=kind, raw_input=RAW_INPUTS[kind]
+        )
         result = await self.conn.request_permission(
-            session_id=session_id,
-            tool_call=schema.ToolCallUpdate(tool_call_id=call_id, title=f"Do {kind}", kind=kind),
-            options=[option(k) for k in kinds],
+            session_id=session_id, tool_call=call, options=[option(k) for k in kinds]
         )
         outcome = result.outcome
         return getattr(outcome, "option_id", None) or outcome.outcome
@@ -222,6 +233,18 @@ class Agent:
             await self.say(
                 session_id, f"elicitation {result.action} {getattr(result, 'content', None)}"
             )
+        elif BEHAVIOUR == "url-consent":
+            if not self.url_elicitation:
+                await self.say(session_id, "no URL elicitation declared")
+                return schema.PromptResponse(stop_reason="end_turn")
+            url = "https://github.com/login/oauth/authorize?client_id=raven-test"
+            mode = schema.ElicitationUrlSessionMode(
+                mode="url", session_id=session_id, elicitation_id="e1", url=url
+            )
+            result = await self.conn.create_elicitation("Sign in to GitHub", mode=mode)
+            if result.action == "accept":
+                await self.conn.complete_elicitation("e1")
+            await self.say(session_id, f"consent {result.action}")
         return schema.PromptResponse(stop_reason="end_turn")
 
 

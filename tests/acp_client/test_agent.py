@@ -221,7 +221,8 @@ async def test_a_consent_is_never_given_by_a_preset_or_a_rule(tmp_path: Path) ->
     they are rejected. A plain fetch is still a read."""
     consent = {"title": "Elicitation: sign in to GitHub", "kind": "fetch", "rawInput": {}}
     switch = {"title": "Leave plan mode", "kind": "switch_mode", "rawInput": {}}
-    fetch = {"title": "Fetch https://example.com/docs", "kind": "fetch", "rawInput": {}}
+    url = "https://example.com/docs"
+    fetch = {"title": f"Fetch {url}", "kind": "fetch", "rawInput": {"url": url}}
     allow_all = [{"kind": ["fetch", "switch_mode"], "action": "allow"}]
     for permissions in ("auto", "auto-once", "read-only"):
         spec = requests_spec([consent, switch, fetch], permissions=permissions, rules=allow_all)
@@ -240,6 +241,54 @@ async def test_a_consent_is_never_given_by_a_preset_or_a_rule(tmp_path: Path) ->
     outcome, _, _ = await drive(spec, tmp_path, approve=approve)
     assert outcome.answer == "opt-allow_once" and asked[0].person
     assert asked[0].title == "helper: Elicitation: sign in to GitHub"
+
+
+async def test_a_url_consent_is_given_only_by_a_person_shown_the_page(tmp_path: Path) -> None:
+    """Raven declares URL elicitation, so a child's sign-in comes as one (not as a `fetch`
+    an auto preset would allow): declined under every preset and rule with nobody to
+    ask; accepted only when the person allows it, once."""
+    allow_all = [{"kind": ["fetch"], "action": "allow"}]
+    for permissions in ("auto", "auto-once", "read-only", "ask"):
+        spec = sdk_spec("url-consent", permissions=permissions, rules=allow_all)
+        alone, _, _ = await drive(spec, tmp_path)
+        assert alone.answer == "consent decline", permissions
+        assert alone.decisions == [
+            "consent declined: sdk-url-consent: Sign in to GitHub (nobody to ask)"
+        ]
+    asked: list[Permission] = []
+    answers = ["reject_once", "allow_once"]
+
+    async def approve(permission: Permission) -> Any:
+        asked.append(permission)
+        return answers.pop(0)
+
+    spec = sdk_spec("url-consent", permissions="auto", name="helper")
+    refused, _, _ = await drive(spec, tmp_path, approve=approve)
+    assert refused.answer == "consent decline"
+    given, _, _ = await drive(spec, tmp_path, approve=approve)
+    assert given.answer == "consent accept"
+    assert given.decisions == ["consent accepted: helper: Sign in to GitHub (by you)"]
+    url = "https://github.com/login/oauth/authorize?client_id=raven-test"
+    assert asked[0].person and asked[0].offered == ("allow_once", "reject_once")
+    assert asked[0].preview == f"open {url}" and asked[0].raw_input == {"url": url}
+
+
+async def test_a_request_that_says_nothing_of_what_it_does_goes_to_a_person(
+    tmp_path: Path,
+) -> None:
+    blind = {"title": "Do it", "kind": "read"}  # no input, no content, no location
+    spec = requests_spec([blind], permissions="auto")
+    alone, _, _ = await drive(spec, tmp_path)
+    assert alone.answer == "opt-reject_once"
+    assert alone.decisions == ["reject once: Do it (nobody to ask: rejected)"]
+    asked: list[Permission] = []
+
+    async def approve(permission: Permission) -> Any:
+        asked.append(permission)
+        return "allow_once"
+
+    outcome, _, _ = await drive(spec, tmp_path, approve=approve)
+    assert outcome.answer == "opt-allow_once" and asked[0].person
 
 
 async def test_ask_forwards_the_childs_options_to_the_person(tmp_path: Path) -> None:

@@ -19,7 +19,13 @@ const app = acp
   .onRequest(acp.methods.agent.session.new, () => ({ sessionId: "ts-1" }))
   .onRequest(acp.methods.agent.session.prompt, async ({ params, client }) => {
     const sessionId = params.sessionId;
-    const call = { toolCallId: "t1", title: "Edit notes.txt", kind: "edit" };
+    const call = {
+      toolCallId: "t1",
+      title: "Edit notes.txt",
+      kind: "edit",
+      locations: [{ path: "notes.txt" }],
+      rawInput: { path: "notes.txt", content: "hi" },
+    };
     await client.notify(update, {
       sessionId,
       update: { sessionUpdate: "tool_call", status: "pending", ...call },

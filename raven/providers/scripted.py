@@ -52,6 +52,9 @@ class ScriptStep(_Wire):
     a test or a CI job opens the gate when it is ready, however slow the machine is."""
     word_delay_ms: int = Field(default=0, ge=0)
     """A pause before each word after the first, to stream like a slow model."""
+    pause_for: str | None = None
+    """A file the step waits to exist after its first word, as `waitFor` does: a test sees
+    the turn mid-stream, however slow the machine is."""
     stop: Literal["end_turn", "max_tokens", "refusal"] | None = None
 
 
@@ -127,6 +130,8 @@ class ScriptedProvider:
         for index, word in enumerate(words, start=1):
             if step.word_delay_ms and index > 1:
                 await asyncio.sleep(step.word_delay_ms / 1000)
+            if step.pause_for and self._script and index == 2:
+                await _gate(self._script.folder / step.pause_for)
             yield TextDelta(word)
             if index % _YIELD_EVERY_WORDS == 0:
                 await asyncio.sleep(0)  # let the loop breathe on very long answers

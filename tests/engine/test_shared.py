@@ -49,7 +49,7 @@ def replicas(pg_url: str, make_runtime: MakeRuntime) -> Callable[..., Runtime]:
 async def test_a_turn_on_one_replica_is_followed_on_another_in_order_from_any_cursor(
     replicas: Callable[..., Runtime], tmp_path: Path
 ) -> None:
-    a = replicas([{"text": "one two three four", "wordDelayMs": 30}])
+    a = replicas([{"text": "one two three four", "pauseFor": str(tmp_path / "go on")}])
     b = replicas()
     on_a = await a.new_session(tmp_path)
     on_b = await b.open_session(on_a.id)
@@ -71,6 +71,7 @@ async def test_a_turn_on_one_replica_is_followed_on_another_in_order_from_any_cu
     assert on_b.running and not on_b.is_busy  # B knows a turn runs, elsewhere
     snapshot = on_b.snapshot()  # the running turn, as far as B has it
     assert isinstance(snapshot.events()[-1], AgentText)
+    (tmp_path / "go on").touch()  # the model streams the rest
     assert await turn == "end_turn"
     await until(lambda: bool(seen_on_b) and isinstance(seen_on_b[-1].event, TurnEnded))
     assert [(e.seq, e.cursor, e.event) for e in seen_on_b] == [

@@ -41,7 +41,13 @@ def shows_subagents(params: dict[str, Any]) -> bool:
 def initialize_result(params: dict[str, Any]) -> dict[str, Any]:
     """The `initialize` result for the client's `params`: protocol version, what Raven
     serves, who it is, and how to set it up."""
-    sessions: dict[str, Any] = {"list": {}, "resume": {}, "close": {}, "delete": {}}
+    sessions: dict[str, Any] = {
+        "list": {},
+        "resume": {},
+        "close": {},
+        "delete": {},
+        "fork": {},
+    }
     if shows_subagents(params):
         sessions["subagents"] = {}
     return {

@@ -25,6 +25,7 @@ AUTHENTICATE = "authenticate"
 SESSION_NEW = "session/new"
 SESSION_LOAD = "session/load"
 SESSION_RESUME = "session/resume"
+SESSION_FORK = "session/fork"
 SESSION_LIST = "session/list"
 SESSION_CLOSE = "session/close"
 SESSION_DELETE = "session/delete"
@@ -91,6 +92,24 @@ class OpenSessionParams(Wire):
     session_id: str
     cwd: str
     mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class ForkMeta(Wire):
+    turns: int | None = Field(default=None, ge=0)
+    """Keep only the first `turns` turns of the session forked (Raven's own `_meta`)."""
+
+
+class ForkSessionParams(Wire):
+    session_id: str
+    cwd: str
+    mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
+    meta: dict[str, ForkMeta] = Field(default_factory=dict, alias="_meta")
+
+    @field_validator("meta", mode="before")
+    @classmethod
+    def _raven_only(cls, value: Any) -> Any:
+        """Others' `_meta` keys are theirs: only `raven` is read."""
+        return {"raven": value["raven"]} if isinstance(value, dict) and "raven" in value else {}
 
 
 class ListSessionsParams(Wire):

@@ -92,6 +92,7 @@ class AcpServer:
             p.SESSION_NEW: self._new,
             p.SESSION_LOAD: self._load,
             p.SESSION_RESUME: self._resume,
+            p.SESSION_FORK: self._fork,
             p.SESSION_LIST: self._list,
             p.SESSION_CLOSE: self._close,
             p.SESSION_DELETE: self._delete,
@@ -185,6 +186,18 @@ class AcpServer:
         state = await self._open(p.parse(p.OpenSessionParams, params))
         return setup(self._require_runtime().config, state.live)
 
+    async def _fork(self, params: dict[str, Any]) -> dict[str, Any]:
+        parsed = p.parse(p.ForkSessionParams, params)
+        runtime = self._require_runtime()
+        meta = parsed.meta.get("raven")
+        turns = meta.turns if meta is not None else None
+        cwd = session_directory(parsed.cwd)
+        live = await runtime.fork_session(parsed.session_id, cwd, turns)
+        state = self._sessions[live.id] = _Session(live)
+        await self._attach_mcp(state, parsed.mcp_servers)
+        asyncio.get_running_loop().call_soon(self._announce_commands, live.id)
+        return {"sessionId": live.id, **setup(runtime.config, live)}
+
     async def _list(self, params: dict[str, Any]) -> dict[str, Any]:
         parsed = p.parse(p.ListSessionsParams, params)
         runtime = self._require_runtime()
@@ -198,6 +211,8 @@ class AcpServer:
             }
             if record.title:
                 info["title"] = record.title
+            if record.parent:
+                info["_meta"] = {"raven": {"parentSessionId": record.parent}}
             sessions.append(info)
         result: dict[str, Any] = {"sessions": sessions}
         if page.next_cursor:

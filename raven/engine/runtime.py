@@ -217,6 +217,26 @@ class Runtime:
             )
         )
 
+    async def fork_session(
+        self, session_id: str, cwd: Path, turns: int | None = None
+    ) -> LiveSession:
+        """A new session in `cwd` holding the transcript of `session_id`, or its first
+        `turns` turns (each begins with a person's message), with its title, mode and
+        model, and naming it as its parent; the parent goes on unchanged. A turn running
+        in the parent is forked as far as it has been kept."""
+        cwd = session_directory(cwd)
+        live = self._live.get(session_id)
+        if live is not None and live.deferred:  # nothing said yet: nothing to keep
+            return await self.new_session(cwd, live.model.id, live.mode.id if live.mode else None)
+        upto = None
+        if turns is not None:
+            said = [
+                i for i, m in enumerate(await self.store.messages(session_id)) if m.role == "user"
+            ]
+            upto = said[turns] if turns < len(said) else None
+        record = await self.store.fork(session_id, str(cwd), self.face, upto)
+        return await self.open_session(record.id)
+
     async def list_sessions(
         self,
         cwd: str | None = None,

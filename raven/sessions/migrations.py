@@ -217,6 +217,11 @@ def _run_script(db: sqlite3.Connection, script: str) -> None:
             db.execute(statement)
 
 
+def _m008_forks_name_their_parent(db: sqlite3.Connection) -> None:
+    """`parent` is the session a session was forked from (NULL for one started afresh)."""
+    db.execute("ALTER TABLE sessions ADD COLUMN parent TEXT")
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("sessions_and_messages", _m001_sessions_and_messages),
     ("tool_calls_keep_title_and_kind", _m002_tool_calls_keep_title_and_kind),
@@ -225,6 +230,7 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("index_words_off_the_write_path", _m005_index_words_off_the_write_path),
     ("sessions_keep_their_last_failure", _m006_sessions_keep_their_last_failure),
     ("tasks_beside_the_sessions", _m007_tasks_beside_the_sessions),
+    ("forks_name_their_parent", _m008_forks_name_their_parent),
 ]
 
 

@@ -28,6 +28,7 @@ from raven.sessions.postgres_schema import NOW, migrate
 from raven.sessions.postgres_tasks import TASK_CHANNEL, PostgresTasks
 from raven.sessions.records import (
     DEFAULT_PAGE_SIZE,
+    MAX_SEQ,
     MAX_SHOWN_MATCHES,
     SESSION_ID_PREFIX,
     AmbiguousSession,
@@ -92,7 +93,7 @@ class _Outage(logging.Filter):
 _outage = _Outage()
 logging.getLogger("asyncpg.pool").addFilter(_outage)
 _SELECT = (
-    "SELECT id, cwd, title, mode, model, face, created_at, updated_at, closed, failure"
+    "SELECT id, cwd, title, mode, model, face, created_at, updated_at, closed, failure, parent"
     " FROM raven_sessions"
 )
 _APPEND = (
@@ -249,6 +250,26 @@ class PostgresSessions(PostgresTasks):
         async with self._conn() as conn:
             await _insert_session(conn, new_record(cwd, face, mode, model, session_id), True)
         return await self.get(session_id), await self.messages(session_id)
+
+    async def fork(
+        self, session_id: str, cwd: str, face: str, upto: int | None = None
+    ) -> SessionRecord:
+        parent = await self.get(session_id)
+        record = new_record(cwd, face, parent.mode, parent.model, parent=parent)
+        async with self._conn(transaction=True) as conn:
+            await _insert_session(conn, record)
+            await conn.execute(
+                "WITH copied AS (INSERT INTO raven_messages"
+                " (session_id, seq, body, created_at, search_text)"
+                " SELECT $1, seq, body, created_at, search_text FROM raven_messages"
+                " WHERE session_id = $2 AND seq <= $3 RETURNING 1)"
+                " UPDATE raven_sessions SET version = (SELECT count(*) FROM copied)"
+                " WHERE id = $1",
+                record.id,
+                parent.id,
+                upto if upto is not None else MAX_SEQ,
+            )
+        return record
 
     async def get(self, session_id: str) -> SessionRecord:
         async with self._conn() as conn:
@@ -651,8 +672,9 @@ async def _insert_session(
     conn: asyncpg.Connection, record: SessionRecord, if_new: bool = False
 ) -> None:
     await conn.execute(
-        "INSERT INTO raven_sessions (id, cwd, title, mode, model, face, created_at, updated_at)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+        "INSERT INTO raven_sessions"
+        " (id, cwd, title, mode, model, face, created_at, updated_at, parent)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
         + (" ON CONFLICT (id) DO NOTHING" if if_new else ""),
         record.id,
         record.cwd,
@@ -662,6 +684,7 @@ async def _insert_session(
         record.face,
         record.created_at,
         record.updated_at,
+        record.parent,
     )
 
 
@@ -677,6 +700,7 @@ def _record(row: Any) -> SessionRecord:
         updated_at=row["updated_at"],
         closed=bool(row["closed"]),
         failure=row["failure"],
+        parent=row["parent"],
     )
 
 

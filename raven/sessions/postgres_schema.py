@@ -148,6 +148,12 @@ MIGRATIONS: list[tuple[str, str]] = [
             ON raven_task_push_configs FOR EACH ROW EXECUTE FUNCTION raven_task_pushes();
         """,
     ),
+    (
+        "forks_name_their_parent",
+        """
+        ALTER TABLE raven_sessions ADD COLUMN parent TEXT;
+        """,
+    ),
 ]
 
 NOW = "extract(epoch FROM clock_timestamp())"

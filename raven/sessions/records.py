@@ -20,6 +20,8 @@ MAX_SHOWN_MATCHES = 10
 MATCH_START, MATCH_END = "\x02", "\x03"
 """Around the words found, in search snippets."""
 SESSION_ID_PREFIX = "ses_"
+MAX_SEQ = 2**31 - 1
+"""Past any message's number (they count from 1): a fork of a whole transcript copies to it."""
 
 
 class SessionNotFound(RavenError):
@@ -85,6 +87,8 @@ class SessionRecord:
     closed: bool
     failure: str | None = None
     """The error the last turn ended with; None when it ended well (or none ran)."""
+    parent: str | None = None
+    """The session this one was forked from, if it was."""
 
 
 @dataclass(frozen=True)
@@ -106,20 +110,26 @@ def now_iso() -> str:
 
 
 def new_record(
-    cwd: str, face: str, mode: str | None, model: str | None, session_id: str | None = None
+    cwd: str,
+    face: str,
+    mode: str | None,
+    model: str | None,
+    session_id: str | None = None,
+    parent: SessionRecord | None = None,
 ) -> SessionRecord:
-    """A record for a session not stored yet."""
+    """A record for a session not stored yet; a fork of `parent` keeps its title."""
     stamp = now_iso()
     return SessionRecord(
         id=session_id or f"{SESSION_ID_PREFIX}{uuid.uuid4().hex}",
         cwd=cwd,
-        title="",
+        title=parent.title if parent is not None else "",
         mode=mode,
         model=model,
         face=face,
         created_at=stamp,
         updated_at=stamp,
         closed=False,
+        parent=parent.id if parent is not None else None,
     )
 
 

@@ -24,6 +24,7 @@ from raven.private_files import private_file
 from raven.sessions.migrations import index_pending, migrate
 from raven.sessions.records import (
     DEFAULT_PAGE_SIZE,
+    MAX_SEQ,
     MAX_SHOWN_MATCHES,
     SESSION_ID_PREFIX,
     AmbiguousSession,
@@ -387,6 +388,23 @@ class SqliteStore:
             _insert_session(db, record, record.title, record.updated_at)
         return record
 
+    def fork(self, session_id: str, cwd: str, face: str, upto: int | None = None) -> SessionRecord:
+        """A new session holding the transcript of `session_id` (its first `upto` messages,
+        or all), with its title, mode and model, naming it as its parent."""
+        parent = self.get(session_id)
+        record = new_record(cwd, face, parent.mode, parent.model, parent=parent)
+        last = upto if upto is not None else MAX_SEQ
+        with self.writing() as db:
+            _insert_session(db, record, record.title, record.updated_at)
+            copied = db.execute(
+                "INSERT INTO messages (session_id, seq, body, created_at)"
+                " SELECT ?, seq, body, created_at FROM messages"
+                " WHERE session_id = ? AND seq <= ?",
+                (record.id, parent.id, last),
+            ).rowcount
+            db.execute("UPDATE sessions SET version = ? WHERE id = ?", (copied, record.id))
+        return record
+
     def get_or_create(
         self, session_id: str, cwd: str, face: str, mode: str | None, model: str | None
     ) -> tuple[SessionRecord, list[Message]]:
@@ -610,8 +628,8 @@ def _insert_session(
 ) -> None:
     db.execute(
         "INSERT INTO sessions"
-        " (id, cwd, title, mode, model, face, created_at, updated_at, version)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " (id, cwd, title, mode, model, face, created_at, updated_at, version, parent)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             record.id,
             record.cwd,
@@ -622,18 +640,19 @@ def _insert_session(
             record.created_at,
             updated_at,
             version,
+            record.parent,
         ),
     )
 
 
 _SELECT = (
-    "SELECT id, cwd, title, mode, model, face, created_at, updated_at, closed, failure"
+    "SELECT id, cwd, title, mode, model, face, created_at, updated_at, closed, failure, parent"
     " FROM sessions"
 )
 
 
 def _record(row: tuple[Any, ...]) -> SessionRecord:
-    sid, cwd, title, mode, model, face, created, updated, closed, failure = row
+    sid, cwd, title, mode, model, face, created, updated, closed, failure, parent = row
     return SessionRecord(
         id=str(sid),
         cwd=str(cwd),
@@ -645,6 +664,7 @@ def _record(row: tuple[Any, ...]) -> SessionRecord:
         updated_at=str(updated),
         closed=bool(closed),
         failure=failure,
+        parent=parent,
     )
 
 
@@ -677,6 +697,11 @@ class SqliteSessions(SqliteTasks):
         self, session_id: str, cwd: str, face: str, mode: str | None, model: str | None
     ) -> tuple[SessionRecord, list[Message]]:
         return await self.db.call(self.db.get_or_create, session_id, cwd, face, mode, model)
+
+    async def fork(
+        self, session_id: str, cwd: str, face: str, upto: int | None = None
+    ) -> SessionRecord:
+        return await self.db.call(self.db.fork, session_id, cwd, face, upto)
 
     async def get(self, session_id: str) -> SessionRecord:
         return await self.db.call(self.db.get, session_id)

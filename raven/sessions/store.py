@@ -50,6 +50,14 @@ class Sessions(TaskRows, Protocol):
         """The session and its transcript, created empty first if it does not exist."""
         ...
 
+    async def fork(
+        self, session_id: str, cwd: str, face: str, upto: int | None = None
+    ) -> SessionRecord:
+        """A new session holding the transcript of `session_id` (its first `upto` messages,
+        or all) in one transaction, with its title, mode and model, naming it as its
+        parent; `SessionNotFound` when there is none."""
+        ...
+
     async def get(self, session_id: str) -> SessionRecord: ...
 
     async def resolve(self, prefix: str) -> str:

@@ -97,7 +97,7 @@ async def test_initialize_advertises_what_raven_serves(start: Any) -> None:
     assert not caps.mcp_capabilities.http and not caps.mcp_capabilities.sse
     sc = caps.session_capabilities
     assert sc.list is not None and sc.resume is not None and sc.close is not None
-    assert sc.delete is not None
+    assert sc.delete is not None and sc.fork is not None
     assert caps.field_meta == {"raven": {"steer": True}}
     assert result.field_meta == {"steering": {"supported": True}}  # as the adapters say it
     assert result.agent_info.name == "raven"
@@ -443,6 +443,38 @@ async def test_resume_does_not_replay(start: Any, tmp_path: Path) -> None:
     assert agent2.editor.updates == []
     await agent2.conn.prompt(session_id=sid, prompt=text("second"))
     assert agent2.editor.text(sid) == "second"
+
+
+async def test_fork_keeps_the_transcript_or_its_first_turns_and_outlives_the_process(
+    start: Any, tmp_path: Path
+) -> None:
+    agent = await start()
+    sid = await agent.new_session(tmp_path)
+    await agent.conn.prompt(session_id=sid, prompt=text("first"))
+    await agent.conn.prompt(session_id=sid, prompt=text("second"))
+    whole = await agent.conn.fork_session(session_id=sid, cwd=str(tmp_path), mcp_servers=[])
+    early = await agent.conn.fork_session(
+        session_id=sid, cwd=str(tmp_path), mcp_servers=[], raven={"turns": 1}
+    )
+    assert len({sid, whole.session_id, early.session_id}) == 3
+    assert whole.config_options  # a session like any other: its mode and model pickers
+    await agent.conn.prompt(session_id=early.session_id, prompt=text("third"))  # on its own
+    assert await agent.close() == 0
+
+    later = await start()  # a new process, as after a restart
+    for forked, said in [(whole.session_id, "firstsecond"), (early.session_id, "firstthird")]:
+        await later.conn.load_session(cwd=str(tmp_path), session_id=forked, mcp_servers=[])
+        assert later.editor.text(forked, "user_message_chunk") == said
+    await later.conn.load_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])
+    assert later.editor.text(sid, "user_message_chunk") == "firstsecond"  # unchanged
+    listed = {s.session_id: s.field_meta for s in (await later.conn.list_sessions()).sessions}
+    assert (
+        listed[whole.session_id] == listed[early.session_id] == {"raven": {"parentSessionId": sid}}
+    )
+    assert listed[sid] is None
+    with pytest.raises(acp.RequestError) as missing:
+        await later.conn.fork_session(session_id="ses_gone", cwd=str(tmp_path), mcp_servers=[])
+    assert missing.value.code == -32002
 
 
 async def test_list_pages_newest_first_with_cwd_filter(

@@ -49,6 +49,28 @@ async def test_messages_round_trip_in_order(store: Sessions) -> None:
     assert await store.version(rec.id) == 3
 
 
+async def test_a_fork_holds_the_transcript_up_to_where_it_was_asked_and_names_its_parent(
+    store: Sessions,
+) -> None:
+    rec = await store.create("/work", face="acp", mode="plan", model="echo")
+    said = [user_text("one"), AssistantMessage(text="two"), user_text("three")]
+    for message in said:
+        await store.append(rec.id, message, title="Counting" if message is said[0] else None)
+    whole = await store.fork(rec.id, "/elsewhere", face="acp")
+    assert (whole.parent, whole.cwd, whole.title) == (rec.id, "/elsewhere", "Counting")
+    assert (whole.mode, whole.model) == ("plan", "echo")
+    assert await store.messages(whole.id) == said and await store.version(whole.id) == 3
+    early = await store.fork(rec.id, "/work", face="cli", upto=1)
+    assert await store.messages(early.id) == said[:1] and await store.version(early.id) == 1
+    # The fork goes on alone: its parent is unchanged, and the fork is listed naming it.
+    await store.append(whole.id, AssistantMessage(text="four"))
+    assert await store.messages(rec.id) == said
+    listed = {r.id: r.parent for r in (await store.page()).sessions}
+    assert listed == {rec.id: None, whole.id: rec.id, early.id: rec.id}
+    with pytest.raises(SessionNotFound):
+        await store.fork("ses_missing", "/work", face="cli")
+
+
 async def test_pages_newest_first_with_a_directory_filter(store: Sessions) -> None:
     ids = [(await store.create("/a" if i % 2 else "/b", face="cli")).id for i in range(7)]
     seen, cursor = [], None

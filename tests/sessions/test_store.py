@@ -51,6 +51,7 @@ def test_migrations_apply_once(tmp_path: Path) -> None:
         "index_words_off_the_write_path",
         "sessions_keep_their_last_failure",
         "tasks_beside_the_sessions",
+        "forks_name_their_parent",
     ]
 
 

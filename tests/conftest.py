@@ -135,3 +135,28 @@ def pg_url(postgres_server_url: str) -> Iterator[str]:
 
     with fresh_database(postgres_server_url) as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def unstable_schema(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Frames as the ACP TypeScript SDK's unstable v1 schema reads them: `read(items, kind)`
+    gives, for each, `{"ok": the SDK's reading}` or `{"error": its complaint}` (`kind`: one
+    of its zod validators, session notifications unless named)."""
+    from tests.npm import npm_install
+
+    script = Path(__file__).parent / "acp_client" / "unstable_schema.mjs"
+    folder = npm_install(tmp_path_factory, "@agentclientprotocol/sdk@2.4.0", beside=[script])
+    zod = folder / "node_modules/@agentclientprotocol/sdk/dist/v1/unstable/schema/zod.gen.js"
+
+    def read(items: list[dict[str, Any]], kind: str = "zSessionNotification") -> Any:
+        ran = subprocess.run(
+            ["node", str(folder / script.name), str(zod), kind],
+            input=json.dumps(items),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        return json.loads(ran.stdout)
+
+    return read

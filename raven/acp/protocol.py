@@ -460,6 +460,21 @@ class Plan(Wire):
     entries: list[PlanEntry] = Field(default_factory=list)
 
 
+class SubagentState(Wire):
+    state: str = "running"
+    stop_reason: str | None = None
+
+
+class SubagentUpdate(Wire):
+    """A child announcing one of its own sub-agents (ACP's unstable sub-agent sessions)."""
+
+    session_update: Literal["subagent_update"]
+    session_id: str
+    title: str | None = None
+    description: str | None = None
+    state: SubagentState | None = None
+
+
 ChildUpdate = Annotated[
     TextChunk | ToolCallStart | ToolCallChange | Plan, Field(discriminator="session_update")
 ]

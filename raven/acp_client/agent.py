@@ -85,25 +85,37 @@ class Outcome:
 
 
 @dataclass
+class _Voice:
+    """One session's speaker in a turn: the child, or one of its own sub-agents."""
+
+    name: str
+    """What progress calls it: the agent's name (`helper`, `helper › writer`)."""
+    titles: dict[str, str] = field(default_factory=dict)
+    kinds: dict[str, str] = field(default_factory=dict)
+    calls: dict[str, p.ToolCallStart] = field(default_factory=dict)
+    """Its tool calls as it started them, by id: what a request names by id only."""
+    said: str = ""
+    """The end of its text so far (`SAID_CHARS`), for the faces to show."""
+    untold: int = 0
+    """Characters it said since the faces were last told."""
+    unsent: str = ""
+    """What it said since the faces were last told, as far as `safe` let it out (its end,
+    `SAID_CHARS`, when it floods)."""
+    safe: SafeChunks = field(default_factory=SafeChunks)
+
+
+@dataclass
 class _Turn:
     progress: Callable[[Progress], None]
     approve: Callable[[Permission], Awaitable[Decision | None]] | None
     ask: Callable[[Question], Awaitable[str | None]] | None
+    own: _Voice
     answer: Capped = field(default_factory=lambda: Capped(MAX_ANSWER_CHARS))
     """The child's text, clipped as it streams (head and tail kept)."""
     decisions: list[str] = field(default_factory=list)
-    titles: dict[str, str] = field(default_factory=dict)
-    kinds: dict[str, str] = field(default_factory=dict)
-    calls: dict[str, p.ToolCallStart] = field(default_factory=dict)
-    """The child's tool calls as it started them, by id: what a request names by id only."""
-    said: str = ""
-    """The end of the child's text so far (`SAID_CHARS`), for the faces to show."""
-    untold: int = 0
-    """Characters the child said since the faces were last told."""
-    unsent: str = ""
-    """What the child said since the faces were last told, as far as `safe` let it out
-    (its end, `SAID_CHARS`, when it floods)."""
-    safe: SafeChunks = field(default_factory=SafeChunks)
+    others: dict[str, _Voice] = field(default_factory=dict)
+    """The child's own sub-agents, by the session id its `subagent_update` announced: what
+    they do is progress, never the child's answer."""
 
 
 class SubAgent:
@@ -176,7 +188,7 @@ class SubAgent:
         ask: Callable[[Question], Awaitable[str | None]] | None = None,
     ) -> Outcome:
         """Run one task to its end; a timeout or the caller's cancellation cancels it."""
-        turn = self._turn = _Turn(progress, approve, ask)
+        turn = self._turn = _Turn(progress, approve, ask, _Voice(self.spec.name))
         params = {"sessionId": self._session_id, "prompt": [{"type": "text", "text": task}]}
         assert self._connection is not None
         request = asyncio.ensure_future(
@@ -202,9 +214,10 @@ class SubAgent:
             ) from None
         finally:
             self._turn = None
-        turn.unsent += turn.safe.flush()
-        if turn.untold:
-            self._tell_text(turn)
+        for voice in (turn.own, *turn.others.values()):
+            voice.unsent += voice.safe.flush()
+            if voice.untold:
+                self._tell_text(turn, voice)
         ended = p.read(p.PromptResult, result) or p.PromptResult()
         usage = None
         if ended.usage is not None:
@@ -260,14 +273,39 @@ class SubAgent:
         if changed is not None and params.get("sessionId") == self._session_id:
             self._mode_changed(changed)
             return
-        if self._turn is not None and self._ours(method, params):
-            update = p.read_update(params.get("update"))
-            if update is not None:
-                self._relay(self._turn, update)
-            else:
-                said = params.get("update")
-                kind = said.get("sessionUpdate") if isinstance(said, dict) else None
-                log.debug("sub-agent %s: did not show a session/update of kind %s", name, kind)
+        turn, said = self._turn, params.get("update")
+        if turn is None:
+            return
+        sid = params.get("sessionId")
+        voice = turn.others.get(sid) if isinstance(sid, str) else None
+        if voice is None:
+            if not self._ours(method, params):
+                return
+            voice = turn.own
+            if (announced := p.read(p.SubagentUpdate, said)) is not None:
+                self._subagent(turn, announced)
+                return
+        update = p.read_update(said)
+        if update is not None:
+            self._relay(turn, update, voice)
+        else:
+            kind = said.get("sessionUpdate") if isinstance(said, dict) else None
+            log.debug("sub-agent %s: did not show a session/update of kind %s", name, kind)
+
+    def _subagent(self, turn: _Turn, announced: p.SubagentUpdate) -> None:
+        """The child started one of its own sub-agents, or one ended: from its announcement
+        on, that session's updates are progress, under both names (`helper › writer`)."""
+        voice = turn.others.get(announced.session_id)
+        if voice is None:
+            title = announced.title or announced.session_id
+            voice = turn.others[announced.session_id] = _Voice(f"{self.spec.name} › {title}")
+        if announced.state is None or announced.state.state != "idle":
+            turn.progress(Progress(f"{voice.name}: {announced.description or 'started'}"))
+            return
+        voice.unsent += voice.safe.flush()
+        if voice.untold:
+            self._tell_text(turn, voice)
+        turn.progress(Progress(f"{voice.name}: ended ({announced.state.stop_reason or 'idle'})"))
 
     def _ours(self, method: str, params: dict[str, Any]) -> bool:
         """Whether a message is about the session Raven opened; others' are ignored."""
@@ -286,9 +324,10 @@ class SubAgent:
 
     async def _permission(self, asked: p.PermissionRequest) -> dict[str, Any]:
         options, call, turn = asked.options, asked.tool_call, self._turn
-        seen = turn.calls.get(call.tool_call_id) if turn else None
-        title = call.title or (turn.titles.get(call.tool_call_id) if turn else "") or "a tool call"
-        label = call.kind or (turn.kinds.get(call.tool_call_id) if turn else None)
+        own = turn.own if turn else None
+        seen = own.calls.get(call.tool_call_id) if own else None
+        title = call.title or (own.titles.get(call.tool_call_id) if own else "") or "a tool call"
+        label = call.kind or (own.kinds.get(call.tool_call_id) if own else None)
         raw_input = call.raw_input or (seen.raw_input if seen else None)
         paths = call.paths() or (seen.paths() if seen else [])
         shown = bool(call.content or (seen.content if seen else None))
@@ -392,44 +431,46 @@ class SubAgent:
         log.info("sub-agent %s: %s", self.spec.name, note)
         return {"action": "accept" if accepted else "decline"}
 
-    def _tell_text(self, turn: _Turn) -> None:
-        """What the child says, as progress: its latest line, the end of its text, and what
-        it said since the last time (`delta`, cut where no credential straddles two)."""
-        turn.untold = 0
-        lines = [line for line in turn.said.splitlines() if line.strip()]
+    def _tell_text(self, turn: _Turn, voice: _Voice) -> None:
+        """What `voice` says, as progress: its latest line, the end of its text, and what it
+        said since the last time (`delta`, cut where no credential straddles two)."""
+        voice.untold = 0
+        lines = [line for line in voice.said.splitlines() if line.strip()]
         latest = lines[-1].strip()[:PROGRESS_LINE_CHARS] if lines else ""
-        detail = ChildText(self.spec.name, redact(turn.said), redact(turn.unsent))
-        turn.unsent = ""
-        turn.progress(Progress(redact(f"{self.spec.name}: {latest}"), detail))
+        detail = ChildText(voice.name, redact(voice.said), redact(voice.unsent))
+        voice.unsent = ""
+        turn.progress(Progress(redact(f"{voice.name}: {latest}"), detail))
 
-    def _relay(self, turn: _Turn, update: p.ChildUpdate) -> None:
-        """The child's updates: its text forms the answer; its tool calls and plan, progress."""
-        name = self.spec.name
+    def _relay(self, turn: _Turn, update: p.ChildUpdate, voice: _Voice) -> None:
+        """What `voice` does: the child's own text forms the answer; tool calls, plans and
+        its sub-agents' text are progress."""
+        name = voice.name
         if isinstance(update, p.TextChunk):
             if (text := update.text) is not None:
-                turn.answer.add(text.encode())
+                if voice is turn.own:
+                    turn.answer.add(text.encode())
                 shown = text
                 if len(text) > SAID_CHARS:  # a flood: the faces get its end
-                    turn.unsent += turn.safe.flush() + "…"
+                    voice.unsent += voice.safe.flush() + "…"
                     shown = _tail(text, SAID_CHARS)
-                turn.unsent = _tail(turn.unsent + turn.safe.feed(shown), SAID_CHARS)
-                turn.said = (turn.said + text)[-SAID_CHARS:]
-                turn.untold += len(text)
-                if "\n" in text or turn.untold >= TELL_EVERY_CHARS:
-                    self._tell_text(turn)
+                voice.unsent = _tail(voice.unsent + voice.safe.feed(shown), SAID_CHARS)
+                voice.said = (voice.said + text)[-SAID_CHARS:]
+                voice.untold += len(text)
+                if "\n" in text or voice.untold >= TELL_EVERY_CHARS:
+                    self._tell_text(turn, voice)
         elif isinstance(update, p.ToolCallStart):
             call_id, title = update.tool_call_id, update.title
-            turn.titles[call_id], turn.kinds[call_id] = title, update.kind
-            turn.calls[call_id] = update
+            voice.titles[call_id], voice.kinds[call_id] = title, update.kind
+            voice.calls[call_id] = update
             detail = ChildToolCall(name, call_id, title, update.status, update.kind)
             turn.progress(Progress(f"{name}: → {title}", detail, step=f"{name}: {title}"))
         elif isinstance(update, p.ToolCallChange):
             call_id, renamed = update.tool_call_id, update.title
-            if renamed and renamed != turn.titles.get(call_id):
-                turn.titles[call_id] = renamed  # the real title replaces a placeholder
+            if renamed and renamed != voice.titles.get(call_id):
+                voice.titles[call_id] = renamed  # the real title replaces a placeholder
             if update.kind is not None:
-                turn.kinds[call_id] = update.kind
-            title = turn.titles.get(call_id, call_id)
+                voice.kinds[call_id] = update.kind
+            title = voice.titles.get(call_id, call_id)
             status = update.status
             if status in ("completed", "failed"):
                 mark, step = ("✓" if status == "completed" else "✗"), ""
@@ -507,7 +548,8 @@ class SubAgent:
         elicitation: dict[str, Any] = {"url": {}}
         if self.spec.permissions == "ask":
             elicitation["form"] = {}
-        capabilities: dict[str, Any] = {"elicitation": elicitation}
+        # Its own sub-agents come as sessions of their own (`_subagent`), not as its text.
+        capabilities: dict[str, Any] = {"elicitation": elicitation, "subagents": {}}
         result = await self._request(
             p.INITIALIZE,
             {

@@ -8,6 +8,9 @@ Its behaviour is the first argument:
   flood        writes 1 MiB to stderr, then answers
   hang         never answers a prompt (until cancelled; ignores the cancel with "stubborn")
   elicit       asks an elicitation question and answers with what it got
+  grandchild   announces one of its own sub-agents (`subagent_update`; the SDK does not pass
+               on whether the client declared them),
+               streams its text and a tool call under its session, ends it, then answers
   url-consent  asks for a URL consent (a sign-in), as codex-acp relays an MCP server's, if
                the client declared URL elicitation; answers with the action it got
   fs           tries to read a file through the client
@@ -233,6 +236,22 @@ class Agent:
             await self.say(
                 session_id, f"elicitation {result.action} {getattr(result, 'content', None)}"
             )
+        elif BEHAVIOUR == "grandchild":
+            wire, child = self.conn._conn, f"{session_id}/task-1"
+
+            async def update(sid: str, body: dict[str, Any]) -> None:
+                await wire.send_notification("session/update", {"sessionId": sid, "update": body})
+
+            announce = {"sessionUpdate": "subagent_update", "sessionId": child}
+            await update(session_id, {**announce, "title": "writer", "description": "say hello",
+                                      "state": {"state": "running"}})  # fmt: skip
+            text = {"type": "text", "text": "Grandchild says hello."}
+            await update(child, {"sessionUpdate": "agent_message_chunk", "content": text})
+            call = {"toolCallId": "t1", "title": "Read notes.txt", "kind": "read"}
+            await update(child, {"sessionUpdate": "tool_call", "status": "pending", **call})
+            await update(session_id, {**announce, "state": {"state": "idle",
+                                                            "stopReason": "end_turn"}})  # fmt: skip
+            await self.say(session_id, "Done.")
         elif BEHAVIOUR == "url-consent":
             if not self.url_elicitation:
                 await self.say(session_id, "no URL elicitation declared")

@@ -85,6 +85,28 @@ def child_raven(tmp_path: Path) -> AgentSpec:
     )
 
 
+async def test_a_childs_own_sub_agent_shows_as_progress_under_both_names(
+    tmp_path: Path,
+) -> None:
+    """Raven declares `subagents`, so a child announces its own sub-agent (`subagent_update`)
+    and streams it as a session of its own: its work is progress (`helper › writer`), never
+    the child's answer."""
+    outcome, seen, _ = await drive(sdk_spec("grandchild", name="helper"), tmp_path)
+    assert outcome.answer == "Done."
+    lines = [p.text for p in seen]
+    assert lines == [
+        "helper › writer: say hello",
+        "helper › writer: → Read notes.txt",
+        "helper › writer: Grandchild says hello.",
+        "helper › writer: ended (end_turn)",
+        "helper: Done.",
+    ]
+    said = [p.detail for p in seen if isinstance(p.detail, ChildText)]
+    assert said[0] == ChildText(
+        "helper › writer", "Grandchild says hello.", "Grandchild says hello."
+    )
+
+
 async def test_raven_drives_raven_and_allows_always_unattended(
     child_raven: AgentSpec, tmp_path: Path
 ) -> None:
@@ -489,7 +511,7 @@ def schema_complete(model: Any, sent: dict[str, Any]) -> None:
 
 
 async def test_every_frame_raven_sends_a_sub_agent_is_schema_complete(
-    child_raven: AgentSpec, tmp_path: Path
+    child_raven: AgentSpec, tmp_path: Path, unstable_schema: Any
 ) -> None:
     log = tmp_path / "frames.log"
     tapped = child_raven.model_copy(
@@ -516,6 +538,12 @@ async def test_every_frame_raven_sends_a_sub_agent_is_schema_complete(
         if mark != ">":
             continue
         assert frame["jsonrpc"] == "2.0"
+        if frame.get("method") == "initialize":  # `subagents` is the unstable schema's
+            (read,) = unstable_schema([frame["params"]], "zInitializeRequest")
+            assert read["ok"]["clientCapabilities"]["subagents"] == {}, read
+            caps = frame["params"]["clientCapabilities"]
+            stable = {k: v for k, v in caps.items() if k != "subagents"}
+            frame = {**frame, "params": {**frame["params"], "clientCapabilities": stable}}
         if "method" in frame:
             schema_complete(OUTBOUND_PARAMS[frame["method"]], frame["params"])
             checked.add(frame["method"])

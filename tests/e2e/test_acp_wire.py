@@ -10,8 +10,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.conftest import RAVEN, write_config
 from tests.processes import ended, pid_from
 
@@ -394,29 +392,6 @@ def test_raven_acp_help_still_lists_its_options(env: dict[str, str]) -> None:
         assert option in shown.stdout
     wrong = raven("acp", "--bogus", env=env)
     assert wrong.returncode == 2 and "No such option" in wrong.stderr
-
-
-@pytest.fixture(scope="module")
-def unstable_schema(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """Session notifications as the ACP TypeScript SDK's unstable v1 schema reads them."""
-    from tests.npm import npm_install
-
-    script = Path(__file__).parents[1] / "acp_client" / "unstable_schema.mjs"
-    folder = npm_install(tmp_path_factory, "@agentclientprotocol/sdk@2.4.0", beside=[script])
-    zod = folder / "node_modules/@agentclientprotocol/sdk/dist/v1/unstable/schema/zod.gen.js"
-
-    def read(notifications: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        ran = subprocess.run(
-            ["node", str(folder / script.name), str(zod)],
-            input=json.dumps(notifications),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
-        return json.loads(ran.stdout)
-
-    return read
 
 
 async def test_an_editor_that_shows_subagents_gets_each_delegate_as_a_child_session(

@@ -28,6 +28,10 @@ from raven.engine import (
 _RESULT_PREVIEW_LINES = 4
 
 
+MARKDOWN_REFRESH_S = 0.05
+"""How often a streaming Markdown answer is rendered again (each render is of all of it)."""
+
+
 class _Waiting:
     """A spinner with what Raven waits for and for how long; rendered on each refresh."""
 
@@ -57,7 +61,11 @@ class TerminalView:
         self._out = out
         self._err = err
         self._markdown = markdown
-        self._text = ""
+        self._pieces: list[str] = []
+        """The answer streamed so far, as it came (joined only to render it as Markdown)."""
+        self._open_line = False
+        """The answer so far does not end its line."""
+        self._rendered_at = 0.0
         self._live: Any = None
         """A rich `Live` while a Markdown answer streams (rich.markdown loads on first use)."""
         self._spinner: Any = None
@@ -128,12 +136,14 @@ class TerminalView:
 
     def _finish_answer(self) -> None:
         if self._live is not None:
+            self._render()
             self._live.stop()
             self._live = None
-        elif self._text and not self._text.endswith("\n"):
+        elif self._open_line:
             self._out.file.write("\n")
             self._out.file.flush()
-        self._text = ""
+        self._pieces.clear()
+        self._open_line = False
 
     def _stop_spinner(self) -> None:
         if self._spinner is not None:
@@ -141,18 +151,32 @@ class TerminalView:
             self._spinner = None
 
     def _answer(self, delta: str) -> None:
-        self._text += delta
+        """Plain text goes out as it comes, in time linear in its size; Markdown is rendered
+        again at most every `MARKDOWN_REFRESH_S` (and once more at the end)."""
+        if not delta:
+            return
+        self._open_line = not delta.endswith("\n")
         if not self._markdown:
             self._out.file.write(delta)
             self._out.file.flush()
             return
-        from rich.live import Live
-        from rich.markdown import Markdown
-
+        self._pieces.append(delta)
         if self._live is None:
+            from rich.live import Live
+
             self._live = Live(console=self._out, auto_refresh=False, vertical_overflow="visible")
             self._live.start()
-        self._live.update(Markdown(self._text), refresh=True)
+        elif time.monotonic() - self._rendered_at < MARKDOWN_REFRESH_S:
+            return
+        self._render()
+
+    def _render(self) -> None:
+        from rich.markdown import Markdown
+
+        text = "".join(self._pieces)
+        self._pieces[:] = [text]
+        self._live.update(Markdown(text), refresh=True)
+        self._rendered_at = time.monotonic()
 
     def _tool_done(self, event: ToolCallUpdated) -> None:
         title = escape(self._titles.get(event.call_id, event.call_id))

@@ -6,6 +6,7 @@ Never reads input.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -66,6 +67,8 @@ class TerminalView:
         self._open_line = False
         """The answer so far does not end its line."""
         self._rendered_at = 0.0
+        self._later: Any = None
+        """The render due at the end of the refresh interval, for pieces not shown yet."""
         self._live: Any = None
         """A rich `Live` while a Markdown answer streams (rich.markdown loads on first use)."""
         self._spinner: Any = None
@@ -135,6 +138,9 @@ class TerminalView:
             self._mid_line = False
 
     def _finish_answer(self) -> None:
+        if self._later is not None:
+            self._later.cancel()
+            self._later = None
         if self._live is not None:
             self._render()
             self._live.stop()
@@ -152,7 +158,8 @@ class TerminalView:
 
     def _answer(self, delta: str) -> None:
         """Plain text goes out as it comes, in time linear in its size; Markdown is rendered
-        again at most every `MARKDOWN_REFRESH_S` (and once more at the end)."""
+        again at most every `MARKDOWN_REFRESH_S`, what came meanwhile at the interval's
+        end."""
         if not delta:
             return
         self._open_line = not delta.endswith("\n")
@@ -166,13 +173,23 @@ class TerminalView:
 
             self._live = Live(console=self._out, auto_refresh=False, vertical_overflow="visible")
             self._live.start()
-        elif time.monotonic() - self._rendered_at < MARKDOWN_REFRESH_S:
-            return
+        else:
+            wait = self._rendered_at + MARKDOWN_REFRESH_S - time.monotonic()
+            if wait > 0 and self._later is not None:
+                return
+            if wait > 0 and (loop := _loop()) is not None:
+                self._later = loop.call_later(wait, self._render)
+                return
         self._render()
 
     def _render(self) -> None:
         from rich.markdown import Markdown
 
+        if self._later is not None:
+            self._later.cancel()
+            self._later = None
+        if self._live is None:
+            return
         text = "".join(self._pieces)
         self._pieces[:] = [text]
         self._live.update(Markdown(text), refresh=True)
@@ -189,6 +206,13 @@ class TerminalView:
             self._err.print(f"  [dim]{escape(line[:200])}[/]")
         if len(lines) > _RESULT_PREVIEW_LINES:
             self._err.print(f"  [dim]… {len(lines) - _RESULT_PREVIEW_LINES} more lines[/]")
+
+
+def _loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:  # outside a loop, nothing can render later: each piece renders now
+        return None
 
 
 def _silent(event: TurnEvent) -> bool:

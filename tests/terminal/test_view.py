@@ -3,6 +3,7 @@ Markdown rendered again while it streams."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 
 from rich.console import Console
@@ -28,13 +29,19 @@ def test_a_plain_answer_comes_out_as_it_streams_and_ends_its_line() -> None:
     assert written.getvalue() == "".join(pieces) + "\n"
 
 
-def test_markdown_streamed_faster_than_it_renders_still_ends_rendered_whole() -> None:
+async def test_markdown_streamed_faster_than_it_renders_is_shown_whole_soon_after() -> None:
     out, written = consoles(terminal=True)
     err, _ = consoles(terminal=False)
     view = TerminalView(out, err, markdown=True)
     for piece in ["# Shopping\n\n", "- eggs\n", "- milk\n", "- **bread**\n"]:
         view(AgentText(piece))  # all within one refresh interval: only the first renders
-    view.pause()
+    assert "bread" not in written.getvalue()
+    async with asyncio.timeout(5):  # the rest renders at the interval's end, unasked
+        while "bread" not in written.getvalue():
+            await asyncio.sleep(0.01)
     shown = written.getvalue()
     assert "Shopping" in shown and "# Shopping" not in shown  # rendered as a heading
-    assert "bread" in shown and "**bread**" not in shown  # and the last piece rendered too
+    assert "**bread**" not in shown
+    view(AgentText("- butter\n"))
+    view.pause()  # the end renders what came last at once
+    assert "butter" in written.getvalue()

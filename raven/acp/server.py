@@ -77,10 +77,13 @@ class _Session:
 
 
 class AcpServer:
-    """Serves one editor connection. `runtime_factory` may raise `ConfigError`."""
+    """Serves one editor connection. `runtime_factory` may raise `ConfigError`; without
+    `owns_runtime`, the runtime is another's (the gateway's, shared by every connection):
+    never closed nor built again here."""
 
-    def __init__(self, runtime_factory: Callable[[], Runtime]) -> None:
+    def __init__(self, runtime_factory: Callable[[], Runtime], owns_runtime: bool = True) -> None:
         self._runtime_factory = runtime_factory
+        self._owns_runtime = owns_runtime
         self._runtime: Runtime | None = None
         self._connection: Connection | None = None
         self._initialized = False
@@ -133,7 +136,7 @@ class AcpServer:
     async def aclose(self) -> None:
         """Release every session's MCP servers, then the runtime."""
         await asyncio.gather(*(self._release_mcp(s) for s in self._sessions.values()))
-        if self._runtime is not None:
+        if self._runtime is not None and self._owns_runtime:
             await self._runtime.aclose()
 
     # -- methods ---------------------------------------------------------------------------
@@ -163,7 +166,7 @@ class AcpServer:
         try:
             live = await runtime.new_session(cwd)
         except NoModelConfigured:
-            if self._sessions:  # the runtime serves sessions: it stays as it is
+            if self._sessions or not self._owns_runtime:  # it serves sessions: it stays
                 raise
             # `raven setup` (the setup auth method) may have written a model since this
             # runtime read the config: read it again, once.

@@ -1,5 +1,6 @@
-"""The gateway with everything it serves: Raven RPC and the web UI over one runtime, and the
-A2A face mounted beside them when it is enabled (never inside a sub-agent)."""
+"""The gateway with everything it serves: Raven RPC, the web UI and ACP over WebSocket on one
+runtime, and the A2A face mounted beside them when it is enabled (never inside a
+sub-agent)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ from raven.compose.runtime import build_runtime
 from raven.config import GatewayConfig, Paths, RavenConfig
 
 log = logging.getLogger("raven.gateway")
+
+ACP_PATH = "/acp"
+"""Where the gateway serves ACP over WebSocket, behind its token."""
 
 
 async def serve_gateway(
@@ -41,8 +45,10 @@ async def serve_gateway(
         add_a2a_routes(app, mounts[-1])
         return True
 
+    from raven.acp.websocket import acp_socket
+
     try:
-        await serve(runtime, settings, announce, mount_a2a)
+        await serve(runtime, settings, announce, mount_a2a, {ACP_PATH: acp_socket(runtime)})
     finally:
         for mount in mounts:
             await mount.aclose()

@@ -14,6 +14,7 @@ import fcntl
 import logging
 import struct
 import termios
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from aiohttp import WSMsgType, web
@@ -38,9 +39,16 @@ ABANDON_S = 30.0
 CLOSE_GOING_AWAY = 1001
 CLOSE_TOO_SLOW = 1013
 
+SocketService = Callable[[web.WebSocketResponse], Awaitable[None]]
+"""Another face served over a WebSocket behind the gateway's gate (ACP at `/acp`): it
+gets the socket once admitted and upgraded, and returns when the socket is done."""
 
-def make_app(runtime: Runtime, gate: Gatekeeper) -> web.Application:
-    """The gateway app over `runtime`; `gate` decides who may use it."""
+
+def make_app(
+    runtime: Runtime, gate: Gatekeeper, sockets: Mapping[str, SocketService] = {}
+) -> web.Application:
+    """The gateway app over `runtime`; `gate` decides who may use it, and `sockets` are
+    other faces' WebSocket endpoints, by path, behind the same gate."""
     app = web.Application(client_max_size=MAX_MESSAGE_BYTES)
     app[HUB] = Hub(runtime, lambda: app.get(A2A_MOUNTED, False))
     app[GATE] = gate
@@ -49,6 +57,8 @@ def make_app(runtime: Runtime, gate: Gatekeeper) -> web.Application:
     app.router.add_get("/login", _login)
     app.router.add_post("/login-links", _new_login_link)
     app.router.add_get("/rpc", _rpc)
+    for path, service in sockets.items():
+        app.router.add_get(path, _socket_route(service))
     app.router.add_get("/", _page)
     app.router.add_static("/app/", FILES, append_version=False)
     app.on_response_prepare.append(_security_headers)
@@ -116,7 +126,9 @@ async def _login(request: web.Request) -> web.StreamResponse:
     return response
 
 
-async def _rpc(request: web.Request) -> web.StreamResponse:
+async def _admitted(request: web.Request) -> tuple[web.WebSocketResponse, asyncio.Transport]:
+    """The request's WebSocket, upgraded once its Host, Origin and credentials pass the
+    gate (before any message is read), and kept to be closed at shutdown."""
     gate = request.app[GATE]
     if not gate.trusted_host(request.headers.get("Host")):
         raise web.HTTPForbidden(text="unexpected Host")
@@ -129,10 +141,27 @@ async def _rpc(request: web.Request) -> web.StreamResponse:
         )
     ws = web.WebSocketResponse(max_msg_size=MAX_MESSAGE_BYTES, heartbeat=30)
     await ws.prepare(request)
-    hub = request.app[HUB]
     transport = request.transport
     assert transport is not None
     request.app[SOCKETS][ws] = transport
+    return ws, transport
+
+
+def _socket_route(service: SocketService) -> Callable[[web.Request], Awaitable[Any]]:
+    async def route(request: web.Request) -> web.StreamResponse:
+        ws, _ = await _admitted(request)
+        try:
+            await service(ws)
+        finally:
+            request.app[SOCKETS].pop(ws, None)
+        return ws
+
+    return route
+
+
+async def _rpc(request: web.Request) -> web.StreamResponse:
+    ws, transport = await _admitted(request)
+    hub = request.app[HUB]
     closing: set[asyncio.Task[Any]] = set()
 
     def blocked() -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import errno
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from aiohttp import web
@@ -17,7 +17,7 @@ from aiohttp import web
 from raven.config import ConfigError, GatewayConfig
 from raven.engine import Runtime
 from raven.errors import RavenError
-from raven.gateway.app import A2A_MOUNTED, make_app
+from raven.gateway.app import A2A_MOUNTED, SocketService, make_app
 from raven.gateway.auth import Gatekeeper, load_or_mint_token
 from raven.heap import settle
 from raven.origins import origin_of
@@ -36,13 +36,15 @@ async def serve(
     settings: GatewayConfig,
     announce: Callable[[str, str], None],
     mount: Callable[[web.Application], bool] | None = None,
+    sockets: Mapping[str, SocketService] = {},
 ) -> None:
     """Serve until SIGINT or SIGTERM; `announce(url, login_link)` once listening. `mount`
-    adds other routes to the app (the A2A face) and says whether it did."""
+    adds other routes to the app (the A2A face) and says whether it did; `sockets` are
+    other faces' WebSocket endpoints behind the gateway's gate (ACP)."""
     token = load_or_mint_token(runtime.paths.config_dir)
     shown = f"[{settings.host}]" if ":" in settings.host else settings.host
     gate = Gatekeeper(token, _hosts(shown, settings.port, settings.public_url))
-    app = make_app(runtime, gate)
+    app = make_app(runtime, gate, sockets)
     if mount is not None:
         app[A2A_MOUNTED] = mount(app)
     runner = web.AppRunner(app, access_log=None)

@@ -1,0 +1,66 @@
+"""ACP over WebSocket at the gateway's `/acp`, driven by the official ACP SDK's WebSocket
+client transport as a remote editor drives it: behind the gateway's token, on the
+gateway's one runtime, with permissions asked over the socket."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import acp
+import pytest
+from acp import schema
+from acp.ws.client import create_websocket_stream
+from websockets.exceptions import InvalidStatus
+
+from tests.e2e.acp_harness import Editor
+from tests.e2e.test_gateway import DEADLINE_S, scripted_gateway
+
+
+def said(words: str) -> list[schema.TextContentBlock]:
+    return [schema.TextContentBlock(type="text", text=words)]
+
+
+async def test_an_editor_drives_raven_over_a_websocket_with_the_sdk(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    write = {"name": "write_file", "arguments": {"path": "remote.txt", "content": "from afar"}}
+    proc, port = scripted_gateway(env, home, [{"toolCalls": [write]}, {"text": "Written."}])
+    url = f"ws://127.0.0.1:{port}/acp"
+    try:
+        token = (home / "gateway.token").read_text().strip()
+        with pytest.raises(InvalidStatus) as refused:  # no token: refused before the upgrade
+            await create_websocket_stream(url)
+        assert refused.value.response.status_code == 401
+        with pytest.raises(InvalidStatus) as wrong:
+            await create_websocket_stream(url, headers={"Authorization": "Bearer nope"})
+        assert wrong.value.response.status_code == 401
+
+        transport = await create_websocket_stream(url, headers={"Authorization": f"Bearer {token}"})
+        editor = Editor()
+        editor.permission_answers = ["allow_once"]
+        conn = acp.connect_to_agent(editor, transport, use_unstable_protocol=True)
+        init = await conn.initialize(protocol_version=1)
+        assert init.protocol_version == 1 and init.agent_info.name == "raven"
+        sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+        answer = await conn.prompt(session_id=sid, prompt=said("write it"))
+        assert answer.stop_reason == "end_turn"
+        assert editor.text(sid) == "Written."
+        (asked,) = editor.permissions  # asked over the socket, answered by this editor
+        assert asked.tool_call.title and "remote.txt" in asked.tool_call.title
+        assert (tmp_path / "remote.txt").read_text() == "from afar"
+        assert sid in [s.session_id for s in (await conn.list_sessions()).sessions]
+        await transport.close()
+
+        # Another connection (an editor that reconnected) loads the session it left.
+        again = await create_websocket_stream(url, headers={"Authorization": f"Bearer {token}"})
+        later = Editor()
+        conn = acp.connect_to_agent(later, again, use_unstable_protocol=True)
+        await conn.initialize(protocol_version=1)
+        await conn.load_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])
+        assert later.text(sid, "user_message_chunk") == "write it"
+        assert later.text(sid) == "Written."
+        await again.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(DEADLINE_S) == 0

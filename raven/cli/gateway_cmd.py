@@ -26,11 +26,13 @@ def gateway_command(
     allow_remote: RemoteOption = False,
     config: ConfigOption = None,
 ) -> None:
-    """Serve Raven RPC (/rpc) and the web UI (/); prints the URL and a one-time login link."""
+    """Serve Raven RPC (/rpc), ACP over WebSocket (/acp) and the web UI (/); prints the URL
+    and a one-time login link."""
     cfg, paths, settings = _settings(config, "gateway", host, port, allow_remote)
 
     def announce(url: str, login: str) -> None:
-        print(f"gateway: {url} (Raven RPC on {url}/rpc)", flush=True)
+        socket = "ws" + url.removeprefix("http")
+        print(f"gateway: {url} (Raven RPC on {url}/rpc, ACP on {socket}/acp)", flush=True)
         print(f"login:   {login} (one use)", flush=True)
 
     _serve(cfg, paths, settings, announce)

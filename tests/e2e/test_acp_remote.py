@@ -4,6 +4,7 @@ gateway's one runtime, with permissions asked over the socket."""
 
 from __future__ import annotations
 
+import json
 import signal
 from pathlib import Path
 
@@ -13,8 +14,10 @@ from acp import schema
 from acp.ws.client import create_websocket_stream
 from websockets.exceptions import InvalidStatus
 
+from tests.conftest import write_config
 from tests.e2e.acp_harness import Editor
-from tests.e2e.test_gateway import DEADLINE_S, scripted_gateway
+from tests.e2e.test_gateway import DEADLINE_S, start
+from tests.ports import free_port
 
 
 def said(words: str) -> list[schema.TextContentBlock]:
@@ -25,9 +28,14 @@ async def test_an_editor_drives_raven_over_a_websocket_with_the_sdk(
     env: dict[str, str], home: Path, tmp_path: Path
 ) -> None:
     write = {"name": "write_file", "arguments": {"path": "remote.txt", "content": "from afar"}}
-    proc, port = scripted_gateway(env, home, [{"toolCalls": [write]}, {"text": "Written."}])
+    steps = [{"toolCalls": [write]}, {"text": "Written."}]
+    (home / "script.json").write_text(json.dumps(steps))
+    write_config(home, {"models": [{"id": "s", "provider": "scripted", "script": "script.json"}]})
+    port = free_port()
+    proc, lines = start(env, port)
     url = f"ws://127.0.0.1:{port}/acp"
     try:
+        assert f"ACP on {url})" in lines["gateway"]  # where an editor connects, as printed
         token = (home / "gateway.token").read_text().strip()
         with pytest.raises(InvalidStatus) as refused:  # no token: refused before the upgrade
             await create_websocket_stream(url)

@@ -905,7 +905,7 @@ async def test_replicas_on_postgresql_reach_the_running_turn_and_never_change_an
     env: dict[str, str], tmp_path: Path, receiver: Receiver, pg_url: str
 ) -> None:
     homes = [tmp_path / "replica-a", tmp_path / "replica-b"]
-    pidfile = tmp_path / "command.pid"
+    pidfile, tidy_gate = tmp_path / "command.pid", tmp_path / "tidy-gate"
     sleeper = {"name": "run_command", "arguments": {"command": f"echo $$ > {pidfile}; sleep 300"}}
     scripts = [
         [
@@ -913,8 +913,9 @@ async def test_replicas_on_postgresql_reach_the_running_turn_and_never_change_an
             {"text": "Deployed main."},
             {"text": "never told", "delayMs": 5000},
             {"text": "after the cancelled one"},
-            # B relays the follow-up through the store, which tells A (NOTIFY).
-            {"toolCalls": [{"name": "list_dir", "arguments": {}}], "delayMs": 1500},
+            # B relays the follow-up through the store, which tells A (NOTIFY); the step
+            # waits until A has taken it.
+            {"toolCalls": [{"name": "list_dir", "arguments": {}}], "waitFor": str(tidy_gate)},
             {"text": "tidied, the tests too"},
             {"toolCalls": [sleeper]},
         ],
@@ -978,8 +979,10 @@ async def test_replicas_on_postgresql_reach_the_running_turn_and_never_change_an
         tidy = a.call("SendMessage", message("tidy up") | IMMEDIATELY)["result"]["task"]
         await reaches(a, tidy["id"], "TASK_STATE_WORKING")
         steer = message("check the tests too", taskId=tidy["id"])
-        steered = b.call("SendMessage", steer | IMMEDIATELY)["result"]["task"]
-        assert steered["status"]["state"] == "TASK_STATE_WORKING"
+        steered = b.call("SendMessage", steer | IMMEDIATELY)
+        assert steered["result"]["task"]["status"]["state"] == "TASK_STATE_WORKING", steered
+        await inbox_taken(pg_url)  # A's turn holds the steer for its next model call
+        tidy_gate.touch()
         tidied = await reaches(b, tidy["id"], "TASK_STATE_COMPLETED")
         assert tidied["status"]["message"]["parts"][0]["text"] == "tidied, the tests too"
         said = await user_messages(pg_url)
@@ -1005,6 +1008,20 @@ async def test_replicas_on_postgresql_reach_the_running_turn_and_never_change_an
 
 
 IMMEDIATELY = {"configuration": {"returnImmediately": True}}
+
+
+async def inbox_taken(url: str) -> None:
+    """Once every session's inbox in the PostgreSQL store is empty: the replicas running
+    the turns took what was sent to them."""
+    import asyncpg
+
+    conn = await asyncpg.connect(url)
+    try:
+        async with asyncio.timeout(30):
+            while await conn.fetchval("SELECT count(*) FROM raven_session_inbox"):
+                await asyncio.sleep(0.05)
+    finally:
+        await conn.close()
 
 
 async def user_messages(url: str) -> list[str]:

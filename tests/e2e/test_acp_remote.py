@@ -71,4 +71,5 @@ async def test_an_editor_drives_raven_over_a_websocket_with_the_sdk(
         await again.close()
     finally:
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(DEADLINE_S) == 0
+        proc.communicate(timeout=DEADLINE_S)  # its pipes closed with it
+        assert proc.returncode == 0

@@ -174,10 +174,7 @@ class AcpServer:
             await runtime.aclose()
             runtime = self._require_runtime()
             live = await runtime.new_session(cwd)
-        state = self._sessions[live.id] = _Session(live)
-        await self._attach_mcp(state, parsed.mcp_servers)
-        asyncio.get_running_loop().call_soon(self._announce_commands, live.id)
-        return {"sessionId": live.id, **setup(runtime.config, live)}
+        return await self._started(live, parsed.mcp_servers)
 
     async def _load(self, params: dict[str, Any]) -> dict[str, Any]:
         state = await self._open(p.parse(p.OpenSessionParams, params))
@@ -194,12 +191,8 @@ class AcpServer:
         runtime = self._require_runtime()
         meta = parsed.meta.get("raven")
         turns = meta.turns if meta is not None else None
-        cwd = session_directory(parsed.cwd)
-        live = await runtime.fork_session(parsed.session_id, cwd, turns)
-        state = self._sessions[live.id] = _Session(live)
-        await self._attach_mcp(state, parsed.mcp_servers)
-        asyncio.get_running_loop().call_soon(self._announce_commands, live.id)
-        return {"sessionId": live.id, **setup(runtime.config, live)}
+        live = await runtime.fork_session(parsed.session_id, session_directory(parsed.cwd), turns)
+        return await self._started(live, parsed.mcp_servers)
 
     async def _list(self, params: dict[str, Any]) -> dict[str, Any]:
         parsed = p.parse(p.ListSessionsParams, params)
@@ -323,6 +316,14 @@ class AcpServer:
                 {"sessionId": session_id},
             )
         return state
+
+    async def _started(self, live: LiveSession, servers: list[dict[str, Any]]) -> dict[str, Any]:
+        """A session new to this connection (made or forked): its MCP servers attached, its
+        commands announced once it is answered, and the answer."""
+        state = self._sessions[live.id] = _Session(live)
+        await self._attach_mcp(state, servers)
+        asyncio.get_running_loop().call_soon(self._announce_commands, live.id)
+        return {"sessionId": live.id, **setup(self._require_runtime().config, live)}
 
     async def _open(self, parsed: p.OpenSessionParams) -> _Session:
         session_directory(parsed.cwd)  # the editor's view of it; the session keeps its own

@@ -138,11 +138,8 @@ class TerminalView:
             self._mid_line = False
 
     def _finish_answer(self) -> None:
-        if self._later is not None:
-            self._later.cancel()
-            self._later = None
         if self._live is not None:
-            self._render()
+            self._render()  # what is still due, at once
             self._live.stop()
             self._live = None
         elif self._open_line:

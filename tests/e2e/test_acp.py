@@ -794,26 +794,33 @@ async def test_a_delegated_sub_agent_works_as_progress_of_the_delegate_call(
     assert leftovers.stdout == ""
 
 
+async def delegate_in_auto_mode(
+    start: Any, tmp_path: Path, child_call: dict[str, Any], escalated: str, answer: str
+) -> tuple[Any, str, Any]:
+    """A turn in mode `auto` (the delegate call unasked) handing a task to a child whose
+    one call, of kind `escalated`, a rule escalates; the editor answers it `answer`.
+    Returns the editor's connection, the session id and the prompt's result."""
+    helper = scripted_child(
+        tmp_path / "child",
+        [{"toolCalls": [child_call]}, {"text": "Child did it."}],
+        rules=[{"kind": [escalated], "action": "escalate"}],
+    )
+    agent = await start(
+        [{"toolCalls": [call("delegate", agent="helper", task="do it")]}, {"text": "Done."}],
+        agents=[helper],
+    )
+    agent.editor.permission_answers = [answer]
+    sid = await agent.new_session(tmp_path)
+    await agent.conn.set_session_mode(session_id=sid, mode_id="auto")
+    result = await agent.conn.prompt(session_id=sid, prompt=text("delegate it"))
+    return agent, sid, result
+
+
 async def test_a_rule_escalates_a_childs_command_to_the_editor_even_in_an_auto_mode(
     start: Any, tmp_path: Path
 ) -> None:
     run = {"name": "run_command", "arguments": {"command": "echo from-child > made.txt"}}
-    helper = scripted_child(
-        tmp_path / "child",
-        [{"toolCalls": [run]}, {"text": "Child ran it."}],
-        rules=[{"kind": ["execute"], "action": "escalate"}],
-    )
-    agent = await start(
-        [
-            {"toolCalls": [call("delegate", agent="helper", task="make made.txt")]},
-            {"text": "Done."},
-        ],
-        agents=[helper],
-    )
-    agent.editor.permission_answers = ["allow_once"]
-    sid = await agent.new_session(tmp_path)
-    await agent.conn.set_session_mode(session_id=sid, mode_id="auto")  # the delegate: unasked
-    result = await agent.conn.prompt(session_id=sid, prompt=text("delegate it"))
+    agent, sid, result = await delegate_in_auto_mode(start, tmp_path, run, "execute", "allow_once")
     assert result.stop_reason == "end_turn"
     (asked,) = agent.editor.permissions  # only the child's command reached the person
     assert asked.tool_call.title == "helper: Run `echo from-child > made.txt`"
@@ -828,22 +835,7 @@ async def test_an_escalated_childs_edit_reaches_the_editor_with_its_diff(
     start: Any, tmp_path: Path
 ) -> None:
     write = {"name": "write_file", "arguments": {"path": "notes.md", "content": "- eggs\n"}}
-    helper = scripted_child(
-        tmp_path / "child",
-        [{"toolCalls": [write]}, {"text": "Child wrote it."}],
-        rules=[{"kind": ["edit"], "action": "escalate"}],
-    )
-    agent = await start(
-        [
-            {"toolCalls": [call("delegate", agent="helper", task="note eggs")]},
-            {"text": "Done."},
-        ],
-        agents=[helper],
-    )
-    agent.editor.permission_answers = ["reject_once"]
-    sid = await agent.new_session(tmp_path)
-    await agent.conn.set_session_mode(session_id=sid, mode_id="auto")
-    result = await agent.conn.prompt(session_id=sid, prompt=text("delegate it"))
+    agent, _, result = await delegate_in_auto_mode(start, tmp_path, write, "edit", "reject_once")
     assert result.stop_reason == "end_turn"
     (asked,) = agent.editor.permissions
     (change,) = asked.tool_call.content  # the person sees what they would allow

@@ -123,6 +123,7 @@ class Replicas:
                     due = loop.time() + every
                     await self._renew()
                     await self._store.task_renew()
+                    await self._store.task_prune()
                     await self._sweep()
                     await self._swept()
             except StoreUnavailable as exc:

@@ -154,6 +154,19 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE raven_sessions ADD COLUMN parent TEXT;
         """,
     ),
+    (
+        "ended_tasks_keep_their_events_a_while",
+        """
+        -- A task's end, so that its earlier events are let go a while later (followers
+        -- on other replicas read them late under load), not by the write that ends it.
+        CREATE TABLE raven_task_ends (
+            task_id TEXT PRIMARY KEY,
+            version INTEGER NOT NULL,
+            at DOUBLE PRECISION NOT NULL
+        );
+        CREATE INDEX raven_task_ends_by_time ON raven_task_ends (at);
+        """,
+    ),
 ]
 
 NOW = "extract(epoch FROM clock_timestamp())"

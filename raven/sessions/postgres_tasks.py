@@ -18,7 +18,15 @@ import asyncpg
 
 from raven.holders import gone, parse
 from raven.sessions.postgres_schema import NOW
-from raven.sessions.tasks import Saved, TaskFilter, TaskPage, TaskRow, TaskStale, counted
+from raven.sessions.tasks import (
+    ENDED_EVENTS_KEPT_S,
+    Saved,
+    TaskFilter,
+    TaskPage,
+    TaskRow,
+    TaskStale,
+    counted,
+)
 
 TASK_CHANNEL = "raven_task"
 _COLUMNS = "id, owner, context_id, state, updated_us, body"
@@ -34,15 +42,17 @@ _HOLD = (
 
 def _write(guard: str) -> str:
     """The UPDATE of a task allowed under `guard` ($8), its event ($6) and, when the task
-    ends ($7), its earlier events let go; the hold taken as `_HOLD` says."""
+    ends ($7), its end noted (`task_prune` lets go of its earlier events later); the
+    hold taken as `_HOLD` says."""
     return (
         "WITH t AS (UPDATE raven_tasks SET state = $3, updated_us = $4, body = $5,"
         f" version = version + 1, {_HOLD}"
         f" WHERE id = $1 AND owner = $2 AND {guard} RETURNING version, pushes),"
         " e AS (INSERT INTO raven_task_events (task_id, version, body)"
         " SELECT $1, version, $6 FROM t WHERE $6::bytea IS NOT NULL),"
-        " d AS (DELETE FROM raven_task_events WHERE $7 AND task_id = $1"
-        " AND version < (SELECT version FROM t))"
+        " d AS (INSERT INTO raven_task_ends (task_id, version, at)"
+        f" SELECT $1, version, {NOW} FROM t WHERE $7"
+        " ON CONFLICT (task_id) DO UPDATE SET version = excluded.version, at = excluded.at)"
         f" SELECT version, pushes, pg_notify('{TASK_CHANNEL}', $1 || ' ' || version) FROM t"
     )
 
@@ -135,6 +145,7 @@ class PostgresTasks:
             )
             if not deleted.endswith(" 0"):
                 await conn.execute("DELETE FROM raven_task_events WHERE task_id = $1", task_id)
+                await conn.execute("DELETE FROM raven_task_ends WHERE task_id = $1", task_id)
                 await conn.execute(
                     "DELETE FROM raven_task_push_configs WHERE task_id = $1", task_id
                 )
@@ -154,6 +165,16 @@ class PostgresTasks:
                 f"UPDATE raven_tasks SET held_until = {NOW} + $2 WHERE holder = $1",
                 self._me,
                 self.lease_s,
+            )
+
+    async def task_prune(self) -> None:
+        async with self._conn() as conn:
+            await conn.execute(
+                "WITH x AS (DELETE FROM raven_task_ends"
+                f" WHERE at < {NOW} - $1 RETURNING task_id, version)"
+                " DELETE FROM raven_task_events e USING x"
+                " WHERE e.task_id = x.task_id AND e.version < x.version",
+                ENDED_EVENTS_KEPT_S,
             )
 
     async def tasks_held_elsewhere(self, task_ids: list[str]) -> set[str]:

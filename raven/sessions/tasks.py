@@ -21,6 +21,10 @@ from typing import NamedTuple, Protocol
 
 ALL_CONTEXTS = "*"
 """The context of an owner's counts over every context (`counted`)."""
+ENDED_EVENTS_KEPT_S = 60.0
+"""How long a task's events before its end outlive it in a shared store: a follower on
+another replica that reads late (a loaded machine) still sees every state it went
+through, while the store does not grow with every task ever run."""
 
 
 def counted(context_id: str | None) -> str:
@@ -92,7 +96,7 @@ class TaskRows(Protocol):
         """Write `row` based on `version` (0: the first write); its new version. With
         `unless`, overwrite whatever version is stored, but not a task in one of the
         states `unless` names. Raises `TaskStale`. A shared store keeps `event` for
-        followers elsewhere (`final`: the task ends, its earlier events go) and tells
+        followers elsewhere (`final`: the task ends, see `task_prune`) and tells
         them. With `hold`, this process holds the task from now on (with `final` too,
         its hold ends with the write)."""
         ...
@@ -147,5 +151,10 @@ class TaskRows(Protocol):
 class SharedTaskRows(TaskRows, Protocol):
     async def task_events(self, task_id: str, after: int) -> list[tuple[int, bytes]]:
         """The events written with the task's versions after `after`, in order: (version,
-        event). The events before a task's end are let go once it ends."""
+        event). The events before a task's end are kept `ENDED_EVENTS_KEPT_S` after it."""
+        ...
+
+    async def task_prune(self) -> None:
+        """Let go of the events before each end written over `ENDED_EVENTS_KEPT_S` ago
+        (any replica may, on the engine's cadence; the end's own event stays)."""
         ...

@@ -12,7 +12,7 @@ import pytest
 
 from raven.config import Paths, SessionsConfig
 from raven.sessions import Sessions, open_sessions
-from raven.sessions.tasks import TaskFilter, TaskRow, TaskStale
+from raven.sessions.tasks import ENDED_EVENTS_KEPT_S, TaskFilter, TaskRow, TaskStale
 from tests.sessions.elsewhere import another_process
 
 KINDS = ["sqlite", "postgresql"]
@@ -161,3 +161,35 @@ async def test_a_hold_another_machine_stops_renewing_lapses(pg_url: str, tmp_pat
     finally:
         await here.aclose()
         await there.aclose()
+
+
+async def test_a_follower_reading_late_still_sees_every_state_until_the_end_is_old(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """Another replica following a task reads its events when it can: under load, after the
+    task ended. The states before the end stay readable for `ENDED_EVENTS_KEPT_S`; then
+    any replica's prune lets them go and the end's own event stays."""
+    import asyncpg
+
+    paths = Paths(config_file=tmp_path / "config.json", data_dir=tmp_path / "data")
+    writer = open_sessions(SessionsConfig(url=pg_url), paths)
+    follower = open_sessions(SessionsConfig(url=pg_url), paths)
+    try:
+        await writer.task_save(row("t", "TASK_STATE_SUBMITTED", 1), 0, event=b"submitted")
+        await writer.task_save(row("t", "TASK_STATE_WORKING", 2), 1, event=b"working")
+        done = row("t", "TASK_STATE_COMPLETED", 3)
+        await writer.task_save(done, 2, event=b"completed", final=True)
+        events = [b"working", b"completed"]
+        assert [e for _, e in await follower.task_events("t", 1)] == events
+        await follower.task_prune()  # the end is new: nothing goes
+        assert [e for _, e in await follower.task_events("t", 1)] == events
+        conn = await asyncpg.connect(pg_url)
+        try:
+            await conn.execute("UPDATE raven_task_ends SET at = at - $1", ENDED_EVENTS_KEPT_S)
+        finally:
+            await conn.close()
+        await follower.task_prune()
+        assert await follower.task_events("t", 0) == [(3, b"completed")]
+    finally:
+        await writer.aclose()
+        await follower.aclose()

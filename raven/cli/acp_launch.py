@@ -52,7 +52,7 @@ def launch(config: str | None, model: str | None, mode: str | None) -> int:
     from raven.logs import setup_logging
 
     paths = resolve_paths(config)
-    _check(paths.config_file, paths.config_named, model, mode)
+    check_start(paths.config_file, paths.config_named, model, mode)
     frames_fd = reserve_stdout()
     setup_logging(paths.logs_dir, "acp")
 
@@ -72,7 +72,7 @@ def launch(config: str | None, model: str | None, mode: str | None) -> int:
     return asyncio.run(serve_stdio(runtime, frames_fd))
 
 
-def _check(config_file: Path, named: bool, model: str | None, mode: str | None) -> None:
+def check_start(config_file: Path, named: bool, model: str | None, mode: str | None) -> None:
     """Mistakes in what an editor's settings pass are exit 2 before any frame.
 
     A named config file must exist; `--model`/`--mode` must be declared in it. The

@@ -26,8 +26,8 @@ def gateway_command(
     allow_remote: RemoteOption = False,
     config: ConfigOption = None,
 ) -> None:
-    """Serve Raven RPC (/rpc), ACP over WebSocket (/acp) and the web UI (/); prints the URL
-    and a one-time login link."""
+    """Serve Raven RPC (/rpc), ACP (/acp: WebSocket and Streamable HTTP) and the web UI (/);
+    prints the URL and a one-time login link."""
     cfg, paths, settings = _settings(config, "gateway", host, port, allow_remote)
 
     def announce(url: str, login: str) -> None:

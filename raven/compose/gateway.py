@@ -1,4 +1,4 @@
-"""The gateway with everything it serves: Raven RPC, the web UI and ACP over WebSocket on one
+"""The gateway with everything it serves: Raven RPC, the web UI and ACP (remote) on one
 runtime, and the A2A face mounted beside them when it is enabled (never inside a
 sub-agent)."""
 
@@ -14,9 +14,6 @@ from raven.compose.runtime import build_runtime
 from raven.config import GatewayConfig, Paths, RavenConfig
 
 log = logging.getLogger("raven.gateway")
-
-ACP_PATH = "/acp"
-"""Where the gateway serves ACP over WebSocket, behind its token."""
 
 
 async def serve_gateway(
@@ -45,10 +42,10 @@ async def serve_gateway(
         add_a2a_routes(app, mounts[-1])
         return True
 
-    from raven.acp.websocket import acp_socket
+    from raven.acp.endpoint import ACP_PATH, AcpEndpoint
 
     try:
-        await serve(runtime, settings, announce, mount_a2a, {ACP_PATH: acp_socket(runtime)})
+        await serve(runtime, settings, announce, mount_a2a, {ACP_PATH: AcpEndpoint(runtime)})
     finally:
         for mount in mounts:
             await mount.aclose()

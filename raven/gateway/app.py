@@ -15,7 +15,7 @@ import logging
 import struct
 import termios
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import WSMsgType, web
 
@@ -39,31 +39,65 @@ ABANDON_S = 30.0
 CLOSE_GOING_AWAY = 1001
 CLOSE_TOO_SLOW = 1013
 
-SocketService = Callable[[web.WebSocketResponse], Awaitable[None]]
-"""Another face served over a WebSocket behind the gateway's gate (ACP at `/acp`): it
-gets the socket once admitted and upgraded, and returns when the socket is done."""
+
+class Endpoint(Protocol):
+    """Another face served at one path behind the gate (ACP at `/acp`): over a WebSocket
+    (`socket` gets it once admitted and upgraded, and returns when it is done) or over
+    plain HTTP requests, each admitted before its handler runs."""
+
+    async def socket(self, ws: web.WebSocketResponse) -> None: ...
+
+    async def post(self, request: web.Request) -> web.StreamResponse: ...
+
+    async def stream(self, request: web.Request) -> web.StreamResponse:
+        """A GET that is not a WebSocket upgrade."""
+        ...
+
+    async def delete(self, request: web.Request) -> web.StreamResponse: ...
+
+    async def aclose(self) -> None:
+        """The server is stopping: end what is still open."""
+        ...
+
+
+def gated_app(gate: Gatekeeper, endpoints: Mapping[str, Endpoint] = {}) -> web.Application:
+    """An app whose `endpoints`, by path, are behind `gate`, with the gateway's security
+    headers; on shutdown its endpoints end and its sockets are told, then cut off."""
+    app = web.Application(client_max_size=MAX_MESSAGE_BYTES)
+    app[GATE] = gate
+    app[SOCKETS] = {}
+    for path, endpoint in endpoints.items():
+        app.router.add_get(path, _endpoint_get(endpoint))
+        app.router.add_post(path, _gated(endpoint.post))
+        app.router.add_delete(path, _gated(endpoint.delete))
+        app.on_shutdown.append(_ending(endpoint))
+    app.on_response_prepare.append(_security_headers)
+    app.on_shutdown.append(_close_sockets)
+    return app
+
+
+def _ending(endpoint: Endpoint) -> Callable[[web.Application], Awaitable[None]]:
+    async def end(_: web.Application) -> None:
+        await endpoint.aclose()
+
+    return end
 
 
 def make_app(
-    runtime: Runtime, gate: Gatekeeper, sockets: Mapping[str, SocketService] = {}
+    runtime: Runtime, gate: Gatekeeper, endpoints: Mapping[str, Endpoint] = {}
 ) -> web.Application:
-    """The gateway app over `runtime`; `gate` decides who may use it, and `sockets` are
-    other faces' WebSocket endpoints, by path, behind the same gate."""
-    app = web.Application(client_max_size=MAX_MESSAGE_BYTES)
+    """The gateway app over `runtime`; `gate` decides who may use it, and `endpoints` are
+    other faces', by path, behind the same gate."""
+    app = gated_app(gate, endpoints)
     app[HUB] = Hub(runtime, lambda: app.get(A2A_MOUNTED, False))
-    app[GATE] = gate
-    app[SOCKETS] = {}
     app.router.add_get("/health", _health)
     app.router.add_get("/login", _login)
     app.router.add_post("/login-links", _new_login_link)
     app.router.add_get("/rpc", _rpc)
-    for path, service in sockets.items():
-        app.router.add_get(path, _socket_route(service))
     app.router.add_get("/", _page)
     app.router.add_static("/app/", FILES, append_version=False)
-    app.on_response_prepare.append(_security_headers)
     app.on_startup.append(_start)
-    app.on_shutdown.append(_shutdown)
+    app.on_shutdown.insert(0, _stop_turns)
     return app
 
 
@@ -126,9 +160,9 @@ async def _login(request: web.Request) -> web.StreamResponse:
     return response
 
 
-async def _admitted(request: web.Request) -> tuple[web.WebSocketResponse, asyncio.Transport]:
-    """The request's WebSocket, upgraded once its Host, Origin and credentials pass the
-    gate (before any message is read), and kept to be closed at shutdown."""
+def _admit(request: web.Request) -> None:
+    """Raise the HTTP error a request gets unless its Host, Origin and credentials pass
+    the gate (before any of its body is read)."""
     gate = request.app[GATE]
     if not gate.trusted_host(request.headers.get("Host")):
         raise web.HTTPForbidden(text="unexpected Host")
@@ -139,6 +173,12 @@ async def _admitted(request: web.Request) -> tuple[web.WebSocketResponse, asynci
             text="the gateway token or a login cookie is required",
             headers={"WWW-Authenticate": 'Bearer realm="raven"'},
         )
+
+
+async def _admitted(request: web.Request) -> tuple[web.WebSocketResponse, asyncio.Transport]:
+    """The request's WebSocket, upgraded once it passes the gate, and kept to be closed
+    at shutdown."""
+    _admit(request)
     ws = web.WebSocketResponse(max_msg_size=MAX_MESSAGE_BYTES, heartbeat=30)
     await ws.prepare(request)
     transport = request.transport
@@ -147,11 +187,25 @@ async def _admitted(request: web.Request) -> tuple[web.WebSocketResponse, asynci
     return ws, transport
 
 
-def _socket_route(service: SocketService) -> Callable[[web.Request], Awaitable[Any]]:
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _gated(handler: Handler) -> Handler:
     async def route(request: web.Request) -> web.StreamResponse:
+        _admit(request)
+        return await handler(request)
+
+    return route
+
+
+def _endpoint_get(endpoint: Endpoint) -> Handler:
+    async def route(request: web.Request) -> web.StreamResponse:
+        if request.headers.get("Upgrade", "").lower() != "websocket":
+            _admit(request)
+            return await endpoint.stream(request)
         ws, _ = await _admitted(request)
         try:
-            await service(ws)
+            await endpoint.socket(ws)
         finally:
             request.app[SOCKETS].pop(ws, None)
         return ws
@@ -250,10 +304,14 @@ async def _hang_up(ws: web.WebSocketResponse, transport: asyncio.Transport) -> N
     asyncio.get_running_loop().call_later(ABANDON_S, transport.abort)
 
 
-async def _shutdown(app: web.Application) -> None:
-    """Running turns are cancelled; every socket is told the gateway is going away, and
-    one that does not take it is cut off."""
+async def _stop_turns(app: web.Application) -> None:
+    """Running turns are cancelled (before the sockets are closed: they hear it)."""
     await app[HUB].aclose()
+
+
+async def _close_sockets(app: web.Application) -> None:
+    """Every socket is told the server is going away, and one that does not take it is
+    cut off."""
     sockets = list(app[SOCKETS].items())
     going = b"the gateway is shutting down"
     closed = await asyncio.gather(*(_close(ws, CLOSE_GOING_AWAY, going) for ws, _ in sockets))

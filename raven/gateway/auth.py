@@ -21,11 +21,12 @@ LOGIN_LINK_TTL_S = 600.0
 """A login link works once, and only this long after it was made (scrollback keeps links)."""
 
 
-def load_or_mint_token(config_dir: Path) -> str:
-    """The gateway token from its 0600 file in the config dir, minted on first start."""
+def load_or_mint_token(config_dir: Path, name: str = TOKEN_FILE) -> str:
+    """The token kept in the 0600 file `name` in the config dir (the gateway's unless
+    named), minted on first use."""
     from raven.config.store import write_private_file
 
-    path = config_dir / TOKEN_FILE
+    path = config_dir / name
     if path.exists():
         token = path.read_text(encoding="utf-8").strip()
         if token:

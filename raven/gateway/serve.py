@@ -17,7 +17,7 @@ from aiohttp import web
 from raven.config import ConfigError, GatewayConfig
 from raven.engine import Runtime
 from raven.errors import RavenError
-from raven.gateway.app import A2A_MOUNTED, SocketService, make_app
+from raven.gateway.app import A2A_MOUNTED, Endpoint, make_app
 from raven.gateway.auth import Gatekeeper, load_or_mint_token
 from raven.heap import settle
 from raven.origins import origin_of
@@ -36,29 +36,23 @@ async def serve(
     settings: GatewayConfig,
     announce: Callable[[str, str], None],
     mount: Callable[[web.Application], bool] | None = None,
-    sockets: Mapping[str, SocketService] = {},
+    endpoints: Mapping[str, Endpoint] = {},
 ) -> None:
     """Serve until SIGINT or SIGTERM; `announce(url, login_link)` once listening. `mount`
-    adds other routes to the app (the A2A face) and says whether it did; `sockets` are
-    other faces' WebSocket endpoints behind the gateway's gate (ACP)."""
+    adds other routes to the app (the A2A face) and says whether it did; `endpoints` are
+    other faces', by path, behind the gateway's gate (ACP)."""
     token = load_or_mint_token(runtime.paths.config_dir)
-    shown = f"[{settings.host}]" if ":" in settings.host else settings.host
-    gate = Gatekeeper(token, _hosts(shown, settings.port, settings.public_url))
-    app = make_app(runtime, gate, sockets)
+    shown = shown_host(settings.host)
+    gate = Gatekeeper(token, allowed_hosts(shown, settings.port, settings.public_url))
+    app = make_app(runtime, gate, endpoints)
     if mount is not None:
         app[A2A_MOUNTED] = mount(app)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     state = runtime.paths.data_dir / GATEWAY
     try:
-        try:
-            await web.TCPSite(runner, settings.host, settings.port).start()
-        except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                raise GatewayInUse(_in_use(state, settings.port)) from None
-            raise
-        port = runner.addresses[0][1]  # the real one when --port 0 let the system pick
-        gate.allowed_hosts = _hosts(shown, port, settings.public_url)
+        port = await listen(runner, settings, lambda: _in_use(state, settings.port))
+        gate.allowed_hosts = allowed_hosts(shown, port, settings.public_url)
         url = f"http://{shown}:{port}"
         a2a = f"{url}{runtime.config.a2a.server.path}" if app.get(A2A_MOUNTED) else None
         record(state, url=url, a2a=a2a)
@@ -71,7 +65,24 @@ async def serve(
         forget(state)
 
 
-def _hosts(shown: str, port: int, public_url: str | None) -> set[str]:
+async def listen(runner: web.AppRunner, settings: GatewayConfig, in_use: Callable[[], str]) -> int:
+    """Serve `runner` where `settings` say; the port (the real one when port 0 let the
+    system pick). A port in use is `GatewayInUse`, saying `in_use()`."""
+    try:
+        await web.TCPSite(runner, settings.host, settings.port).start()
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise GatewayInUse(in_use()) from None
+        raise
+    return int(runner.addresses[0][1])
+
+
+def shown_host(host: str) -> str:
+    """The host as a URL names it (an IPv6 address in brackets)."""
+    return f"[{host}]" if ":" in host else host
+
+
+def allowed_hosts(shown: str, port: int, public_url: str | None) -> set[str]:
     """The Host headers a browser on this machine sends to the gateway (and, with
     `publicUrl`, a browser reaching it there)."""
     hosts = {f"{shown}:{port}".lower(), f"localhost:{port}", f"127.0.0.1:{port}"}

@@ -187,21 +187,45 @@ class RavenAcp:
         """Every stdout line is one JSON-RPC message valid against the ACP schema."""
         for raw in self.lines:
             assert raw.endswith(b"\n")
-            msg = json.loads(raw)
-            assert msg["jsonrpc"] == "2.0", raw
-            if "method" in msg:
-                method = msg["method"]
-                if method == "session/update":
-                    schema.SessionNotification.model_validate(msg["params"])
-                elif method in REQUEST_MODELS:
-                    REQUEST_MODELS[method].validate_python(msg["params"])
-                else:
-                    assert method == "$/cancel_request", method
-            elif "error" in msg:
-                assert isinstance(msg["error"]["code"], int)
-                assert isinstance(msg["error"]["message"], str)
+        check_frames([json.loads(raw) for raw in self.lines], self.sent)
+
+
+class Frames:
+    """An SDK connection's observer keeping what Raven sent (over any transport), to be
+    checked with `check`."""
+
+    def __init__(self) -> None:
+        self.received: list[dict[str, Any]] = []
+        self.sent: dict[Any, str] = {}
+
+    def __call__(self, event: StreamEvent) -> None:
+        msg = event.message
+        if event.direction == StreamDirection.INCOMING:
+            self.received.append(msg)
+        elif "method" in msg and "id" in msg:
+            self.sent[msg["id"]] = msg["method"]
+
+    def check(self) -> None:
+        check_frames(self.received, self.sent)
+
+
+def check_frames(messages: list[dict[str, Any]], sent: dict[Any, str]) -> None:
+    """Each message Raven sent is JSON-RPC valid against the ACP schema; `sent`: the method
+    of each of the editor's requests, by id."""
+    for msg in messages:
+        assert msg["jsonrpc"] == "2.0", msg
+        if "method" in msg:
+            method = msg["method"]
+            if method == "session/update":
+                schema.SessionNotification.model_validate(msg["params"])
+            elif method in REQUEST_MODELS:
+                REQUEST_MODELS[method].validate_python(msg["params"])
             else:
-                method = self.sent.get(msg["id"])
-                model = RESPONSE_MODELS.get(method or "")
-                if model is not None:
-                    model.model_validate(msg["result"])
+                assert method == "$/cancel_request", method
+        elif "error" in msg:
+            assert isinstance(msg["error"]["code"], int)
+            assert isinstance(msg["error"]["message"], str)
+        else:
+            model = RESPONSE_MODELS.get(sent.get(msg["id"]) or "")
+            if model is not None:
+                model.model_validate(msg["result"])

@@ -1,5 +1,5 @@
-"""ACP over WebSocket at the gateway's `/acp`, driven by the official ACP SDK's WebSocket
-client transport as a remote editor drives it: behind the gateway's token, on the
+"""ACP at the gateway's `/acp`, driven by the official ACP SDK's WebSocket and Streamable
+HTTP client transports as a remote editor drives them: behind the gateway's token, on the
 gateway's one runtime, with permissions asked over the socket."""
 
 from __future__ import annotations
@@ -9,8 +9,10 @@ import signal
 from pathlib import Path
 
 import acp
+import httpx
 import pytest
 from acp import schema
+from acp.http.client import create_http_stream
 from acp.ws.client import create_websocket_stream
 from websockets.exceptions import InvalidStatus
 
@@ -60,15 +62,17 @@ async def test_an_editor_drives_raven_over_a_websocket_with_the_sdk(
         assert sid in [s.session_id for s in (await conn.list_sessions()).sessions]
         await transport.close()
 
-        # Another connection (an editor that reconnected) loads the session it left.
-        again = await create_websocket_stream(url, headers={"Authorization": f"Bearer {token}"})
-        later = Editor()
-        conn = acp.connect_to_agent(later, again, use_unstable_protocol=True)
-        await conn.initialize(protocol_version=1)
-        await conn.load_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])
-        assert later.text(sid, "user_message_chunk") == "write it"
-        assert later.text(sid) == "Written."
-        await again.close()
+        # Another connection (an editor that reconnected, over Streamable HTTP at the same
+        # endpoint) loads the session it left.
+        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http:
+            again = create_http_stream("http" + url.removeprefix("ws"), client=http)
+            later = Editor()
+            conn = acp.connect_to_agent(later, again, use_unstable_protocol=True)
+            await conn.initialize(protocol_version=1)
+            await conn.load_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])
+            assert later.text(sid, "user_message_chunk") == "write it"
+            assert later.text(sid) == "Written."
+            await again.close()
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=DEADLINE_S)  # its pipes closed with it

@@ -46,7 +46,7 @@ INITIALIZE_S = 30.0
 """How long the `initialize` POST waits for its answer."""
 KEEPALIVE_S = 15.0
 """An idle event stream gets a comment this often, so proxies keep it open."""
-MAX_CONNECTIONS = 64
+MAX_CONNECTIONS = 256
 """Connections served at once, WebSocket and Streamable HTTP together."""
 MAX_UNSENT_BYTES = 16 * 1024 * 1024
 """A Streamable HTTP connection whose unread frames pass this is dropped (a client that

@@ -167,8 +167,11 @@ class AcpEndpoint:
         if isinstance(streamed, web.Response):
             return streamed
         session_id = request.headers.get(SESSION_ID_HEADER)
-        if session_id is not None and session_id not in streamed.sessions:
-            return _problem(404, "unknown session on this connection")
+        if session_id is not None:
+            # A client may open a session's stream before it loads the session (the
+            # TypeScript SDK's does): the stream carries only that session's frames of
+            # this connection, and the load says whether the session exists.
+            streamed.sessions.add(session_id)
         response = web.StreamResponse(
             headers={"Content-Type": SSE, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         )

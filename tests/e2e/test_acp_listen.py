@@ -11,6 +11,7 @@ import json
 import signal
 import stat
 import subprocess
+from asyncio.subprocess import PIPE
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -24,9 +25,11 @@ from acp.ws.client import create_websocket_stream
 
 from tests.conftest import RAVEN, raven, write_config
 from tests.e2e.acp_harness import Editor, Frames
+from tests.npm import npm_install
 from tests.processes import pid_from
 
 DEADLINE_S = 30.0
+TS_SDK = "@agentclientprotocol/sdk@2.4.0"
 MiB = 1024 * 1024
 
 
@@ -235,3 +238,40 @@ def test_listen_refuses_what_cannot_work(env: dict[str, str], home: Path) -> Non
     assert outside.returncode == 2 and "--allow-remote" in outside.stderr
     assert raven("acp", "--listen", "nope", env=env).returncode == 2
     assert raven("acp", "--listen", "0", "--model", "nope", env=env).returncode == 2
+
+
+@pytest.fixture(scope="module")
+def remote_editor(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The TypeScript SDK editor script, beside the SDK and `ws` (Node 20 has no WebSocket
+    client that sends headers)."""
+    script = Path(__file__).parent / "remote_editor.mjs"
+    folder = npm_install(tmp_path_factory, TS_SDK, "ws@8.23.1", beside=[script])
+    return folder / script.name
+
+
+@pytest.mark.parametrize("binding", ["http", "ws"])
+async def test_the_typescript_sdks_client_transports_drive_raven(
+    env: dict[str, str], home: Path, tmp_path: Path, remote_editor: Path, binding: str
+) -> None:
+    pidfile = tmp_path / "sleeping.pid"
+    sleeper = {"name": "run_command", "arguments": {"command": f"echo $$ > {pidfile}; sleep 60"}}
+    write = {"name": "write_file", "arguments": {"path": "remote.txt", "content": "from afar"}}
+    scripted(home, [{"toolCalls": [write]}, {"text": "Written."}, {"toolCalls": [sleeper]}])
+    async with listening(env) as server:
+        url = server.url if binding == "http" else "ws" + server.url.removeprefix("http")
+        args = [binding, url, server.token, str(tmp_path), str(pidfile)]
+        proc = await asyncio.create_subprocess_exec(
+            "node", str(remote_editor), *args, stdout=PIPE, stderr=PIPE
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), DEADLINE_S * 2)
+        assert proc.returncode == 0, err.decode()
+    seen = json.loads(out)
+    assert seen["agent"] == "raven" and seen["stops"] == ["end_turn", "cancelled"]
+    assert seen["listed"] and "remote.txt" in seen["permissions"][0]
+    assert seen["answered"] == "Written."
+    assert (tmp_path / "remote.txt").read_text() == "from afar"
+    # The second connection's load replayed the conversation.
+    assert seen["replayed"] == {
+        "user_message_chunk": "write itsleep",
+        "agent_message_chunk": "Written.",
+    }

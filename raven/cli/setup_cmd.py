@@ -62,9 +62,12 @@ async def list_models(base: str, timeout_s: float = PROBE_TIMEOUT_S) -> tuple[st
             return ()
 
 
-async def find_local(servers: tuple[tuple[str, str], ...] = LOCAL_SERVERS) -> list[Choice]:
-    """The OpenAI-compatible servers answering `GET /models` on loopback, with their models."""
-    found = await asyncio.gather(*(list_models(base) for _, base in servers))
+async def find_local(
+    servers: tuple[tuple[str, str], ...] = LOCAL_SERVERS, timeout_s: float = PROBE_TIMEOUT_S
+) -> list[Choice]:
+    """The OpenAI-compatible servers answering `GET /models` on loopback within
+    `timeout_s`, with their models."""
+    found = await asyncio.gather(*(list_models(base, timeout_s) for _, base in servers))
     return [
         Choice(
             f"{name}, running here at {base} ({models[0]})", "openai", base, models[0], None, models

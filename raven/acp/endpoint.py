@@ -244,14 +244,22 @@ class _Outbox:
 class _Streamed:
     """A Streamable HTTP connection: frames in from POSTs, out onto the connection's
     stream or a session's. A session's frames go to its stream once the client opened it
-    (before that, to the connection's, which the client reads as well)."""
+    (before that, to the connection's, which the client reads as well).
+
+    The client reads its streams side by side, so frames that must arrive in order go on
+    one: while a request of a session runs, everything of that session (its updates, the
+    questions it asks, its answer) goes where the request's first frame would have gone,
+    even if the client opens the session's stream meanwhile."""
 
     def __init__(self, runtime: Runtime, let_go: Callable[[], Coroutine[Any, Any, None]]) -> None:
         self._reader = asyncio.StreamReader()
         self._let_go = let_go
         self._streams: dict[str | None, _Outbox] = {None: _Outbox()}
         self._routes: dict[str, str] = {}
-        """Ids of the client's requests naming a session: their answers go to its stream."""
+        """Ids of the client's requests naming a session, running: the session of each."""
+        self._pinned: dict[str, tuple[str | None, int]] = {}
+        """Sessions with requests running: the stream their frames go to (None: the
+        connection's), and how many requests."""
         self._asked: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self.sessions: set[str] = set()
         """The sessions this connection named or was given."""
@@ -275,6 +283,7 @@ class _Streamed:
             self.sessions.add(session_id)
             if "method" in message and "id" in message:
                 self._routes[str(message["id"])] = session_id
+                self._pin(session_id)
         frame = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
         self._reader.feed_data(frame.encode() + b"\n")
 
@@ -292,18 +301,42 @@ class _Streamed:
             if isinstance(given, str):
                 self.sessions.add(given)
             session_id = self._routes.pop(key, None)
+            outbox = self._outbox(session_id)
+            if session_id is not None:
+                self._unpin(session_id)
         else:
             params = message.get("params")
-            session_id = params.get("sessionId") if isinstance(params, dict) else None
-        outbox = self._streams.get(session_id) if isinstance(session_id, str) else None
-        if outbox is None or outbox.reader is None:
-            outbox = self._streams[None]
+            named = params.get("sessionId") if isinstance(params, dict) else None
+            outbox = self._outbox(named if isinstance(named, str) else None)
         event = b"data: " + frame.rstrip(b"\n") + b"\n\n"
         outbox.put(event)
         self._unsent += len(event)
         if self._unsent > MAX_UNSENT_BYTES and self._dropping is None:
             log.warning("an ACP client over HTTP stopped reading its streams; dropped")
             self._drop()
+
+    def _reading(self, session_id: str) -> bool:
+        outbox = self._streams.get(session_id)
+        return outbox is not None and outbox.reader is not None
+
+    def _pin(self, session_id: str) -> None:
+        where, running = self._pinned.get(session_id, (None, 0))
+        if not running:
+            where = session_id if self._reading(session_id) else None
+        self._pinned[session_id] = (where, running + 1)
+
+    def _unpin(self, session_id: str) -> None:
+        where, running = self._pinned.pop(session_id, (None, 1))
+        if running > 1:
+            self._pinned[session_id] = (where, running - 1)
+
+    def _outbox(self, session_id: str | None) -> _Outbox:
+        """Where a frame of `session_id` (None: of no session) goes now."""
+        if session_id is not None:
+            where = self._pinned.get(session_id, (session_id, 0))[0]
+            if where is not None and self._reading(where):
+                return self._streams[where]
+        return self._streams[None]
 
     async def pour(self, session_id: str | None, response: web.StreamResponse) -> None:
         """Send the stream's frames to `response` until the client goes or the connection

@@ -91,6 +91,16 @@ class Editor:
             while kind not in self.kinds():
                 await asyncio.sleep(0.01)
 
+    async def said(
+        self, session_id: str, text: str, kind: str = "agent_message_chunk", timeout_s: float = 10
+    ) -> None:
+        """Return once the session's updates of `kind` say `text` (the SDK runs update
+        handlers as tasks: a request's answer can be read before the updates sent ahead of
+        it have been handled)."""
+        async with asyncio.timeout(timeout_s):
+            while self.text(session_id, kind) != text:
+                await asyncio.sleep(0.01)
+
     def kinds(self, session_id: str | None = None) -> list[str]:
         return [u.session_update for s, u in self.updates if session_id in (None, s)]
 

@@ -116,7 +116,7 @@ async def test_an_editor_drives_raven_over_streamable_http_with_the_sdk(
         sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
         answer = await conn.prompt(session_id=sid, prompt=said("write it"))
         assert answer.stop_reason == "end_turn"
-        assert editor.text(sid) == "Written."
+        await editor.said(sid, "Written.")
         asked = editor.permissions[0]  # asked on the session's stream, answered by a POST
         assert asked.tool_call.title and "remote.txt" in asked.tool_call.title
         assert (tmp_path / "remote.txt").read_text() == "from afar"
@@ -138,8 +138,8 @@ async def test_an_editor_drives_raven_over_streamable_http_with_the_sdk(
         conn = acp.connect_to_agent(later, again, use_unstable_protocol=True, observers=[frames])
         await conn.initialize(protocol_version=1)
         await conn.load_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])
-        assert later.text(sid, "user_message_chunk") == "write itsleep"
-        assert later.text(sid) == "Written."
+        await later.said(sid, "write itsleep", "user_message_chunk")
+        await later.said(sid, "Written.")
         frames.check()
         await again.close()
 
@@ -159,7 +159,7 @@ async def test_an_editor_drives_raven_over_a_websocket_on_its_own_port(
         await conn.initialize(protocol_version=1)
         sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
         assert (await conn.prompt(session_id=sid, prompt=said("hi"))).stop_reason == "end_turn"
-        assert editor.text(sid) == "Hello from afar."
+        await editor.said(sid, "Hello from afar.")
         frames.check()
         await transport.close()
 
@@ -228,7 +228,8 @@ async def refused_and_disturbing_nothing(listening: Listening, tmp_path: Path) -
         assert (await http.delete(listening.url, headers=cid)).status_code == 404
 
     answer = await conn.prompt(session_id=sid, prompt=said("still there?"))
-    assert answer.stop_reason == "end_turn" and editor.text(sid) == "still there?"
+    assert answer.stop_reason == "end_turn"
+    await editor.said(sid, "still there?")
     await transport.close()
 
 

@@ -55,7 +55,7 @@ async def test_an_editor_drives_raven_over_a_websocket_with_the_sdk(
         sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
         answer = await conn.prompt(session_id=sid, prompt=said("write it"))
         assert answer.stop_reason == "end_turn"
-        assert editor.text(sid) == "Written."
+        await editor.said(sid, "Written.")
         (asked,) = editor.permissions  # asked over the socket, answered by this editor
         assert asked.tool_call.title and "remote.txt" in asked.tool_call.title
         assert (tmp_path / "remote.txt").read_text() == "from afar"
@@ -70,8 +70,8 @@ async def test_an_editor_drives_raven_over_a_websocket_with_the_sdk(
             conn = acp.connect_to_agent(later, again, use_unstable_protocol=True)
             await conn.initialize(protocol_version=1)
             await conn.load_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])
-            assert later.text(sid, "user_message_chunk") == "write it"
-            assert later.text(sid) == "Written."
+            await later.said(sid, "write it", "user_message_chunk")
+            await later.said(sid, "Written.")
             await again.close()
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
@@ -149,8 +149,9 @@ async def _run(cfg: RavenConfig, paths: Paths, prompt: str, options: RunOptions)
     from rich.console import Console
 
     from raven.cli.options import workdir
+    from raven.cli.run_record import TurnRecord, summary
     from raven.compose import build_runtime
-    from raven.engine import TurnEnded, TurnEvent, run_turn
+    from raven.engine import TurnEvent, run_turn
     from raven.engine.codec import event_json
     from raven.messages import TextPart
     from raven.signals import STOP_SIGNALS, StopSignals
@@ -174,12 +175,12 @@ async def _run(cfg: RavenConfig, paths: Paths, prompt: str, options: RunOptions)
         view = TerminalView(out, err, markdown=False)
         interactive = stdin_is_terminal()
         asker = TerminalAsker(err, LineReader(), view, interactive, approve_all=options.yes)
-        events: list[TurnEvent] = []
+        record = TurnRecord(keep_answer=options.output == "json")
         reader_gone = False
 
         def emit(event: TurnEvent) -> None:
             nonlocal reader_gone
-            events.append(event)
+            record.add(event)
             if reader_gone:
                 return
             try:
@@ -208,10 +209,9 @@ async def _run(cfg: RavenConfig, paths: Paths, prompt: str, options: RunOptions)
                 err.print(f"Token usage: {describe(turn_totals, cfg.prices())}", markup=False)
             if options.output == "json":
                 spent = as_json(turn_totals, cfg.prices())
-                said = summary(events, stop, live.id, live.model.id, spent)
+                said = summary(record, stop, live.id, live.model.id, spent)
                 print(json.dumps(said, ensure_ascii=False))
-        ended = [e for e in events if isinstance(e, TurnEnded)]
-        code = _exit_code(stop, ended[-1].error if ended else None, err)
+        code = _exit_code(stop, record.ended.error if record.ended else None, err)
         return signals.exit_code or code
     finally:
         await runtime.aclose()
@@ -266,46 +266,6 @@ def _discard_stdout() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)
-
-
-def summary(
-    events: list[Any], stop: str, session_id: str, model_id: str, spent: dict[str, Any]
-) -> dict[str, Any]:
-    """What `--output json` prints at the end: the answer and how the turn went; `spent`
-    is the turn's usage totals (`raven.usage.as_json`), as `--usage` adds them up."""
-    from raven.engine import AgentText, ToolCallStarted, ToolCallUpdated, TurnEnded, UsageUpdated
-
-    calls: dict[str, dict[str, Any]] = {}
-    for e in events:
-        if isinstance(e, ToolCallStarted):
-            calls[e.call_id] = {
-                "id": e.call_id,
-                "tool": e.tool,
-                "title": e.title,
-                "status": "pending",
-            }
-        elif isinstance(e, ToolCallUpdated) and e.call_id in calls and e.status != "in_progress":
-            calls[e.call_id]["status"] = e.status
-    usage = next((e for e in reversed(events) if isinstance(e, UsageUpdated)), None)
-    ended = next((e for e in reversed(events) if isinstance(e, TurnEnded)), None)
-    return {
-        "schema": "raven.run/1",
-        "answer": "".join(e.text for e in events if isinstance(e, AgentText)),
-        "stopReason": stop,
-        "error": ended.error if ended else None,
-        "sessionId": session_id,
-        "model": model_id,
-        "usage": None
-        if usage is None
-        else {
-            "usedTokens": usage.used_tokens,
-            "estimated": usage.estimated,
-            "inputTokens": sum(m["inputTokens"] for m in spent["models"].values()),
-            "outputTokens": sum(m["outputTokens"] for m in spent["models"].values()),
-            **spent,
-        },
-        "toolCalls": list(calls.values()),
-    }
 
 
 def _exit_code(stop: str, error: str | None, err: Console) -> int:

@@ -9,24 +9,34 @@ events, then the logged events) with the cursor it ends at.
 
 The log is kept in memory beside the transcript cache, bounded by whole turns: once it
 holds more than `MAX_EVENTS`, the oldest turns leave it (the transcript still has them) and
-a cursor into them expires. A cursor names one log (its epoch), so a cursor from another
-process, or from before the transcript changed under the log, expires instead of
-replaying the wrong events. With a store that replicas share, the log is the store's:
-the epoch is the session's own and the store numbers the events, which reach this copy
-through `ingest`, so a cursor holds on every replica. Knows no protocol; never touches
-the store.
+a cursor into them expires. A turn that alone holds more (a long streamed answer, a word
+an event) has the runs of text in its older half joined into one event each: what it
+said stays, and a cursor into the joined part expires. A cursor names one log (its
+epoch), so a cursor from another process, or from before the transcript changed under
+the log, expires instead of replaying the wrong events. With a store that replicas
+share, the log is the store's: the epoch is the session's own and the store numbers the
+events, which reach this copy through `ingest`, so a cursor holds on every replica.
+Knows no protocol; never touches the store.
 """
 
 from __future__ import annotations
 
 import bisect
+import itertools
 import logging
 import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from raven.engine.errors import CursorExpired
-from raven.engine.events import SessionEvent, TurnEnded, TurnEvent, TurnStarted
+from raven.engine.events import (
+    AgentText,
+    AgentThought,
+    SessionEvent,
+    TurnEnded,
+    TurnEvent,
+    TurnStarted,
+)
 from raven.engine.history import HistoryEvent, history_events
 from raven.messages import Message
 
@@ -78,6 +88,10 @@ class EventLog:
         self._turns: list[tuple[int, int]] = []
         """(index in `_entries`, transcript length before it) of each logged turn start."""
         self._base = base
+        self._joined = 0
+        """The newest event whose text was joined with others: a cursor before it expires."""
+        self._settled = 0
+        """How many entries at the front went through `_join` (never joined again)."""
         self.turn_open = False
         """A turn started and has not ended yet (in this process or, shared, any)."""
 
@@ -129,12 +143,39 @@ class EventLog:
                 self._drop(listener)
 
     def _trim(self) -> None:
-        """Let the oldest whole turns go while the log holds too much; never the newest."""
+        """Let the oldest whole turns go while the log holds too much; never the newest,
+        whose older half has its text joined up instead."""
         while len(self._entries) > MAX_EVENTS and len(self._turns) > 1:
             cut, base = self._turns[1]
             self._entries = self._entries[cut:]
             self._turns = [(i - cut, v) for i, v in self._turns[1:]]
             self._base = base
+            self._settled = max(0, self._settled - cut)
+        if len(self._entries) - self._settled > MAX_EVENTS:
+            self._join(len(self._entries) - MAX_EVENTS // 2)
+
+    def _join(self, cut: int) -> None:
+        """Each run of text (or of thought) in the entries from the settled ones to `cut`
+        becomes one event, numbered as the run's last; they are settled then. Each event's
+        text is copied once however long the turn."""
+        start = self._settled
+        joined: list[Logged] = []
+        moved: dict[int, int] = {}  # an event left alone: its index then and now
+        index = start
+        for _, group in itertools.groupby(self._entries[start:cut], key=_run_of):
+            run = list(group)
+            if len(run) == 1:
+                moved[index] = start + len(joined)
+            joined.append(_joined(run) if len(run) > 1 else run[0])
+            index += len(run)
+        self._entries[start:cut] = joined
+        self._settled = start + len(joined)
+        self._joined = joined[-1].seq
+        gone = cut - self._settled
+        self._turns = [
+            (i if i < start else moved[i] if i < cut else i - gone, version)
+            for i, version in self._turns
+        ]
 
     def rebase(self, base: int, epoch: str | None = None, seq: int = 0) -> None:
         """Start a new log after the transcript's first `base` messages: the transcript
@@ -176,7 +217,7 @@ class EventLog:
             raise CursorExpired(self._session_id, after)
         seq = int(number)
         first = self._entries[0].seq if self._entries else self._seq + 1
-        if seq < first - 1:
+        if seq < first - 1 or seq < self._joined:
             raise CursorExpired(self._session_id, after)
         return self._entries[bisect.bisect_right(self._entries, seq, key=_seq) :]
 
@@ -187,6 +228,21 @@ class EventLog:
     def _drop(self, listener: Listener) -> None:
         if listener in self._listeners:
             self._listeners.remove(listener)
+
+
+_JOINABLE = (AgentText, AgentThought)
+
+
+def _run_of(entry: Logged) -> object:
+    """What joins `entry` to its neighbours: text with text, thought with thought; any
+    other event stands alone (its own identity)."""
+    return type(entry.event) if isinstance(entry.event, _JOINABLE) else id(entry)
+
+
+def _joined(run: list[Logged]) -> Logged:
+    text = "".join(e.event.text for e in run if isinstance(e.event, _JOINABLE))
+    event = AgentText(text) if isinstance(run[0].event, AgentText) else AgentThought(text)
+    return Logged(run[-1].seq, run[-1].cursor, event)
 
 
 def _seq(entry: Logged) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import io
 import logging
 import re
 import uuid
@@ -271,8 +272,9 @@ async def _call_model(
         messages=list(session.history),
         tools=[ToolSpec(t.name, t.description, t.parameters()) for t in tools],
     )
-    text: list[str] = []
-    thought: list[str] = []
+    # Streams of small deltas (a word each, hundreds of thousands in a long answer) are
+    # kept as text, not as a list of pieces.
+    text, thought = io.StringIO(), io.StringIO()
     calls: list[ToolCall] = []
     finish: FinishReason = "end_turn"
     reported_usage = False
@@ -284,14 +286,14 @@ async def _call_model(
     try:
         async for event in stream:
             if isinstance(event, TextDelta):
-                text.append(event.text)
+                text.write(event.text)
                 if piece := shown_thought.flush():  # the thought ended where text began
                     emit(AgentThought(piece))
                 if piece := shown_text.feed(event.text):
                     emit(AgentText(lead + piece))
                     lead = ""
             elif isinstance(event, ThoughtDelta):
-                thought.append(event.text)
+                thought.write(event.text)
                 if piece := shown_text.flush():
                     emit(AgentText(lead + piece))
                     lead = ""
@@ -317,16 +319,15 @@ async def _call_model(
             elif isinstance(event, Finish):
                 finish = event.reason
     except BaseException:
-        if text:
-            await asyncio.shield(
-                session.commit(AssistantMessage(text="".join(text), thought="".join(thought)))
-            )
+        if text.tell():
+            said = AssistantMessage(text=text.getvalue(), thought=thought.getvalue())
+            await asyncio.shield(session.commit(said))
         raise
     finally:
         _flush(shown_text, shown_thought, emit, lead)
         await stream.aclose()  # type: ignore[attr-defined]
     if not reported_usage:
-        answer = "".join(text) + "".join(c.raw_arguments or "" for c in calls)
+        answer = text.getvalue() + "".join(c.raw_arguments or "" for c in calls)
         used = estimate_tokens(request, answer)
         emit(UsageUpdated(used, session.provider.context_window, estimated=True))
         wrote = estimate_text_tokens(answer)
@@ -337,7 +338,7 @@ async def _call_model(
         calls = []
     calls = _described(session, calls)
     message = AssistantMessage(
-        text="".join(text), thought="".join(thought), tool_calls=calls, usage=usage
+        text=text.getvalue(), thought=thought.getvalue(), tool_calls=calls, usage=usage
     )
     await session.commit(message)
     return message, finish

@@ -126,16 +126,16 @@ class ScriptedProvider:
             await asyncio.sleep(step.delay_ms / 1000)
         if step.thought:
             yield ThoughtDelta(step.thought)
-        words = _WORDS.findall(step.text or "")
-        for index, word in enumerate(words, start=1):
-            if step.word_delay_ms and index > 1:
+        words = 0  # read one at a time: a long answer is never held twice
+        for words, word in enumerate(_WORDS.finditer(step.text or ""), start=1):
+            if step.word_delay_ms and words > 1:
                 await asyncio.sleep(step.word_delay_ms / 1000)
-            if step.pause_for and self._script and index == 2:
+            if step.pause_for and self._script and words == 2:
                 await _gate(self._script.folder / step.pause_for)
-            yield TextDelta(word)
-            if index % _YIELD_EVERY_WORDS == 0:
+            yield TextDelta(word.group())
+            if words % _YIELD_EVERY_WORDS == 0:
                 await asyncio.sleep(0)  # let the loop breathe on very long answers
-        yield Usage(estimate_tokens(request), len(words), estimated=True)
+        yield Usage(estimate_tokens(request), words, estimated=True)
         for call in step.tool_calls:
             yield ToolCallReady(
                 ToolCall(id=f"call_{next(_call_ids)}", name=call.name, arguments=call.arguments)

@@ -185,6 +185,41 @@ async def test_old_turns_leave_a_full_log_but_the_snapshot_still_has_them_from_t
     assert len(titles) == 1
 
 
+async def test_a_turn_streaming_more_than_the_log_holds_joins_its_older_text(
+    make_runtime: MakeRuntime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long answer a word an event: the log stays bounded while the turn runs, its
+    snapshot still says every word in order, and only a cursor into the joined part
+    expires."""
+    monkeypatch.setattr(event_log, "MAX_EVENTS", 20)
+    words = [f"w{n} " for n in range(300)]
+    gate = tmp_path / "gate"
+    runtime = make_runtime([{"text": "".join(words), "pauseFor": str(gate)}])
+    session = await runtime.new_session(tmp_path)
+    early: list[Logged] = []
+    session.follow(early.append)
+    running = start_turn(session, prompt("talk"), RecordingAsker(), Events().append)
+    await until(lambda: any(isinstance(e.event, AgentText) for e in early))
+    first_word = next(e for e in early if isinstance(e.event, AgentText)).cursor
+    gate.touch()
+    sizes: list[int] = []
+    session.follow(lambda e: sizes.append(len(session.snapshot().logged)))
+    await running
+    # At most the limit, plus one joined event for each half of it the turn streamed.
+    assert max(sizes) <= 20 + len(words) // 10 < len(words)
+    snapshot = session.snapshot()
+    said = "".join(e.text for e in snapshot.events() if isinstance(e, AgentText))
+    assert said == "".join(words)
+    with pytest.raises(CursorExpired):  # it points into text since joined
+        session.follow(lambda e: None, after=first_word)
+    late: list[Logged] = []
+    session.follow(late.append, after=snapshot.logged[-3].cursor)  # after the joined part
+    assert [e.seq for e in late] == [e.seq for e in snapshot.logged[-2:]]
+    # A follower that kept up got every word as its own event.
+    assert "".join(e.event.text for e in early if isinstance(e.event, AgentText)) == said
+    assert [e.seq for e in early] == list(range(1, len(early) + 1))
+
+
 async def test_what_another_process_wrote_expires_the_cursors_and_shows_in_the_snapshot(
     make_runtime: MakeRuntime, tmp_path: Path
 ) -> None:

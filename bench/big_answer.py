@@ -1,0 +1,85 @@
+"""`raven run` with a long streamed answer: time and peak memory as the answer grows.
+
+The scripted model streams an answer of each size (a word an event, common words) to
+`raven run hi` writing to a file; each run's wall time, CPU time and peak RSS, against a
+one-word turn's. Aims (#59): the largest size takes at most 5x the time of one a quarter
+its size, and peaks at most 3x the answer above the one-word turn.
+
+    uv run python bench/big_answer.py [--mb 16 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+VOCABULARY = (
+    "the quick brown fox jumps over a lazy dog while Raven streams its long answer to the terminal"
+).split()
+
+
+def answer_of(megabytes: float) -> str:
+    words = itertools.cycle(VOCABULARY)
+    size, out = 0, []
+    while size < megabytes * 1_000_000:
+        word = next(words)
+        out.append(word)
+        size += len(word) + 1
+    return " ".join(out)
+
+
+def run(home: Path, text: str) -> tuple[float, float, float]:
+    """(wall s, CPU s, peak RSS MiB) of one `raven run hi` answering `text`."""
+    (home / "script.json").write_text(json.dumps([{"text": text}]))
+    model = {"id": "s", "provider": "scripted", "script": "script.json"}
+    (home / "config.json").write_text(json.dumps({"models": [model]}))
+    env = {**os.environ, "RAVEN_HOME": str(home)}
+    with open(home / "answer.txt", "wb") as out, open(os.devnull, "wb") as quiet:
+        start = time.perf_counter()
+        pid = os.posix_spawn(
+            sys.executable,
+            [sys.executable, "-m", "raven", "run", "hi"],
+            env,
+            file_actions=[
+                (os.POSIX_SPAWN_DUP2, out.fileno(), 1),
+                (os.POSIX_SPAWN_DUP2, quiet.fileno(), 2),
+            ],
+        )
+        _, status, usage = os.wait4(pid, 0)
+        wall = time.perf_counter() - start
+    assert os.waitstatus_to_exitcode(status) == 0, f"raven run failed ({status})"
+    assert (home / "answer.txt").stat().st_size >= len(text)
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mb", type=float, nargs="+", default=[16.0, 64.0])
+    sizes = parser.parse_args().mb
+    with tempfile.TemporaryDirectory() as folder:
+        home = Path(folder)
+        _, _, floor = run(home, "hi")
+        print(f"one-word turn: peak RSS {floor:.0f} MiB")
+        header = ("answer MB", "wall s", "CPU s", "peak MiB", "above / answer")
+        print("{:>10} {:>8} {:>8} {:>9} {:>15}".format(*header))
+        walls: dict[float, float] = {}
+        for mb in sizes:
+            wall, cpu, peak = run(home, answer_of(mb))
+            walls[mb] = wall
+            above = (peak - floor) / (mb * 1_000_000 / 2**20)
+            print(f"{mb:10.1f} {wall:8.1f} {cpu:8.1f} {peak:9.0f} {above:14.1f}x")
+        first, last = sizes[0], sizes[-1]
+        print(
+            f"{last:g} MB took {walls[last] / walls[first]:.1f}x the time of {first:g} MB "
+            f"({last / first:g}x the answer; aim: at most 5x for 4x)"
+        )
+
+
+if __name__ == "__main__":
+    main()

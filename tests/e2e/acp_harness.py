@@ -239,3 +239,36 @@ def check_frames(messages: list[dict[str, Any]], sent: dict[Any, str]) -> None:
             model = RESPONSE_MODELS.get(sent.get(msg["id"]) or "")
             if model is not None:
                 model.model_validate(msg["result"])
+
+
+def said(words: str) -> list[schema.TextContentBlock]:
+    """A prompt of plain text."""
+    return [schema.TextContentBlock(type="text", text=words)]
+
+
+WRITE_IT = {"name": "write_file", "arguments": {"path": "remote.txt", "content": "from afar"}}
+"""The scripted call the remote editors' first turn makes (then it says "Written.")."""
+
+
+async def remote_session(
+    editor: Editor, transport: Any, cwd: Path
+) -> tuple[acp.ClientSideConnection, Frames, str]:
+    """An SDK connection over a remote transport, initialized, and a new session in `cwd`."""
+    frames = Frames()
+    conn = acp.connect_to_agent(editor, transport, use_unstable_protocol=True, observers=[frames])
+    init = await conn.initialize(protocol_version=1)
+    assert init.protocol_version == 1 and init.agent_info.name == "raven"
+    return conn, frames, (await conn.new_session(cwd=str(cwd), mcp_servers=[])).session_id
+
+
+async def writes_remotely(
+    conn: acp.ClientSideConnection, editor: Editor, sid: str, cwd: Path
+) -> None:
+    """The first turn of `WRITE_IT`: its permission asked over the transport, allowed by
+    the editor, the file written and the answer said."""
+    answer = await conn.prompt(session_id=sid, prompt=said("write it"))
+    assert answer.stop_reason == "end_turn"
+    await editor.said(sid, "Written.")
+    asked = editor.permissions[0]
+    assert asked.tool_call.title and "remote.txt" in asked.tool_call.title
+    assert (cwd / "remote.txt").read_text() == "from afar"

@@ -19,22 +19,24 @@ from typing import Any
 import acp
 import httpx
 import pytest
-from acp import schema
 from acp.http.client import AcpHttpStatusError, create_http_stream
 from acp.ws.client import create_websocket_stream
 
 from tests.conftest import RAVEN, raven, write_config
-from tests.e2e.acp_harness import Editor, Frames
+from tests.e2e.acp_harness import (
+    WRITE_IT,
+    Editor,
+    Frames,
+    remote_session,
+    said,
+    writes_remotely,
+)
 from tests.npm import npm_install
 from tests.processes import pid_from
 
 DEADLINE_S = 30.0
 TS_SDK = "@agentclientprotocol/sdk@2.4.0"
 MiB = 1024 * 1024
-
-
-def said(words: str) -> list[schema.TextContentBlock]:
-    return [schema.TextContentBlock(type="text", text=words)]
 
 
 class Listening:
@@ -97,29 +99,18 @@ async def test_an_editor_drives_raven_over_streamable_http_with_the_sdk(
 ) -> None:
     pidfile = tmp_path / "sleeping.pid"
     sleeper = {"name": "run_command", "arguments": {"command": f"echo $$ > {pidfile}; sleep 60"}}
-    write = {"name": "write_file", "arguments": {"path": "remote.txt", "content": "from afar"}}
-    scripted(home, [{"toolCalls": [write]}, {"text": "Written."}, {"toolCalls": [sleeper]}])
+    scripted(home, [{"toolCalls": [WRITE_IT]}, {"text": "Written."}, {"toolCalls": [sleeper]}])
     async with listening(env) as server:
         assert "`raven acp token`" in server.proc.stdout.readline()  # type: ignore[union-attr]
         token_file = home / "acp.token"
         assert token_file.read_text().strip() == server.token
         assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
 
-        editor, frames = Editor(), Frames()
+        editor = Editor()
         editor.permission_answers = ["allow_once", "allow_once"]
         transport = create_http_stream(server.url, client=server.client())
-        conn = acp.connect_to_agent(
-            editor, transport, use_unstable_protocol=True, observers=[frames]
-        )
-        init = await conn.initialize(protocol_version=1)
-        assert init.protocol_version == 1 and init.agent_info.name == "raven"
-        sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
-        answer = await conn.prompt(session_id=sid, prompt=said("write it"))
-        assert answer.stop_reason == "end_turn"
-        await editor.said(sid, "Written.")
-        asked = editor.permissions[0]  # asked on the session's stream, answered by a POST
-        assert asked.tool_call.title and "remote.txt" in asked.tool_call.title
-        assert (tmp_path / "remote.txt").read_text() == "from afar"
+        conn, frames, sid = await remote_session(editor, transport, tmp_path)
+        await writes_remotely(conn, editor, sid, tmp_path)  # asked on a stream, answered by POST
 
         # Cancelled while its command runs: the command's group is stopped.
         running = asyncio.create_task(conn.prompt(session_id=sid, prompt=said("sleep")))
@@ -151,13 +142,9 @@ async def test_an_editor_drives_raven_over_a_websocket_on_its_own_port(
     async with listening(env) as server:
         socket = "ws" + server.url.removeprefix("http")
         assert socket in server.first  # printed, as an editor's settings need it
-        editor, frames = Editor(), Frames()
+        editor = Editor()
         transport = await create_websocket_stream(socket, headers=server.auth)
-        conn = acp.connect_to_agent(
-            editor, transport, use_unstable_protocol=True, observers=[frames]
-        )
-        await conn.initialize(protocol_version=1)
-        sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+        conn, frames, sid = await remote_session(editor, transport, tmp_path)
         assert (await conn.prompt(session_id=sid, prompt=said("hi"))).stop_reason == "end_turn"
         await editor.said(sid, "Hello from afar.")
         frames.check()
@@ -256,8 +243,7 @@ async def test_the_typescript_sdks_client_transports_drive_raven(
 ) -> None:
     pidfile = tmp_path / "sleeping.pid"
     sleeper = {"name": "run_command", "arguments": {"command": f"echo $$ > {pidfile}; sleep 60"}}
-    write = {"name": "write_file", "arguments": {"path": "remote.txt", "content": "from afar"}}
-    scripted(home, [{"toolCalls": [write]}, {"text": "Written."}, {"toolCalls": [sleeper]}])
+    scripted(home, [{"toolCalls": [WRITE_IT]}, {"text": "Written."}, {"toolCalls": [sleeper]}])
     async with listening(env) as server:
         url = server.url if binding == "http" else "ws" + server.url.removeprefix("http")
         args = [binding, url, server.token, str(tmp_path), str(pidfile)]

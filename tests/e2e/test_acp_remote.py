@@ -11,26 +11,20 @@ from pathlib import Path
 import acp
 import httpx
 import pytest
-from acp import schema
 from acp.http.client import create_http_stream
 from acp.ws.client import create_websocket_stream
 from websockets.exceptions import InvalidStatus
 
 from tests.conftest import write_config
-from tests.e2e.acp_harness import Editor
+from tests.e2e.acp_harness import WRITE_IT, Editor, remote_session, writes_remotely
 from tests.e2e.test_gateway import DEADLINE_S, start
 from tests.ports import free_port
-
-
-def said(words: str) -> list[schema.TextContentBlock]:
-    return [schema.TextContentBlock(type="text", text=words)]
 
 
 async def test_an_editor_drives_raven_over_a_websocket_with_the_sdk(
     env: dict[str, str], home: Path, tmp_path: Path
 ) -> None:
-    write = {"name": "write_file", "arguments": {"path": "remote.txt", "content": "from afar"}}
-    steps = [{"toolCalls": [write]}, {"text": "Written."}]
+    steps = [{"toolCalls": [WRITE_IT]}, {"text": "Written."}]
     (home / "script.json").write_text(json.dumps(steps))
     write_config(home, {"models": [{"id": "s", "provider": "scripted", "script": "script.json"}]})
     port = free_port()
@@ -49,16 +43,9 @@ async def test_an_editor_drives_raven_over_a_websocket_with_the_sdk(
         transport = await create_websocket_stream(url, headers={"Authorization": f"Bearer {token}"})
         editor = Editor()
         editor.permission_answers = ["allow_once"]
-        conn = acp.connect_to_agent(editor, transport, use_unstable_protocol=True)
-        init = await conn.initialize(protocol_version=1)
-        assert init.protocol_version == 1 and init.agent_info.name == "raven"
-        sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
-        answer = await conn.prompt(session_id=sid, prompt=said("write it"))
-        assert answer.stop_reason == "end_turn"
-        await editor.said(sid, "Written.")
-        (asked,) = editor.permissions  # asked over the socket, answered by this editor
-        assert asked.tool_call.title and "remote.txt" in asked.tool_call.title
-        assert (tmp_path / "remote.txt").read_text() == "from afar"
+        conn, frames, sid = await remote_session(editor, transport, tmp_path)
+        await writes_remotely(conn, editor, sid, tmp_path)  # asked over the socket
+        frames.check()
         assert sid in [s.session_id for s in (await conn.list_sessions()).sessions]
         await transport.close()
 

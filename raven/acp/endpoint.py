@@ -6,7 +6,7 @@ one for each of its sessions, `Acp-Session-Id`). Each connection is served by it
 `AcpServer` on a runtime another owns (the gateway's, or `raven acp --listen`'s).
 
 Never admits a request itself: the app in front checks the token, Host and Origin before
-any handler here runs (`raven.gateway.app.add_endpoint`). Never closes the runtime. Every
+any handler here runs (`raven.gateway.app.gated_app`). Never closes the runtime. Every
 frame sent passes through redaction, as on stdio. What a connection has not sent yet is
 bounded: a client that does not read its streams is dropped, never buffered for ever.
 """

@@ -166,7 +166,7 @@ class EventLog:
             run = list(group)
             if len(run) == 1:
                 moved[index] = start + len(joined)
-            joined.append(_joined(run) if len(run) > 1 else run[0])
+            joined.append(_one_event(run) if len(run) > 1 else run[0])
             index += len(run)
         self._entries[start:cut] = joined
         self._settled = start + len(joined)
@@ -239,7 +239,8 @@ def _run_of(entry: Logged) -> object:
     return type(entry.event) if isinstance(entry.event, _JOINABLE) else id(entry)
 
 
-def _joined(run: list[Logged]) -> Logged:
+def _one_event(run: list[Logged]) -> Logged:
+    """A run of text (or thought) as one event, numbered as its last."""
     text = "".join(e.event.text for e in run if isinstance(e.event, _JOINABLE))
     event = AgentText(text) if isinstance(run[0].event, AgentText) else AgentThought(text)
     return Logged(run[-1].seq, run[-1].cursor, event)

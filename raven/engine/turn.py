@@ -326,8 +326,9 @@ async def _call_model(
     finally:
         _flush(shown_text, shown_thought, emit, lead)
         await stream.aclose()  # type: ignore[attr-defined]
+    spoken = text.getvalue()  # once: a long answer is copied out of the buffer once
     if not reported_usage:
-        answer = text.getvalue() + "".join(c.raw_arguments or "" for c in calls)
+        answer = spoken + "".join(c.raw_arguments or "" for c in calls)
         used = estimate_tokens(request, answer)
         emit(UsageUpdated(used, session.provider.context_window, estimated=True))
         wrote = estimate_text_tokens(answer)
@@ -338,7 +339,7 @@ async def _call_model(
         calls = []
     calls = _described(session, calls)
     message = AssistantMessage(
-        text=text.getvalue(), thought=thought.getvalue(), tool_calls=calls, usage=usage
+        text=spoken, thought=thought.getvalue(), tool_calls=calls, usage=usage
     )
     await session.commit(message)
     return message, finish

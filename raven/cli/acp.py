@@ -11,9 +11,10 @@ from typing import Annotated
 
 import typer
 
+from raven.cli.help import Typer
 from raven.cli.options import ConfigOption
 
-app = typer.Typer(
+app = Typer(
     invoke_without_command=True,
     no_args_is_help=False,
     help="Serve the Agent Client Protocol on stdin/stdout (editors launch this), or on a "

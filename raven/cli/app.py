@@ -1,30 +1,72 @@
-"""The typer application: every command group, and Raven's errors mapped to exit codes."""
+"""The typer application: every command group, and Raven's errors mapped to exit codes.
+
+A command's module is imported, and its click command built, only when that command
+runs or help lists it: typer would otherwise build every command's parameters on every
+start, about a tenth of a short command's instructions. Never imports what a command
+does; each command module imports its own work inside the function that does it.
+"""
 
 from __future__ import annotations
 
+import importlib
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+import typer.main
+from typer.core import TyperCommand, TyperGroup
 
-from raven.cli import (
-    a2a_cmd,
-    acp,
-    agents_cmd,
-    chat,
-    config_cmd,
-    demo_cmd,
-    gateway_cmd,
-    mcp_cmd,
-    models_cmd,
-    run,
-    sessions_cmd,
-    setup_cmd,
-)
-from raven.cli.help import Typer
+from raven.cli.help import Group, Typer
 from raven.cli.options import ConfigOption
 
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("raven.cli.demo_cmd", "demo_command"),
+    "setup": ("raven.cli.setup_cmd", "setup_command"),
+    "run": ("raven.cli.run", "run_command"),
+    "chat": ("raven.cli.chat", "chat_command"),
+    "gateway": ("raven.cli.gateway_cmd", "gateway_command"),
+    "web": ("raven.cli.gateway_cmd", "web_command"),
+    "acp": ("raven.cli.acp", "app"),
+    "models": ("raven.cli.models_cmd", "app"),
+    "config": ("raven.cli.config_cmd", "app"),
+    "sessions": ("raven.cli.sessions_cmd", "app"),
+    "mcp": ("raven.cli.mcp_cmd", "app"),
+    "a2a": ("raven.cli.a2a_cmd", "app"),
+    "agents": ("raven.cli.agents_cmd", "app"),
+}
+"""Each top-level command, in the order help lists them: (module, function or Typer)."""
+
+
+def build_command(name: str) -> TyperCommand | TyperGroup | None:
+    """The click command `raven NAME` runs, built from its module; None if there is none."""
+    where = COMMANDS.get(name)
+    if where is None:
+        return None
+    target = getattr(importlib.import_module(where[0]), where[1])
+    if isinstance(target, typer.Typer):
+        command: TyperCommand | TyperGroup = typer.main.get_group(target)
+    else:
+        single = Typer(add_completion=False)
+        single.command(name)(target)
+        built = typer.main.get_command(single)
+        assert isinstance(built, TyperCommand)
+        command = built
+    command.name = name
+    return command
+
+
+class _Commands(Group):
+    """The root group, whose commands are built when asked for (`build_command`)."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> TyperCommand | TyperGroup | None:
+        return build_command(cmd_name)
+
+
 app = Typer(
+    cls=_Commands,
     name="raven",
     help="Raven: a personal agent for the command line that speaks ACP, A2A and MCP.",
     no_args_is_help=True,
@@ -61,21 +103,6 @@ def _root(
         import os
 
         os.environ["RAVEN_CONFIG"] = config
-
-
-app.command("demo")(demo_cmd.demo_command)
-app.command("setup")(setup_cmd.setup_command)
-app.command("run")(run.run_command)
-app.command("chat")(chat.chat_command)
-app.add_typer(acp.app, name="acp")
-app.command("gateway")(gateway_cmd.gateway_command)
-app.command("web")(gateway_cmd.web_command)
-app.add_typer(models_cmd.app, name="models")
-app.add_typer(config_cmd.app, name="config")
-app.add_typer(sessions_cmd.app, name="sessions")
-app.add_typer(mcp_cmd.app, name="mcp")
-app.add_typer(a2a_cmd.app, name="a2a")
-app.add_typer(agents_cmd.app, name="agents")
 
 
 def run_app() -> None:

@@ -57,7 +57,8 @@ class Typer(typer.Typer):
     """
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(cls=Group, rich_markup_mode=None, **kwargs)
+        kwargs.setdefault("cls", Group)
+        super().__init__(rich_markup_mode=None, **kwargs)
 
     def command(self, *args: Any, **kwargs: Any) -> Any:
         kwargs.setdefault("cls", Command)

@@ -8,7 +8,6 @@ does; each command module imports its own work inside the function that does it.
 
 from __future__ import annotations
 
-import importlib
 import sys
 from typing import Annotated, Any
 
@@ -42,7 +41,9 @@ def build_command(name: str) -> TyperCommand | TyperGroup | None:
     where = COMMANDS.get(name)
     if where is None:
         return None
-    target = getattr(importlib.import_module(where[0]), where[1])
+    # __import__ rather than importlib.import_module, which -X importtime does not see.
+    module, attribute = where
+    target = getattr(__import__(module, fromlist=[attribute]), attribute)
     if isinstance(target, typer.Typer):
         command: TyperCommand | TyperGroup = typer.main.get_group(target)
     else:

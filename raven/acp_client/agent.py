@@ -57,6 +57,10 @@ TELL_EVERY_CHARS = 80
 PROGRESS_LINE_CHARS = 120
 MAX_MODE_RESETS = 3
 """How often one session of a child may leave the mode that asks before Raven stops it."""
+LATE_WORK_S = 60.0
+"""How long a task stays open after the child's answer while its own sub-agents still run or
+its requests are still being answered (codex ends its turn before the sub-agents it spawned
+have asked for what they need)."""
 CONSENT_DECISIONS: tuple[Decision, ...] = ("allow_once", "reject_once")
 """What a person may answer to a consent: never "always", so none stands for the next."""
 
@@ -116,6 +120,21 @@ class _Turn:
     others: dict[str, _Voice] = field(default_factory=dict)
     """The child's own sub-agents, by the session id its `subagent_update` announced: what
     they do is progress, never the child's answer."""
+    running: set[str] = field(default_factory=set)
+    """Those of `others` not yet announced idle."""
+    asking: int = 0
+    """The child's requests (permissions, questions) Raven is still answering."""
+    settled: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set while none of `others` runs and no request is being answered."""
+
+    def __post_init__(self) -> None:
+        self.settled.set()
+
+    def settle(self) -> None:
+        if self.running or self.asking:
+            self.settled.clear()
+        else:
+            self.settled.set()
 
 
 class SubAgent:
@@ -197,6 +216,7 @@ class SubAgent:
         try:
             async with asyncio.timeout(self.spec.prompt_timeout_s):
                 result = await asyncio.shield(request)
+            await self._late_work(turn)
         except TimeoutError:
             await self._cancel(request)
             raise SubAgentError(
@@ -229,6 +249,21 @@ class SubAgent:
             )
         return Outcome(turn.answer.text(), ended.stop_reason, turn.decisions, usage=usage)
 
+    async def _late_work(self, turn: _Turn) -> None:
+        """Keep the task open, within `LATE_WORK_S`, until the sub-agents the child started
+        are idle and what it asked is answered: their work is the task's, and answering
+        it needs the turn (its rules' record and the person to escalate to)."""
+        if turn.settled.is_set():
+            return
+        try:
+            async with asyncio.timeout(LATE_WORK_S):
+                await turn.settled.wait()
+        except TimeoutError:
+            names = ", ".join(sorted(turn.others[sid].name for sid in turn.running))
+            note = f"stopped waiting after {LATE_WORK_S:g}s for {names or 'its requests'}"
+            turn.decisions.append(note)
+            log.warning("sub-agent %s: %s", self.spec.name, note)
+
     async def stop(self) -> None:
         """Stop the child for good and end the connection's tasks."""
         for task in self._reasserting:
@@ -248,18 +283,32 @@ class SubAgent:
     # -- what the sub-agent asks of Raven ----------------------------------------------------
 
     async def handle_request(self, method: str, params: dict[str, Any]) -> Any:
-        foreign = not self._ours(method, params)
-        if method == p.REQUEST_PERMISSION:
-            asked = p.read(p.PermissionRequest, params)
-            if foreign or asked is None:
-                return {"outcome": {"outcome": "cancelled"}}
-            return await self._permission(asked)
-        if method == p.ELICITATION_CREATE:
+        if method not in (p.REQUEST_PERMISSION, p.ELICITATION_CREATE):
+            raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}", {"method": method})
+        turn = self._turn
+        sid = params.get("sessionId")
+        # The child's own sub-agents ask under the sessions it announced, and the same rules
+        # answer them.
+        voice = turn.others.get(sid) if turn and isinstance(sid, str) else None
+        if voice is None and self._ours(method, params):
+            voice = turn.own if turn else _Voice(self.spec.name)
+        if turn is not None:
+            turn.asking += 1
+            turn.settle()
+        try:
+            if method == p.REQUEST_PERMISSION:
+                asked = p.read(p.PermissionRequest, params)
+                if voice is None or asked is None:
+                    return {"outcome": {"outcome": "cancelled"}}
+                return await self._permission(turn, voice, asked)
             elicited = p.read(p.ElicitationRequest, params)
-            if foreign or elicited is None:
+            if voice is None or elicited is None:
                 return {"action": "decline"}
-            return await self._elicit(elicited)
-        raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}", {"method": method})
+            return await self._elicit(turn, voice, elicited)
+        finally:
+            if turn is not None:
+                turn.asking -= 1
+                turn.settle()
 
     async def handle_notification(self, method: str, params: dict[str, Any]) -> None:
         name = self.spec.name
@@ -300,8 +349,12 @@ class SubAgent:
             title = announced.title or announced.session_id
             voice = turn.others[announced.session_id] = _Voice(f"{self.spec.name} › {title}")
         if announced.state is None or announced.state.state != "idle":
+            turn.running.add(announced.session_id)
+            turn.settle()
             turn.progress(Progress(f"{voice.name}: {announced.description or 'started'}"))
             return
+        turn.running.discard(announced.session_id)
+        turn.settle()
         voice.unsent += voice.safe.flush()
         if voice.untold:
             self._tell_text(turn, voice)
@@ -322,12 +375,13 @@ class SubAgent:
             )
         return False
 
-    async def _permission(self, asked: p.PermissionRequest) -> dict[str, Any]:
-        options, call, turn = asked.options, asked.tool_call, self._turn
-        own = turn.own if turn else None
-        seen = own.calls.get(call.tool_call_id) if own else None
-        title = call.title or (own.titles.get(call.tool_call_id) if own else "") or "a tool call"
-        label = call.kind or (own.kinds.get(call.tool_call_id) if own else None)
+    async def _permission(
+        self, turn: _Turn | None, voice: _Voice, asked: p.PermissionRequest
+    ) -> dict[str, Any]:
+        options, call = asked.options, asked.tool_call
+        seen = voice.calls.get(call.tool_call_id)
+        title = call.title or voice.titles.get(call.tool_call_id) or "a tool call"
+        label = call.kind or voice.kinds.get(call.tool_call_id)
         raw_input = call.raw_input or (seen.raw_input if seen else None)
         paths = call.paths() or (seen.paths() if seen else [])
         shown = bool(call.content or (seen.content if seen else None))
@@ -339,7 +393,9 @@ class SubAgent:
             chosen = None
         elif verdict.action == "escalate":
             change = call.diff() or (seen.diff() if seen else None)
-            chosen, by = await self._escalate(turn, options, title, judged, raw_input, change)
+            chosen, by = await self._escalate(
+                turn, voice, options, title, judged, raw_input, change
+            )
         else:
             allowed = verdict.action == "allow"
             chosen = pick(options, (*verdict.order, *REJECT) if allowed else REJECT)
@@ -358,6 +414,7 @@ class SubAgent:
     async def _escalate(
         self,
         turn: _Turn | None,
+        voice: _Voice,
         options: list[p.OfferedOption],
         title: str,
         judged: Judged,
@@ -378,7 +435,7 @@ class SubAgent:
         decision = await turn.approve(
             Permission(
                 key=f"{self.spec.name}:{judged.kind}",
-                title=f"{self.spec.name}: {title}",
+                title=f"{voice.name}: {title}",
                 kind=kind,  # type: ignore[arg-type]
                 raw_input=raw_input or {},
                 offered=offered,
@@ -391,26 +448,29 @@ class SubAgent:
             return pick(options, REJECT), "no answer: rejected"
         return chosen, "by you"
 
-    async def _elicit(self, asked: p.ElicitationRequest) -> dict[str, Any]:
-        turn = self._turn
+    async def _elicit(
+        self, turn: _Turn | None, voice: _Voice, asked: p.ElicitationRequest
+    ) -> dict[str, Any]:
         if asked.mode == "url":
-            return await self._consent(turn, asked)
+            return await self._consent(turn, voice, asked)
         if self.spec.permissions != "ask" or turn is None or turn.ask is None:
             return {"action": "decline"}
         properties = asked.requested_schema.get("properties")
         fields = list(properties) if isinstance(properties, dict) else []
         if len(fields) != 1:
             return {"action": "decline"}
-        answer = await turn.ask(Question(f"{self.spec.name} asks: {asked.message}"))
+        answer = await turn.ask(Question(f"{voice.name} asks: {asked.message}"))
         if answer is None:
             return {"action": "decline"}
         return {"action": "accept", "content": {fields[0]: answer}}
 
-    async def _consent(self, turn: _Turn | None, asked: p.ElicitationRequest) -> dict[str, Any]:
+    async def _consent(
+        self, turn: _Turn | None, voice: _Voice, asked: p.ElicitationRequest
+    ) -> dict[str, Any]:
         """A URL consent (a sign-in, an OAuth grant): accepted only by a person, whatever the
         agent's preset or rules, who is shown the page to open; declined when nobody can
         be asked or nobody answers."""
-        title = f"{self.spec.name}: {asked.message or 'asks for your consent'}"
+        title = f"{voice.name}: {asked.message or 'asks for your consent'}"
         accepted, by = False, "nobody to ask"
         if turn is not None and turn.approve is not None and asked.url:
             decision = await turn.approve(

@@ -11,6 +11,9 @@ Its behaviour is the first argument:
   grandchild   announces one of its own sub-agents (`subagent_update`; the SDK does not pass
                on whether the client declared them),
                streams its text and a tool call under its session, ends it, then answers
+  late-grandchild  announces a sub-agent of its own and answers the prompt at once, as codex
+               does; a moment later that sub-agent asks to write late.txt under its own
+               session, writes it if allowed, and ends ("stuck": it never ends)
   url-consent  asks for a URL consent (a sign-in), as codex-acp relays an MCP server's, if
                the client declared URL elicitation; answers with the action it got
   fs           tries to read a file through the client
@@ -43,6 +46,7 @@ from acp import schema
 
 BEHAVIOUR = sys.argv[1]
 STUBBORN = "stubborn" in sys.argv[2:]
+STUCK = "stuck" in sys.argv[2:]
 DECLARED_MODES = {"modes": ["auto", "default", "plan"], "self-approving": ["auto", "yolo"]}
 RAW_INPUTS: dict[str, dict[str, Any]] = {
     "edit": {"path": "notes.txt", "content": "hi"},
@@ -252,6 +256,9 @@ class Agent:
             await update(session_id, {**announce, "state": {"state": "idle",
                                                             "stopReason": "end_turn"}})  # fmt: skip
             await self.say(session_id, "Done.")
+        elif BEHAVIOUR == "late-grandchild":
+            self.late = asyncio.create_task(self.late_grandchild(session_id))
+            await self.say(session_id, "Started a writer.")
         elif BEHAVIOUR == "url-consent":
             if not self.url_elicitation:
                 await self.say(session_id, "no URL elicitation declared")
@@ -265,6 +272,31 @@ class Agent:
                 await self.conn.complete_elicitation("e1")
             await self.say(session_id, f"consent {result.action}")
         return schema.PromptResponse(stop_reason="end_turn")
+
+    async def late_grandchild(self, session_id: str) -> None:
+        wire, child = self.conn._conn, f"{session_id}/writer"
+        announce = {"sessionUpdate": "subagent_update", "sessionId": child, "title": "writer"}
+        await wire.send_notification("session/update", {"sessionId": session_id, "update": {
+            **announce, "state": {"state": "running"}}})  # fmt: skip
+        # The parent's answer goes out first (the SDK sends it once prompt returns); the
+        # writer's request comes after it, as codex's spawned agent's did (0.08 s after).
+        await asyncio.sleep(0.1)
+        edit = schema.ToolCallUpdate(
+            tool_call_id="w1",
+            title="Write late.txt",
+            kind="edit",
+            raw_input={"path": "late.txt", "content": "late"},
+        )
+        kinds = ["allow_once", "reject_once"]
+        result = await self.conn.request_permission(
+            session_id=child, tool_call=edit, options=[option(k) for k in kinds]
+        )
+        if result.outcome.outcome == "selected" and "allow" in result.outcome.option_id:
+            with open("late.txt", "w") as written:
+                written.write("late")
+        if not STUCK:
+            await wire.send_notification("session/update", {"sessionId": session_id, "update": {
+                **announce, "state": {"state": "idle", "stopReason": "end_turn"}}})  # fmt: skip
 
 
 if __name__ == "__main__":

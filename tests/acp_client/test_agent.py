@@ -14,6 +14,7 @@ import pytest
 from acp import schema
 
 from raven.acp_client import AgentsSource, SubAgent, SubAgentError
+from raven.acp_client import agent as agent_module
 from raven.config import AgentSpec, Limits
 from raven.tools import (
     ChildText,
@@ -105,6 +106,57 @@ async def test_a_childs_own_sub_agent_shows_as_progress_under_both_names(
     assert said[0] == ChildText(
         "helper › writer", "Grandchild says hello.", "Grandchild says hello."
     )
+
+
+@pytest.mark.parametrize(
+    ("policy", "written", "decision"),
+    [
+        ("auto", True, "allow once: Write late.txt (by auto)"),
+        ("read-only", False, "reject once: Write late.txt (by read-only)"),
+    ],
+)
+async def test_a_childs_sub_agent_asking_after_the_childs_answer_is_still_answered(
+    policy: str, written: bool, decision: str, tmp_path: Path
+) -> None:
+    """codex answers its prompt before the sub-agents it spawned have asked for what they
+    need: the task stays open until they end, and Raven's rules answer them as the
+    child's own."""
+    spec = sdk_spec("late-grandchild", name="helper", permissions=policy)
+    outcome, seen, _ = await drive(spec, tmp_path)
+    assert outcome.answer == "Started a writer."
+    assert (tmp_path / "late.txt").exists() is written
+    assert outcome.decisions == [decision]
+    assert "helper › writer: ended (end_turn)" in [p.text for p in seen]
+
+
+async def test_a_late_request_from_a_childs_sub_agent_reaches_the_person(
+    tmp_path: Path,
+) -> None:
+    asked: list[Permission] = []
+
+    async def approve(permission: Permission) -> Any:
+        asked.append(permission)
+        return "allow_once"
+
+    rules = [{"kind": ["edit"], "action": "escalate"}]
+    spec = sdk_spec("late-grandchild", name="helper", rules=rules)
+    outcome, _, _ = await drive(spec, tmp_path, approve=approve)
+    assert [a.title for a in asked] == ["helper › writer: Write late.txt"]
+    assert (tmp_path / "late.txt").read_text() == "late"
+    assert outcome.decisions == ["allow once: Write late.txt (by you)"]
+
+
+async def test_a_childs_sub_agent_that_never_ends_holds_the_task_only_so_long(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(agent_module, "LATE_WORK_S", 1.0)
+    spec = sdk_spec("late-grandchild", "stuck", name="helper")
+    outcome, _, _ = await drive(spec, tmp_path)
+    assert (tmp_path / "late.txt").exists()  # what it asked in time was answered
+    assert outcome.decisions == [
+        "allow once: Write late.txt (by auto)",
+        "stopped waiting after 1s for helper › writer",
+    ]
 
 
 async def test_raven_drives_raven_and_allows_always_unattended(

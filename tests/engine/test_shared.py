@@ -30,7 +30,13 @@ from raven.engine import (
     start_turn,
 )
 from raven.engine.replicas import LAPSED_TURN
-from raven.messages import AssistantMessage, ToolCall, ToolResultMessage, user_text
+from raven.messages import (
+    AssistantMessage,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+    user_text,
+)
 from raven.providers import StopReason
 from tests.engine.conftest import MakeRuntime, RecordingAsker
 from tests.engine.test_log import DEADLINE_S, kinds, until
@@ -198,7 +204,14 @@ async def test_a_cancel_and_a_steer_sent_through_one_replica_reach_the_turn_on_a
     )
     await until(lambda: on_a.claimed)
     assert await b.steer(on_a.id, "check the tests too")
-    await until(on_a.has_steering)  # A took it from its inbox (NOTIFY)
+
+    def took_it() -> bool:
+        """A took the steer from its inbox (NOTIFY): it waits for the next model call or,
+        come before the first one, is in the transcript already."""
+        said = [m.text for m in on_a.history if isinstance(m, UserMessage)]
+        return on_a.has_steering() or "check the tests too" in said
+
+    await until(took_it)
     (tmp_path / "gate").touch()  # and only now does the model answer
     assert await turn == "end_turn"
     said = [m.text for m in on_a.history if m.role == "user"]  # type: ignore[union-attr]

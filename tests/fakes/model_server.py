@@ -280,7 +280,18 @@ def anthropic_stream(
     def ev(name: str, data: dict[str, Any]) -> str:
         return f"event: {name}\ndata: {json.dumps({'type': name, **data})}"
 
-    blocks = [ev("message_start", {"message": {"id": "m1", "usage": {"input_tokens": 12}}})]
+    # The message as Anthropic's API starts it: Claude Code's SDK accumulates into `content`.
+    message = {
+        "id": "msg_fake1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-fake",
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 12, "output_tokens": 1},
+    }
+    blocks = [ev("message_start", {"message": message})]
     index = 0
     if thinking:
         blocks.append(
@@ -333,7 +344,13 @@ def anthropic_stream(
     blocks.append('event: ping\ndata: {"type": "ping"}')
     reason = stop or ("tool_use" if tool_use else "end_turn")
     blocks.append(
-        ev("message_delta", {"delta": {"stop_reason": reason}, "usage": {"output_tokens": 7}})
+        ev(
+            "message_delta",
+            {
+                "delta": {"stop_reason": reason, "stop_sequence": None},
+                "usage": {"output_tokens": 7},
+            },
+        )
     )
     blocks.append(ev("message_stop", {}))
     return blocks

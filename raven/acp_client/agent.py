@@ -19,7 +19,7 @@ from typing import Any
 from raven import __version__
 from raven.acp import protocol as p
 from raven.acp.handshake import PROTOCOL_VERSION
-from raven.acp_client.modes import NoAskingMode, asking_mode
+from raven.acp_client.modes import NoAskingMode, asking_mode, grants
 from raven.acp_client.policy import REJECT, Judged, decide, judge, pick
 from raven.acp_client.process import ChildProcess, why_not_started
 from raven.config import AgentSpec
@@ -398,7 +398,10 @@ class SubAgent:
             )
         else:
             allowed = verdict.action == "allow"
-            chosen = pick(options, (*verdict.order, *REJECT) if allowed else REJECT)
+            order = verdict.order
+            if self.mode is not None:
+                order = grants(self.info.name if self.info else None, order)
+            chosen = pick(options, (*order, *REJECT) if allowed else REJECT)
         picked = next((o for o in options if o.option_id == chosen), None)
         what = f"{picked.kind.replace('_', ' ')}" if picked else "cancelled"
         if judged.label is not None and judged.kind != judged.label:

@@ -16,6 +16,20 @@ ASKING_MODES = ("default", "read-only", "ask")
 Claude Code's and gemini's `default`, Codex's `read-only`, a Raven's own `ask`."""
 
 
+ALWAYS_LEAVES_MODE = frozenset({"gemini-cli"})
+"""Agents (by the name they give in `initialize`) whose "allow always" is a switch out of
+the mode that asks: gemini-cli's, for an edit, is to `autoEdit`, which it refuses in a
+folder it does not trust (the edit fails) and which, in one it trusts, would keep its
+later edits from Raven. Raven grants them once (`grants`)."""
+
+
+def grants(agent_name: str | None, order: tuple[str, ...]) -> tuple[str, ...]:
+    """The allow options to pick from, in order, for an agent kept in its asking mode."""
+    if agent_name in ALWAYS_LEAVES_MODE:
+        return ("allow_once", *(kind for kind in order if kind != "allow_once"))
+    return order
+
+
 class NoAskingMode(RavenError):
     """The agent declares modes and none of them asks (or not the one configured)."""
 

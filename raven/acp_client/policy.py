@@ -8,10 +8,10 @@ carrying new file content is `edit`. So a `rm -rf ~` labelled "read" is judged a
 command, and `read-only` rejects it.
 
 The presets: `auto` allows (allow_always, then allow_once: an agent may keep an
-"always" grant after the task: codex writes a rule, gemini switches its session to
-auto-edit); `auto-once` allows once first; `read-only` allows reading kinds (always
-first) and rejects the rest; `ask` escalates to the person. A rule's `allow` allows
-once first, so the child asks again next time and the rules judge that too. With no
+"always" grant after the task: codex writes a rule); `auto-once` allows once first;
+`read-only` allows reading kinds (always first) and rejects the rest; `ask` escalates
+to the person. A rule's `allow` allows once first, so the child asks again next time
+and the rules judge that too; so does a preset's, when the agent has rules. With no
 allow option offered, an allowed request takes reject_once, then reject_always; with
 no options at all, the cancelled outcome.
 """
@@ -156,13 +156,16 @@ def decide(spec: AgentSpec, judged: Judged, cwd: Path) -> Verdict:
         if _applies(rule, judged, cwd.resolve()):
             return Verdict(rule.action, f"rule {number}")
     preset = spec.permissions
+    # An "always" lets the agent skip asking next time; with rules, the next request may be
+    # one they decide otherwise, so a preset grants only once.
+    always = ALLOW_ONCE_FIRST if spec.rules else ALLOW
     if preset == "auto":
-        return Verdict("allow", preset, ALLOW)
+        return Verdict("allow", preset, always)
     if preset == "auto-once":
         return Verdict("allow", preset)
     if preset == "read-only":
         reading = judged.kind in READING_KINDS
-        return Verdict("allow" if reading else "reject", preset, ALLOW)
+        return Verdict("allow" if reading else "reject", preset, always)
     return Verdict("escalate", preset)
 
 

@@ -208,6 +208,22 @@ async def test_a_request_is_judged_by_what_it_does_not_by_its_label(tmp_path: Pa
     )
 
 
+@pytest.mark.parametrize(
+    ("rules", "granted"),
+    [([], "opt-allow_always"), ([{"paths": "outside", "action": "reject"}], "opt-allow_once")],
+)
+async def test_with_rules_the_preset_grants_once_so_the_rules_see_the_next_request(
+    rules: list[dict[str, Any]], granted: str, tmp_path: Path
+) -> None:
+    """An "always" lets the agent skip asking next time (gemini leaves the mode that asks),
+    and the next request may be one a rule rejects."""
+    edit = {"title": "Edit code", "kind": "edit", "locations": [str(tmp_path / "a.py")]}
+    spec = requests_spec([edit], permissions="auto", rules=rules)
+    outcome, _, _ = await drive(spec, tmp_path)
+    assert outcome.answer == granted
+    assert outcome.decisions[0].endswith("Edit code (by auto)")
+
+
 async def test_rules_decide_in_order_before_the_preset(tmp_path: Path) -> None:
     calls = [
         {"title": "Run git", "kind": "execute", "rawInput": {"command": "git status"}},

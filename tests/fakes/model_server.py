@@ -74,6 +74,8 @@ class FakeModelServer:
         app.router.add_post("/v1/chat/completions", self._handle)
         app.router.add_post("/v1/messages", self._handle)
         app.router.add_post("/v1/responses", self._handle)
+        # Gemini's API: `models/NAME:generateContent` and `:streamGenerateContent?alt=sse`.
+        app.router.add_post("/v1beta/models/{call}", self._handle)
         # A real model server stops generating when its client hangs up.
         self._runner = web.AppRunner(app, handler_cancellation=True)
         await self._runner.setup()
@@ -104,6 +106,10 @@ class FakeModelServer:
             reply = reply(body)
         if reply.delay_s:
             await asyncio.sleep(reply.delay_s)
+        if reply.body is None and request.path.endswith(":generateContent"):
+            # Gemini's unary call answers with the one response its stream would carry.
+            (event,) = reply.events
+            return web.json_response(json.loads(event.removeprefix("data: ")))
         if reply.body is not None:
             return web.Response(
                 status=reply.status,
@@ -354,3 +360,19 @@ def anthropic_stream(
     )
     blocks.append(ev("message_stop", {}))
     return blocks
+
+
+def gemini_stream(text: str = "", call: tuple[str, dict[str, Any]] | None = None) -> list[str]:
+    """One `GenerateContentResponse` as Gemini's API streams it (`alt=sse`): the model's
+    text, or a function call, finished."""
+    part: dict[str, Any] = {"text": text}
+    if call is not None:
+        part = {"functionCall": {"name": call[0], "args": call[1]}}
+    response = {
+        "candidates": [
+            {"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}
+        ],
+        "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 3, "totalTokenCount": 13},
+        "modelVersion": "gemini-fake",
+    }
+    return [f"data: {json.dumps(response)}"]

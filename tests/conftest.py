@@ -8,11 +8,14 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from tests.fakes.model_server import FakeModelServer
+
+if TYPE_CHECKING:
+    from tests.acp_schema import AcpSchema
 
 RAVEN = [sys.executable, "-m", "raven"]
 TESTS = Path(__file__).parent
@@ -137,26 +140,23 @@ def pg_url(postgres_server_url: str) -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(scope="module")
-def unstable_schema(tmp_path_factory: pytest.TempPathFactory) -> Any:
+@pytest.fixture(scope="session")
+def acp_schema(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AcpSchema]:
+    """The ACP TypeScript SDK's schemas, stable and unstable, read by the SDK itself."""
+    from tests.acp_schema import AcpSchema
+
+    reader = AcpSchema(tmp_path_factory)
+    yield reader
+    reader.close()
+
+
+@pytest.fixture
+def unstable_schema(acp_schema: AcpSchema) -> Any:
     """Frames as the ACP TypeScript SDK's unstable v1 schema reads them: `read(items, kind)`
     gives, for each, `{"ok": the SDK's reading}` or `{"error": its complaint}` (`kind`: one
     of its zod validators, session notifications unless named)."""
-    from tests.npm import npm_install
-
-    script = Path(__file__).parent / "acp_client" / "unstable_schema.mjs"
-    folder = npm_install(tmp_path_factory, "@agentclientprotocol/sdk@2.4.0", beside=[script])
-    zod = folder / "node_modules/@agentclientprotocol/sdk/dist/v1/unstable/schema/zod.gen.js"
 
     def read(items: list[dict[str, Any]], kind: str = "zSessionNotification") -> Any:
-        ran = subprocess.run(
-            ["node", str(folder / script.name), str(zod), kind],
-            input=json.dumps(items),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
-        return json.loads(ran.stdout)
+        return acp_schema.read([(kind, item, "unstable") for item in items])
 
     return read

@@ -26,6 +26,7 @@ from raven.tools import (
     ToolContext,
     ToolError,
 )
+from tests.acp_schema import AcpSchema, Version
 from tests.conftest import RAVEN
 from tests.npm import npm_install
 from tests.processes import ended, group_gone, pid_from
@@ -578,9 +579,24 @@ def schema_complete(model: Any, sent: dict[str, Any]) -> None:
             assert set(value) <= set(parsed[key]), (model.__name__, key, value, parsed[key])
 
 
+PINNED_OUT = {
+    "initialize": ("zInitializeRequest", "unstable"),  # `subagents` is the unstable schema's
+    "session/new": ("zNewSessionRequest", "stable"),
+    "session/set_mode": ("zSetSessionModeRequest", "stable"),
+    "session/prompt": ("zPromptRequest", "stable"),
+    "session/cancel": ("zCancelNotification", "stable"),
+}
+PINNED_ANSWERS = {
+    "session/request_permission": ("zRequestPermissionResponse", "stable"),
+    "elicitation/create": ("zCreateElicitationResponse", "stable"),
+}
+
+
 async def test_every_frame_raven_sends_a_sub_agent_is_schema_complete(
-    child_raven: AgentSpec, tmp_path: Path, unstable_schema: Any
+    child_raven: AgentSpec, tmp_path: Path, acp_schema: AcpSchema
 ) -> None:
+    """Complete against the Python SDK's models, and read by the pinned schema as the
+    TypeScript SDK reads it."""
     log = tmp_path / "frames.log"
     tapped = child_raven.model_copy(
         update={
@@ -602,13 +618,18 @@ async def test_every_frame_raven_sends_a_sub_agent_is_schema_complete(
         f["id"]: f["method"] for mark, f in frames if mark == "<" and "method" in f and "id" in f
     }
     checked = set()
+    pinned: list[tuple[str, Any, Version]] = []
     for mark, frame in frames:
         if mark != ">":
             continue
         assert frame["jsonrpc"] == "2.0"
-        if frame.get("method") == "initialize":  # `subagents` is the unstable schema's
-            (read,) = unstable_schema([frame["params"]], "zInitializeRequest")
-            assert read["ok"]["clientCapabilities"]["subagents"] == {}, read
+        if "method" in frame:
+            validator, version = PINNED_OUT[frame["method"]]
+            pinned.append((validator, frame["params"], version))
+        else:
+            validator, version = PINNED_ANSWERS[asked[frame["id"]]]
+            pinned.append((validator, frame["result"], version))
+        if frame.get("method") == "initialize":  # the Python SDK does not know `subagents`
             caps = frame["params"]["clientCapabilities"]
             stable = {k: v for k, v in caps.items() if k != "subagents"}
             frame = {**frame, "params": {**frame["params"], "clientCapabilities": stable}}
@@ -619,6 +640,9 @@ async def test_every_frame_raven_sends_a_sub_agent_is_schema_complete(
             schema_complete(ANSWERS[asked[frame["id"]]], frame["result"])
             checked.add(asked[frame["id"]])
     assert checked == {"initialize", "session/new", "session/prompt", "session/request_permission"}
+    read = acp_schema.read(pinned)
+    assert [r for r in read if "ok" not in r] == []
+    assert read[0]["ok"]["clientCapabilities"]["subagents"] == {}
 
 
 async def test_a_childs_error_is_shown_in_its_own_words(tmp_path: Path) -> None:

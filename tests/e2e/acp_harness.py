@@ -1,7 +1,8 @@
 """Drives `raven acp` as an editor would: the official ACP SDK client over real pipes.
 
 Every line Raven writes to stdout is recorded raw and, at the end, checked to be
-JSON-RPC and validated against the SDK's schema models.
+JSON-RPC and validated against the Python SDK's schema models and the pinned schema the
+TypeScript SDK reads (`tests.acp_schema`: stable v1, unstable where it was negotiated).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from acp import schema
 from acp.connection import StreamDirection, StreamEvent
 from pydantic import TypeAdapter
 
+from tests.acp_schema import AcpSchema, Version
 from tests.conftest import RAVEN
 
 RESPONSE_MODELS: dict[str, Any] = {
@@ -34,6 +36,31 @@ REQUEST_MODELS: dict[str, Any] = {
     "session/request_permission": TypeAdapter(schema.RequestPermissionRequest),
     "elicitation/create": TypeAdapter(schema.CreateElicitationRequest),
 }
+PINNED_RESULTS: dict[str, tuple[str, Version]] = {
+    "initialize": ("zInitializeResponse", "stable"),
+    "authenticate": ("zAuthenticateResponse", "stable"),
+    "session/new": ("zNewSessionResponse", "stable"),
+    "session/load": ("zLoadSessionResponse", "stable"),
+    "session/resume": ("zResumeSessionResponse", "stable"),
+    "session/list": ("zListSessionsResponse", "stable"),
+    "session/close": ("zCloseSessionResponse", "stable"),
+    "session/delete": ("zDeleteSessionResponse", "stable"),
+    "session/set_mode": ("zSetSessionModeResponse", "stable"),
+    "session/set_config_option": ("zSetSessionConfigOptionResponse", "stable"),
+    "session/prompt": ("zPromptResponse", "stable"),
+    "session/fork": ("zForkSessionResponse", "unstable"),
+}
+"""What the pinned schema reads each answer with, by the editor's method."""
+PINNED_MESSAGES: dict[str, str] = {
+    "session/update": "zSessionNotification",
+    "session/request_permission": "zRequestPermissionRequest",
+    "elicitation/create": "zCreateElicitationRequest",
+    "elicitation/complete": "zCompleteElicitationNotification",
+    "$/cancel_request": "zCancelRequestNotification",
+}
+"""What it reads each of Raven's own requests and notifications with, by method."""
+UNSTABLE_UPDATES = frozenset({"subagent_update", "session_message", "session_message_chunk"})
+"""Updates only the unstable schema has; Raven sends them to editors that declare them."""
 
 
 class Editor:
@@ -193,11 +220,11 @@ class RavenAcp:
         assert self.proc.stderr is not None
         self.stderr = await self.proc.stderr.read()
 
-    def check_frames(self) -> None:
+    def check_frames(self, pinned: AcpSchema) -> None:
         """Every stdout line is one JSON-RPC message valid against the ACP schema."""
         for raw in self.lines:
             assert raw.endswith(b"\n")
-        check_frames([json.loads(raw) for raw in self.lines], self.sent)
+        check_frames([json.loads(raw) for raw in self.lines], self.sent, pinned)
 
 
 class Frames:
@@ -215,13 +242,24 @@ class Frames:
         elif "method" in msg and "id" in msg:
             self.sent[msg["id"]] = msg["method"]
 
-    def check(self) -> None:
-        check_frames(self.received, self.sent)
+    def check(self, pinned: AcpSchema | None = None) -> None:
+        check_frames(self.received, self.sent, pinned)
 
 
-def check_frames(messages: list[dict[str, Any]], sent: dict[Any, str]) -> None:
-    """Each message Raven sent is JSON-RPC valid against the ACP schema; `sent`: the method
-    of each of the editor's requests, by id."""
+def check_frames(
+    messages: list[dict[str, Any]], sent: dict[Any, str], pinned: AcpSchema | None = None
+) -> None:
+    """Each message Raven sent is JSON-RPC valid against the ACP schema (and, given
+    `pinned`, as the TypeScript SDK reads it); `sent`: the method of each of the editor's
+    requests, by id."""
+    if pinned is not None:
+        items = [item for msg in messages if (item := _pinned(msg, sent)) is not None]
+        refused = [
+            (item, read)
+            for item, read in zip(items, pinned.read(items), strict=True)
+            if "ok" not in read
+        ]
+        assert refused == []
     for msg in messages:
         assert msg["jsonrpc"] == "2.0", msg
         if "method" in msg:
@@ -272,3 +310,17 @@ async def writes_remotely(
     asked = editor.permissions[0]
     assert asked.tool_call.title and "remote.txt" in asked.tool_call.title
     assert (cwd / "remote.txt").read_text() == "from afar"
+
+
+def _pinned(msg: dict[str, Any], sent: dict[Any, str]) -> tuple[str, Any, Version] | None:
+    """How the pinned schema reads one message Raven sent (None: an error, or the answer
+    to an extension method, which the schema leaves open)."""
+    if "method" in msg:
+        version: Version = "stable"
+        update = msg.get("params", {}).get("update")
+        if isinstance(update, dict) and update.get("sessionUpdate") in UNSTABLE_UPDATES:
+            version = "unstable"
+        return PINNED_MESSAGES[msg["method"]], msg["params"], version
+    if "result" in msg and (read := PINNED_RESULTS.get(sent.get(msg["id"]) or "")):
+        return read[0], msg["result"], read[1]
+    return None

@@ -18,6 +18,7 @@ from acp import schema
 
 from raven.messages import AssistantMessage, ToolResultMessage, user_text
 from raven.sessions import SqliteStore
+from tests.acp_schema import AcpSchema
 from tests.children import scripted_child
 from tests.conftest import write_config
 from tests.e2e.acp_harness import Editor, RavenAcp
@@ -37,7 +38,7 @@ def call(name: str, **arguments: Any) -> dict[str, Any]:
 
 
 @pytest.fixture
-async def start(env: dict[str, str], home: Path) -> AsyncIterator[Any]:
+async def start(env: dict[str, str], home: Path, acp_schema: AcpSchema) -> AsyncIterator[Any]:
     agents: list[RavenAcp] = []
 
     async def launch(
@@ -77,7 +78,7 @@ async def start(env: dict[str, str], home: Path) -> AsyncIterator[Any]:
         try:
             if agent.proc.returncode is None:
                 assert await agent.close() == 0
-            agent.check_frames()
+            agent.check_frames(acp_schema)
         finally:
             agent.kill()
 

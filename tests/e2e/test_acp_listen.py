@@ -22,6 +22,7 @@ import pytest
 from acp.http.client import AcpHttpStatusError, create_http_stream
 from acp.ws.client import create_websocket_stream
 
+from tests.acp_schema import AcpSchema
 from tests.conftest import RAVEN, raven, write_config
 from tests.e2e.acp_harness import (
     WRITE_IT,
@@ -95,7 +96,7 @@ def scripted(home: Path, steps: list[dict[str, Any]]) -> None:
 
 
 async def test_an_editor_drives_raven_over_streamable_http_with_the_sdk(
-    env: dict[str, str], home: Path, tmp_path: Path
+    env: dict[str, str], home: Path, tmp_path: Path, acp_schema: AcpSchema
 ) -> None:
     pidfile = tmp_path / "sleeping.pid"
     sleeper = {"name": "run_command", "arguments": {"command": f"echo $$ > {pidfile}; sleep 60"}}
@@ -120,7 +121,7 @@ async def test_an_editor_drives_raven_over_streamable_http_with_the_sdk(
 
         assert sid in [s.session_id for s in (await conn.list_sessions()).sessions]
         await conn.close_session(session_id=sid)
-        frames.check()
+        frames.check(acp_schema)
         await transport.close()  # DELETE: the connection is gone
 
         # Another connection (an editor that reconnected) loads the session it left.
@@ -131,12 +132,12 @@ async def test_an_editor_drives_raven_over_streamable_http_with_the_sdk(
         await conn.load_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])
         await later.said(sid, "write itsleep", "user_message_chunk")
         await later.said(sid, "Written.")
-        frames.check()
+        frames.check(acp_schema)
         await again.close()
 
 
 async def test_an_editor_drives_raven_over_a_websocket_on_its_own_port(
-    env: dict[str, str], home: Path, tmp_path: Path
+    env: dict[str, str], home: Path, tmp_path: Path, acp_schema: AcpSchema
 ) -> None:
     scripted(home, [{"text": "Hello from afar."}])
     async with listening(env) as server:
@@ -147,7 +148,7 @@ async def test_an_editor_drives_raven_over_a_websocket_on_its_own_port(
         conn, frames, sid = await remote_session(editor, transport, tmp_path)
         assert (await conn.prompt(session_id=sid, prompt=said("hi"))).stop_reason == "end_turn"
         await editor.said(sid, "Hello from afar.")
-        frames.check()
+        frames.check(acp_schema)
         await transport.close()
 
 

@@ -15,6 +15,7 @@ from acp.http.client import create_http_stream
 from acp.ws.client import create_websocket_stream
 from websockets.exceptions import InvalidStatus
 
+from tests.acp_schema import AcpSchema
 from tests.conftest import write_config
 from tests.e2e.acp_harness import WRITE_IT, Editor, remote_session, writes_remotely
 from tests.e2e.test_gateway import DEADLINE_S, start
@@ -22,7 +23,7 @@ from tests.ports import free_port
 
 
 async def test_an_editor_drives_raven_over_a_websocket_with_the_sdk(
-    env: dict[str, str], home: Path, tmp_path: Path
+    env: dict[str, str], home: Path, tmp_path: Path, acp_schema: AcpSchema
 ) -> None:
     steps = [{"toolCalls": [WRITE_IT]}, {"text": "Written."}]
     (home / "script.json").write_text(json.dumps(steps))
@@ -45,7 +46,7 @@ async def test_an_editor_drives_raven_over_a_websocket_with_the_sdk(
         editor.permission_answers = ["allow_once"]
         conn, frames, sid = await remote_session(editor, transport, tmp_path)
         await writes_remotely(conn, editor, sid, tmp_path)  # asked over the socket
-        frames.check()
+        frames.check(acp_schema)
         assert sid in [s.session_id for s in (await conn.list_sessions()).sessions]
         await transport.close()
 

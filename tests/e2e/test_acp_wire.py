@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.acp_schema import AcpSchema
 from tests.conftest import RAVEN, write_config
 from tests.processes import ended, pid_from
 
@@ -487,3 +488,19 @@ async def test_an_editor_that_shows_subagents_gets_each_delegate_as_a_child_sess
     assert [
         r["ok"]["update"] for r in read if r["ok"]["update"]["sessionUpdate"] == ("subagent_update")
     ] == [announced, ended_update]
+
+
+def test_the_pinned_schema_reads_frames_as_the_typescript_sdk_does(acp_schema: AcpSchema) -> None:
+    """What every editor-facing test checks Raven's frames with: ACP v1.25 as the SDK
+    reads it, stable unless the frame is one only the unstable schema has."""
+    notice = {"sessionUpdate": "notice", "severity": "info", "title": "model changed"}
+    child = {"sessionUpdate": "subagent_update", "sessionId": "c1", "state": {"state": "running"}}
+    read = acp_schema.read(
+        [
+            ("zSessionNotification", {"sessionId": "s1", "update": notice}, "stable"),
+            ("zSessionNotification", {"sessionId": "s1", "update": child}, "stable"),
+            ("zSessionNotification", {"sessionId": "s1", "update": child}, "unstable"),
+            ("zPromptResponse", {"stopReason": "finished"}, "stable"),
+        ]
+    )
+    assert ["ok" in r for r in read] == [True, False, True, False]

@@ -9,6 +9,7 @@ from typing import Any
 
 import acp
 
+from tests.acp_schema import AcpSchema
 from tests.conftest import raven, write_config
 from tests.e2e.acp_harness import RavenAcp
 from tests.mcp.conftest import SERVER
@@ -82,7 +83,7 @@ def test_mcp_disabled_servers_are_listed_never_started_and_failures_count(
 
 
 async def test_acp_per_session_servers_are_isolated_and_released(
-    env: dict[str, str], home: Path, tmp_path: Path
+    env: dict[str, str], home: Path, tmp_path: Path, acp_schema: AcpSchema
 ) -> None:
     (home / "script.json").write_text(
         json.dumps(
@@ -131,13 +132,13 @@ async def test_acp_per_session_servers_are_isolated_and_released(
         await agent.conn.close_session(session_id=a)
     finally:
         assert await agent.close() == 0
-        agent.check_frames()
+        agent.check_frames(acp_schema)
         agent.kill()
     assert b"transport is not offered" in agent.stderr
 
 
 async def test_acp_resume_replaces_the_session_servers(
-    env: dict[str, str], home: Path, tmp_path: Path
+    env: dict[str, str], home: Path, tmp_path: Path, acp_schema: AcpSchema
 ) -> None:
     import re
 
@@ -186,5 +187,5 @@ async def test_acp_resume_replaces_the_session_servers(
         assert "pid=" in outputs[1] and not alive(first_pid)
     finally:
         assert await agent.close() == 0
-        agent.check_frames()
+        agent.check_frames(acp_schema)
         agent.kill()

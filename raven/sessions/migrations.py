@@ -10,6 +10,8 @@ import sqlite3
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from raven.sessions.records import INDEXED_CHARS
+
 
 def _m001_sessions_and_messages(db: sqlite3.Connection) -> None:
     _run_script(
@@ -91,14 +93,14 @@ def _m003_turn_claims_and_versions(db: sqlite3.Connection) -> None:
     )
 
 
-_SEARCHABLE_TEXT = """
-    COALESCE(json_extract(body, '$.text'), '') || ' ' ||
-    COALESCE(json_extract(body, '$.thought'), '') || ' ' ||
-    COALESCE(json_extract(body, '$.content'), '') || ' ' ||
-    COALESCE((SELECT group_concat(json_extract(value, '$.text'), ' ')
-              FROM json_each(body, '$.parts')), '') || ' ' ||
-    COALESCE((SELECT group_concat(json_extract(value, '$.arguments'), ' ')
-              FROM json_each(body, '$.tool_calls')), '')
+_SEARCHABLE_TEXT = f"""
+    COALESCE(substr(json_extract(body, '$.text'), 1, {INDEXED_CHARS}), '') || ' ' ||
+    COALESCE(substr(json_extract(body, '$.thought'), 1, {INDEXED_CHARS}), '') || ' ' ||
+    COALESCE(substr(json_extract(body, '$.content'), 1, {INDEXED_CHARS}), '') || ' ' ||
+    COALESCE(substr((SELECT group_concat(json_extract(value, '$.text'), ' ')
+              FROM json_each(body, '$.parts')), 1, {INDEXED_CHARS}), '') || ' ' ||
+    COALESCE(substr((SELECT group_concat(json_extract(value, '$.arguments'), ' ')
+              FROM json_each(body, '$.tool_calls')), 1, {INDEXED_CHARS}), '')
 """
 
 

@@ -28,6 +28,7 @@ from raven.sessions.postgres_schema import NOW, migrate
 from raven.sessions.postgres_tasks import TASK_CHANNEL, PostgresTasks
 from raven.sessions.records import (
     DEFAULT_PAGE_SIZE,
+    INDEXED_CHARS,
     MAX_SEQ,
     MAX_SHOWN_MATCHES,
     SESSION_ID_PREFIX,
@@ -711,12 +712,14 @@ def _searchable(message: Message) -> str:
     pieces: list[str] = []
     if isinstance(message, AssistantMessage):
         pieces += [message.text, message.thought]
-        pieces += [json.dumps(c.arguments, ensure_ascii=False) for c in message.tool_calls]
+        arguments = [json.dumps(c.arguments, ensure_ascii=False) for c in message.tool_calls]
+        pieces.append(" ".join(arguments))
     elif isinstance(message, ToolResultMessage):
         pieces.append(message.content)
     else:
         pieces.append(message.text)
-    return " ".join(search_words(" ".join(pieces)))
+    taken = " ".join(piece[:INDEXED_CHARS] for piece in pieces)[:INDEXED_CHARS]
+    return " ".join(search_words(taken))
 
 
 def _set(event: asyncio.Event, *_: Any) -> None:

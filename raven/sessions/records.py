@@ -133,6 +133,13 @@ def new_record(
     )
 
 
+INDEXED_CHARS = 200_000
+"""How much of each part of a message (its text, thought, content, parts, call arguments)
+the word index takes: a long answer is found by its first 200,000 characters. Indexing
+costs memory as it goes (SQLite's FTS5 about 14 bytes a character while it takes a
+message in), and PostgreSQL refuses a message whose words fill more than 1 MB."""
+
+
 def search_words(text: str) -> list[str]:
     """The words a search looks for, each found whole (any case)."""
     return [w for w in re.findall(r"\w+", text) if w]

@@ -166,6 +166,20 @@ async def test_search_finds_every_word_with_a_marked_snippet(store: Sessions) ->
     assert await store.search("petunias") == []
 
 
+async def test_a_huge_answer_is_kept_whole_and_found_by_its_first_words(store: Sessions) -> None:
+    """The word index takes the first INDEXED_CHARS of each part of a message: what a
+    search finds, at a memory cost that does not grow with the answer (PostgreSQL would
+    refuse a message whose words pass its 1 MB limit)."""
+    record = await store.create("/w", face="test", model="m")
+    words = " ".join(f"w{n}" for n in range(400_000))  # 3 MB, every word different
+    answer = f"asters {words} begonias"
+    await store.append(record.id, AssistantMessage(text=answer))
+    (kept,) = await store.messages(record.id)
+    assert kept.text == answer  # type: ignore[union-attr]
+    assert [h.record.id for h in await store.search("asters")] == [record.id]
+    assert await store.search("begonias") == []  # past what the index takes
+
+
 async def test_a_turns_failure_is_kept_until_a_turn_ends_well(store: Sessions) -> None:
     record = await store.create("/w", "test")
     assert await store.claim_turn(record.id) == 0

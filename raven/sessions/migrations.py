@@ -203,10 +203,12 @@ def _m007_tasks_beside_the_sessions(db: sqlite3.Connection) -> None:
 
 
 def index_pending(db: sqlite3.Connection) -> None:
-    """Add the messages written since the last call to the word index (inside a write)."""
+    """Add the messages written since the last call to the word index (inside a write):
+    with the text their writer noted, or (copied by a fork, written before migration 9)
+    taken from their JSON."""
     db.execute(
         "INSERT INTO messages_fts (rowid, text) SELECT messages.rowid, "
-        f"{_SEARCHABLE_TEXT} FROM messages_unindexed "
+        f"COALESCE(messages_unindexed.text, {_SEARCHABLE_TEXT}) FROM messages_unindexed "
         "JOIN messages ON messages.rowid = messages_unindexed.message_rowid"
     )
     db.execute("DELETE FROM messages_unindexed")
@@ -224,6 +226,18 @@ def _m008_forks_name_their_parent(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE sessions ADD COLUMN parent TEXT")
 
 
+def _m009_pending_words_come_with_their_text(db: sqlite3.Connection) -> None:
+    """A writer notes the text the index takes of its message (`searchable_text`), so
+    indexing never parses a message's JSON: a long answer's body parsed in SQL for each
+    of its parts held about nine copies of it at once."""
+    db.execute("ALTER TABLE messages_unindexed ADD COLUMN text TEXT")
+    db.execute("DROP TRIGGER messages_unindexed_insert")
+    db.execute(
+        "CREATE TRIGGER messages_unindexed_insert AFTER INSERT ON messages BEGIN "
+        "INSERT INTO messages_unindexed (message_rowid) VALUES (new.rowid); END"
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("sessions_and_messages", _m001_sessions_and_messages),
     ("tool_calls_keep_title_and_kind", _m002_tool_calls_keep_title_and_kind),
@@ -233,6 +247,7 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("sessions_keep_their_last_failure", _m006_sessions_keep_their_last_failure),
     ("tasks_beside_the_sessions", _m007_tasks_beside_the_sessions),
     ("forks_name_their_parent", _m008_forks_name_their_parent),
+    ("pending_words_come_with_their_text", _m009_pending_words_come_with_their_text),
 ]
 
 

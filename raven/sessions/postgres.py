@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import logging
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
@@ -23,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import asyncpg
 
 from raven.holders import gone, on_this_machine, parse, this_holder
-from raven.messages import MESSAGE_ADAPTER, AssistantMessage, Message, ToolResultMessage
+from raven.messages import MESSAGE_ADAPTER, Message
 from raven.sessions.postgres_schema import NOW, migrate
 from raven.sessions.postgres_tasks import TASK_CHANNEL, PostgresTasks
 from raven.sessions.records import (
@@ -46,6 +45,7 @@ from raven.sessions.records import (
     new_record,
     now_iso,
     search_words,
+    searchable_text,
 )
 from raven.sessions.store import InboxItem, LoggedRow, NewEvent, Watcher
 
@@ -706,20 +706,9 @@ def _record(row: Any) -> SessionRecord:
 
 
 def _searchable(message: Message) -> str:
-    """The words of a message that search finds, as words alone (PostgreSQL's parser
-    would keep `notes.txt` whole; SQLite's finds `notes`): its text, thought and content,
-    its parts' text and its tool calls' arguments."""
-    pieces: list[str] = []
-    if isinstance(message, AssistantMessage):
-        pieces += [message.text, message.thought]
-        arguments = [json.dumps(c.arguments, ensure_ascii=False) for c in message.tool_calls]
-        pieces.append(" ".join(arguments))
-    elif isinstance(message, ToolResultMessage):
-        pieces.append(message.content)
-    else:
-        pieces.append(message.text)
-    taken = " ".join(piece[:INDEXED_CHARS] for piece in pieces)[:INDEXED_CHARS]
-    return " ".join(search_words(taken))
+    """The words of a message that search finds (`searchable_text`), as words alone
+    (PostgreSQL's parser would keep `notes.txt` whole; SQLite's finds `notes`)."""
+    return " ".join(search_words(searchable_text(message)[:INDEXED_CHARS]))
 
 
 def _set(event: asyncio.Event, *_: Any) -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from raven.errors import RavenError
+from raven.messages import AssistantMessage, Message, ToolResultMessage
 
 DEFAULT_PAGE_SIZE = 50
 MAX_SHOWN_MATCHES = 10
@@ -138,6 +139,21 @@ INDEXED_CHARS = 200_000
 the word index takes: a long answer is found by its first 200,000 characters. Indexing
 costs memory as it goes (SQLite's FTS5 about 14 bytes a character while it takes a
 message in), and PostgreSQL refuses a message whose words fill more than 1 MB."""
+
+
+def searchable_text(message: Message) -> str:
+    """What the word index takes of a message: its text, thought and content, its parts'
+    text and its tool calls' arguments, each cut at INDEXED_CHARS."""
+    pieces: list[str] = []
+    if isinstance(message, AssistantMessage):
+        pieces += [message.text, message.thought]
+        arguments = [json.dumps(c.arguments, ensure_ascii=False) for c in message.tool_calls]
+        pieces.append(" ".join(arguments))
+    elif isinstance(message, ToolResultMessage):
+        pieces.append(message.content)
+    else:
+        pieces.append(message.text)
+    return " ".join(piece[:INDEXED_CHARS] for piece in pieces if piece)
 
 
 def search_words(text: str) -> list[str]:

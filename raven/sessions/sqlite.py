@@ -41,6 +41,7 @@ from raven.sessions.records import (
     now_iso,
     process_alive,
     search_words,
+    searchable_text,
 )
 from raven.sessions.sqlite_tasks import SqliteTasks
 from raven.sessions.worker import StoreWorker
@@ -497,10 +498,14 @@ class SqliteStore:
                 )
                 if touched.rowcount == 0:
                     raise SessionNotFound(session_id)
-            db.execute(
+            added = db.execute(
                 "INSERT INTO messages (session_id, seq, body, created_at) "
                 "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ? FROM messages WHERE session_id = ?",
                 (session_id, body, stamp, session_id),
+            )
+            db.execute(  # the row its trigger noted
+                "UPDATE messages_unindexed SET text = ? WHERE message_rowid = ?",
+                (searchable_text(message), added.lastrowid),
             )
 
     def messages(self, session_id: str, last: int | None = None) -> list[Message]:

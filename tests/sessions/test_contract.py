@@ -67,6 +67,8 @@ async def test_a_fork_holds_the_transcript_up_to_where_it_was_asked_and_names_it
     assert await store.messages(rec.id) == said
     listed = {r.id: r.parent for r in (await store.page()).sessions}
     assert listed == {rec.id: None, whole.id: rec.id, early.id: rec.id}
+    found = {h.record.id for h in await store.search("three")}  # copied words are found too
+    assert found == {rec.id, whole.id}
     with pytest.raises(SessionNotFound):
         await store.fork("ses_missing", "/work", face="cli")
 

@@ -52,6 +52,7 @@ def test_migrations_apply_once(tmp_path: Path) -> None:
         "sessions_keep_their_last_failure",
         "tasks_beside_the_sessions",
         "forks_name_their_parent",
+        "pending_words_come_with_their_text",
     ]
 
 
@@ -192,7 +193,7 @@ def test_search_finds_words_in_tool_results_and_in_sessions_older_than_the_index
     db.execute("DROP TRIGGER messages_fts_delete")
     db.execute("DROP TABLE messages_unindexed")
     db.execute("DROP TABLE messages_fts")
-    db.execute("DELETE FROM schema_migrations WHERE version IN (4, 5)")
+    db.execute("DELETE FROM schema_migrations WHERE version IN (4, 5, 9)")
     db.commit()
     db.close()
     store = SqliteStore(path)

@@ -216,7 +216,7 @@ class SubAgent:
         try:
             async with asyncio.timeout(self.spec.prompt_timeout_s):
                 result = await asyncio.shield(request)
-            await self._late_work(turn)
+            await self._late_work(turn)  # bounded on its own: the task itself has ended
         except TimeoutError:
             await self._cancel(request)
             raise SubAgentError(
@@ -253,12 +253,16 @@ class SubAgent:
         """Keep the task open, within `LATE_WORK_S`, until the sub-agents the child started
         are idle and what it asked is answered: their work is the task's, and answering
         it needs the turn (its rules' record and the person to escalate to)."""
-        if turn.settled.is_set():
+        if turn.settled.is_set() or self._serving is None or self._serving.done():
             return
-        try:
-            async with asyncio.timeout(LATE_WORK_S):
-                await turn.settled.wait()
-        except TimeoutError:
+        settled = asyncio.ensure_future(turn.settled.wait())
+        try:  # or until the child is gone
+            await asyncio.wait(
+                (settled, self._serving), timeout=LATE_WORK_S, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            settled.cancel()
+        if not turn.settled.is_set() and not self._serving.done():
             names = ", ".join(sorted(turn.others[sid].name for sid in turn.running))
             note = f"stopped waiting after {LATE_WORK_S:g}s for {names or 'its requests'}"
             turn.decisions.append(note)

@@ -13,7 +13,8 @@ Its behaviour is the first argument:
                streams its text and a tool call under its session, ends it, then answers
   late-grandchild  announces a sub-agent of its own and answers the prompt at once, as codex
                does; a moment later that sub-agent asks to write late.txt under its own
-               session, writes it if allowed, and ends ("stuck": it never ends)
+               session, writes it if allowed, and ends ("stuck": it never ends; "dies": the
+               agent exits instead)
   url-consent  asks for a URL consent (a sign-in), as codex-acp relays an MCP server's, if
                the client declared URL elicitation; answers with the action it got
   fs           tries to read a file through the client
@@ -47,6 +48,7 @@ from acp import schema
 BEHAVIOUR = sys.argv[1]
 STUBBORN = "stubborn" in sys.argv[2:]
 STUCK = "stuck" in sys.argv[2:]
+DIES = "dies" in sys.argv[2:]
 DECLARED_MODES = {"modes": ["auto", "default", "plan"], "self-approving": ["auto", "yolo"]}
 RAW_INPUTS: dict[str, dict[str, Any]] = {
     "edit": {"path": "notes.txt", "content": "hi"},
@@ -281,6 +283,8 @@ class Agent:
         # The parent's answer goes out first (the SDK sends it once prompt returns); the
         # writer's request comes after it, as codex's spawned agent's did (0.08 s after).
         await asyncio.sleep(0.1)
+        if DIES:
+            os._exit(0)
         edit = schema.ToolCallUpdate(
             tool_call_id="w1",
             title="Write late.txt",

@@ -160,6 +160,17 @@ async def test_a_childs_sub_agent_that_never_ends_holds_the_task_only_so_long(
     ]
 
 
+async def test_a_child_that_exits_with_its_sub_agent_running_ends_the_wait_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(agent_module, "LATE_WORK_S", 600.0)
+    spec = sdk_spec("late-grandchild", "dies", name="helper")
+    async with asyncio.timeout(30):  # not the 600 s the wait would allow
+        outcome, _, _ = await drive(spec, tmp_path)
+    assert outcome.answer == "Started a writer." and outcome.decisions == []
+    assert not (tmp_path / "late.txt").exists()
+
+
 async def test_raven_drives_raven_and_allows_always_unattended(
     child_raven: AgentSpec, tmp_path: Path
 ) -> None:

@@ -1,8 +1,11 @@
 """Start-up cost of the commands people and editors launch most.
 
-Wall time and peak RSS of `raven --help`, `raven --version` and `raven run --model
-echo hi`, 10 runs each; medians, and each as a multiple of `python -c pass` (the
-floor) measured in the same run. Aims: run within 15x, --help and --version within 8x.
+Wall time and peak RSS of `raven --help`, `raven --version`, `raven run --model
+echo hi` and `raven sessions list`, 10 runs each; medians, and each as a multiple of
+`python -c pass` (the floor) measured in the same run. Aims: run within 15x, --help and
+--version within 8x; #59's (in instructions, `valgrind --tool=callgrind`, as the clock
+moves with load): run at most 2x `typer + pydantic + rich`, sessions list at most a
+third of run.
 
 Then what importing the libraries DESIGN.md puts on these paths costs on its own
 (asyncio; typer; pydantic with Raven's config schema), the part of each command's
@@ -28,12 +31,14 @@ COMMANDS = {
     "raven --help": [sys.executable, "-m", "raven", "--help"],
     "raven --version": [sys.executable, "-m", "raven", "--version"],
     "raven run --model echo hi": [sys.executable, "-m", "raven", "run", "--model", "echo", "hi"],
+    "raven sessions list": [sys.executable, "-m", "raven", "sessions", "list"],
 }
 LIBRARIES = {
     "import asyncio": [sys.executable, "-c", "import asyncio"],
     "import typer": [sys.executable, "-c", "import typer"],
     "import the config schema": [sys.executable, "-c", "import raven.config.schema"],
     "all three": [sys.executable, "-c", "import asyncio, typer, raven.config.schema"],
+    "typer + pydantic + rich": [sys.executable, "-c", "import typer, pydantic, rich.console"],
 }
 
 

@@ -148,15 +148,3 @@ def acp_schema(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AcpSchema]:
     reader = AcpSchema(tmp_path_factory)
     yield reader
     reader.close()
-
-
-@pytest.fixture
-def unstable_schema(acp_schema: AcpSchema) -> Any:
-    """Frames as the ACP TypeScript SDK's unstable v1 schema reads them: `read(items, kind)`
-    gives, for each, `{"ok": the SDK's reading}` or `{"error": its complaint}` (`kind`: one
-    of its zod validators, session notifications unless named)."""
-
-    def read(items: list[dict[str, Any]], kind: str = "zSessionNotification") -> Any:
-        return acp_schema.read([(kind, item, "unstable") for item in items])
-
-    return read

@@ -396,7 +396,7 @@ def test_raven_acp_help_still_lists_its_options(env: dict[str, str]) -> None:
 
 
 async def test_an_editor_that_shows_subagents_gets_each_delegate_as_a_child_session(
-    env: dict[str, str], home: Path, tmp_path: Path, unstable_schema: Any
+    env: dict[str, str], home: Path, tmp_path: Path, acp_schema: AcpSchema
 ) -> None:
     """ACP's sub-agent sessions (`clientCapabilities.subagents`, `subagent_update`), as
     Claude's and Codex's adapters speak them; the Python SDK does not carry them yet, so this
@@ -482,7 +482,7 @@ async def test_an_editor_that_shows_subagents_gets_each_delegate_as_a_child_sess
     (permission,) = asked
     assert permission["sessionId"] == sid and "helper" in permission["toolCall"]["title"]
     sent = [{"sessionId": session_id, "update": update} for session_id, update in updates]
-    read = unstable_schema(sent)
+    read = acp_schema.read([("zSessionNotification", frame, "unstable") for frame in sent])
     assert [r.get("error") for r in read] == [None] * len(sent)
     # and no field was dropped as unreadable on the way (the schema forgives some)
     assert [

@@ -491,7 +491,8 @@ class SubAgent:
                     person=True,
                 )
             )
-            accepted, by = decision == "allow_once", "by you"
+            accepted = decision == "allow_once"
+            by = "no answer" if decision is None else "by you"
         note = f"consent {'accepted' if accepted else 'declined'}: {title} ({by})"
         if turn is not None:
             turn.decisions.append(note)

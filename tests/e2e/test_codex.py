@@ -5,19 +5,23 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import RAVEN, raven, write_config
+from tests.e2e.terminal import Terminal
 from tests.fakes.model_server import FakeModelServer, Reply, responses_stream
 from tests.npm import npm_install
 from tests.processes import alive, live_pids
 
 CODEX_ACP = "@agentclientprotocol/codex-acp@2.6.0"
 COMMAND = "echo hi > codex_note.txt"
+SIGN_IN_SERVER = Path(__file__).parents[1] / "mcp" / "servers" / "sign_in_server.py"
 
 
 @pytest.fixture(scope="module")
@@ -171,3 +175,83 @@ async def test_ctrl_c_cancels_codex_and_leaves_nothing_running(
     logged = "".join(f.read_text() for f in (home / "logs").iterdir())
     assert "sub-agent codex: cancelled; it answered cancelled" in logged
     assert not [pid for pid in children if alive(pid)]
+
+
+def with_sign_in(codex_home: Path, told: Path) -> None:
+    """An MCP server in codex's own config, as a user adds one, whose tool asks for a
+    sign-in (a URL consent) and writes down what it was told in `told`. `required`: codex
+    starts the session once the server is up (it lists a server's tools in the background
+    otherwise, and a turn begun sooner has no such tool)."""
+    args = json.dumps([str(SIGN_IN_SERVER), str(told)])
+    with open(codex_home / "config.toml", "a", encoding="utf-8") as config:
+        config.write(
+            f"\n[mcp_servers.notes]\ncommand = {json.dumps(sys.executable)}\nargs = {args}\n"
+            "required = true\n"
+        )
+
+
+def queue_the_sign_in(model: FakeModelServer) -> None:
+    """The model calls the MCP tool as codex's models do, from its JavaScript `exec` cell,
+    then says what the tool returned."""
+
+    def after(body: dict[str, Any]) -> Reply:
+        (output,) = [i["output"] for i in body["input"] if i["type"] == "custom_tool_call_output"]
+        told = re.search(r"told: (\w+)", json.dumps(output))
+        said = told.group(1) if told else "nothing"
+        return Reply(events=responses_stream(text=f"Notes was told {said}."))
+
+    connect = "text(await tools.mcp__notes__connect({}));"
+    model.queue(Reply(events=responses_stream(custom_call=("call_1", "exec", connect))), after)
+
+
+@pytest.mark.parametrize(
+    ("permissions", "rules", "tool_call"),
+    [
+        ("auto", [], "allow always: mcp.notes.connect (by auto)"),
+        ("auto-once", [], "allow once: mcp.notes.connect (by auto-once)"),
+        ("read-only", [{"action": "allow"}], "allow once: mcp.notes.connect (by rule 1)"),
+    ],
+)
+def test_a_sign_in_codex_relays_is_declined_when_nobody_is_asked(
+    codex_acp: Path,
+    model_server: FakeModelServer,
+    env: dict[str, str],
+    home: Path,
+    tmp_path: Path,
+    permissions: str,
+    rules: list[dict[str, Any]],
+    tool_call: str,
+) -> None:
+    """Codex relays its MCP server's URL consent to Raven; no preset and no rule gives it."""
+    codex_home, told = tmp_path / "codex-home", tmp_path / "told.txt"
+    agent = {**codex_agent(codex_acp, codex_home, model_server, permissions), "rules": rules}
+    with_sign_in(codex_home, told)
+    write_config(home, {"defaultModel": "echo", "agents": [agent]})
+    queue_the_sign_in(model_server)
+    ran = raven("agents", "run", "codex", "connect my notes", "--json", env=env, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    out = json.loads(ran.stdout)
+    assert out["answer"] == "Notes was told decline."
+    assert out["decisions"] == [tool_call, "consent declined: codex: Sign in to Notes (no answer)"]
+    assert told.read_text() == "decline\n"
+
+
+def test_a_sign_in_codex_relays_is_given_by_the_person_shown_the_page(
+    codex_acp: Path, model_server: FakeModelServer, env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    codex_home, told = tmp_path / "codex-home", tmp_path / "told.txt"
+    agent = codex_agent(codex_acp, codex_home, model_server, "auto")
+    with_sign_in(codex_home, told)
+    write_config(home, {"defaultModel": "echo", "agents": [agent]})
+    queue_the_sign_in(model_server)
+    term = Terminal([*RAVEN, "agents", "run", "codex", "connect my notes"], env, tmp_path)
+    try:
+        term.expect("Sign in to Notes", timeout=60)
+        term.expect("open https://notes.example/oauth/authorize?client_id=raven-test")
+        term.type("y\n")
+        term.expect("Notes was told accept.", timeout=60)
+        term.expect("decision: consent accepted: codex: Sign in to Notes (by you)")
+        assert term.proc.wait(30) == 0
+    finally:
+        term.close()
+    assert told.read_text() == "accept\n"

@@ -154,30 +154,35 @@ def strict_chat_check(body: dict[str, Any]) -> str | None:
 def strict_responses_check(body: dict[str, Any]) -> str | None:
     """What OpenAI's Responses API refuses in a request, as its error text; None if it takes it.
 
-    `model` and `input` are required, and a `function_call_output` must answer a
-    `function_call` earlier in the same input (the API keeps no state when `store` is off).
+    `model` and `input` are required, and a `function_call_output` (`custom_tool_call_output`)
+    must answer a `function_call` (`custom_tool_call`) earlier in the same input (the API
+    keeps no state when `store` is off).
     """
     if not isinstance(body.get("model"), str):
         return "Missing required parameter: 'model'."
     items = body.get("input")
     if not isinstance(items, (list, str)):
         return "Missing required parameter: 'input'."
-    calls: set[str] = set()
+    calls: set[tuple[str, str]] = set()
     for item in items if isinstance(items, list) else ():
-        if item.get("type") == "function_call":
-            calls.add(str(item.get("call_id")))
-        elif item.get("type") == "function_call_output" and item.get("call_id") not in calls:
-            return (
-                f"No tool call found for function call output with call_id {item.get('call_id')}."
-            )
+        kind, call_id = item.get("type"), str(item.get("call_id"))
+        if kind in ("function_call", "custom_tool_call"):
+            calls.add((kind, call_id))
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            if (kind.removesuffix("_output"), call_id) not in calls:
+                said = kind.replace("_", " ")
+                return f"No tool call found for {said} with call_id {call_id}."
     return None
 
 
 def responses_stream(
-    text: str = "", function_call: tuple[str, str, str] | None = None
+    text: str = "",
+    function_call: tuple[str, str, str] | None = None,
+    custom_call: tuple[str, str, str] | None = None,
 ) -> list[str]:
     """SSE blocks of a Responses API stream, as OpenAI sends them: an assistant message
-    streamed a word a delta, or one `function_call` item (call id, name, JSON arguments)."""
+    streamed a word a delta, one `function_call` item (call id, name, JSON arguments), or
+    one `custom_tool_call` item (call id, name, free-form input: codex's `exec`)."""
     blocks: list[str] = []
 
     def ev(name: str, **data: Any) -> None:
@@ -196,6 +201,14 @@ def responses_stream(
         ev("response.function_call_arguments.delta", **at, delta=args)
         ev("response.function_call_arguments.done", **at, arguments=args)
         item = {**item, "arguments": args, "status": "completed"}
+    elif custom_call:
+        call_id, name, code = custom_call
+        item = {"type": "custom_tool_call", "id": "ctc_1", "call_id": call_id, "name": name}
+        at = {"item_id": "ctc_1", "output_index": 0}
+        ev("response.output_item.added", output_index=0, item={**item, "input": ""})
+        ev("response.custom_tool_call_input.delta", **at, delta=code)
+        ev("response.custom_tool_call_input.done", **at, input=code)
+        item = {**item, "input": code, "status": "completed"}
     else:
         part = {"type": "output_text", "text": "", "annotations": []}
         item = {"type": "message", "id": "msg_1", "role": "assistant"}

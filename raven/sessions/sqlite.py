@@ -140,6 +140,11 @@ class SqliteStore:
         self._checkpointer = StoreWorker(name="raven-checkpoint")
         self._checkpoints: sqlite3.Connection | None = None
         """The connection checkpoints run on (made at the first), beside `_db`'s writes."""
+        self._checkpoint_waits = False
+        """A checkpoint waits for `_lock` (its second pass): inline writes leave their work
+        to the store's thread meanwhile. The loop's thread, taking the lock back the moment
+        it lets it go, would keep it from the checkpoint while writes went on, and the log
+        would grow all that time."""
 
     async def call(self, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run `method(*args, **kwargs)` (a method of this store) without blocking the loop.
@@ -234,7 +239,9 @@ class SqliteStore:
                 )
                 self._checkpoints.execute("PRAGMA wal_autocheckpoint = 0")
             self._checkpoints.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            self._checkpoint_waits = True
             with self._lock:  # a passive checkpoint never waits for a lock
+                self._checkpoint_waits = False
                 self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
         except sqlite3.Error:
             log.warning("session store checkpoint failed; tried again later", exc_info=True)
@@ -257,7 +264,7 @@ class SqliteStore:
             finally:
                 if not stage:
                     self._commit_staged()
-        if not self._lock.acquire(blocking=False):
+        if self._checkpoint_waits or not self._lock.acquire(blocking=False):
             return False, None
         try:
             if not self._hasty:  # kept for the next inline write: the pragma is parsed anew

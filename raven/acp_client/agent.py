@@ -1,4 +1,5 @@
-"""Driving one ACP sub-agent unattended: initialize, one session, prompts, permissions.
+"""Driving one ACP sub-agent unattended: initialize, its session and forks of it, prompts,
+permissions.
 
 Speaks ACP through Raven's own JSON-RPC layer and the wire shapes of `raven.acp.protocol`.
 Never invents an option id; answers `fs/*`, `terminal/*` and anything unknown with
@@ -138,7 +139,8 @@ class _Turn:
 
 
 class SubAgent:
-    """One sub-agent process with its one ACP session, reused across prompts."""
+    """One sub-agent process with its ACP session, reused across prompts, and the forks of
+    that session that run tasks beside it (when the child serves `session/fork`)."""
 
     def __init__(self, spec: AgentSpec, cwd: Path) -> None:
         self.spec = spec
@@ -148,7 +150,12 @@ class SubAgent:
         self._connection: Connection | None = None
         self._serving: asyncio.Task[None] | None = None
         self._session_id = ""
-        self._turn: _Turn | None = None
+        """The session Raven opened; its forks are in `_sessions` too."""
+        self._sessions: set[str] = set()
+        """The sessions Raven opened or forked, and has not closed: the child's messages
+        about any other are ignored (its own sub-agents' are a turn's `others`)."""
+        self._turns: dict[str, _Turn] = {}
+        """The task running in each session."""
         self.mode: str | None = None
         """The session mode Raven keeps the child in (`raven.acp_client.modes`)."""
         self._reasserting: set[asyncio.Task[None]] = set()
@@ -187,7 +194,8 @@ class SubAgent:
                         f"session id: {clip(json.dumps(result, default=str), 200)}"
                     )
                 self._session_id = created.session_id
-                await self._enter_mode(result)
+                self._sessions.add(created.session_id)
+                await self._enter_mode(result, created.session_id)
         except TimeoutError:
             await self.stop()
             raise SubAgentError(
@@ -199,16 +207,60 @@ class SubAgent:
             raise
         return self.info
 
+    @property
+    def forks(self) -> bool:
+        """Whether the child serves `session/fork`."""
+        return self._serves("fork")
+
+    def _serves(self, method: str) -> bool:
+        """Whether the child's `sessionCapabilities` offer `session/<method>`."""
+        sessions = self.info.capabilities.get("sessionCapabilities") if self.info else None
+        return isinstance(sessions, dict) and isinstance(sessions.get(method), dict)
+
+    async def fork(self) -> str:
+        """A fork of Raven's session (what the child knows so far, no cold start), put in the
+        mode that asks as a new session is; its id, for `prompt` and then `close`."""
+        result = await self._request(
+            p.SESSION_FORK,
+            {"sessionId": self._session_id, "cwd": str(self.cwd), "mcpServers": []},
+        )
+        forked = p.read(p.NewSessionResult, result)
+        if forked is None:
+            raise SubAgentError(
+                f"sub-agent {self.spec.name} answered session/fork without a session id: "
+                f"{clip(json.dumps(result, default=str), 200)}"
+            )
+        self._sessions.add(forked.session_id)
+        try:
+            await self._enter_mode(result, forked.session_id)
+        except BaseException:
+            await self.close(forked.session_id)
+            raise
+        log.info("sub-agent %s: forked its session for a task beside it", self.spec.name)
+        return forked.session_id
+
+    async def close(self, session_id: str) -> None:
+        """Let go of a fork: `session/close` when the child serves it; Raven ignores the
+        session from now on either way."""
+        self._sessions.discard(session_id)
+        if not self._serves("close"):
+            return
+        with contextlib.suppress(SubAgentError):
+            await self._request(p.SESSION_CLOSE, {"sessionId": session_id})
+
     async def prompt(
         self,
         task: str,
         progress: Callable[[Progress], None],
         approve: Callable[[Permission], Awaitable[Decision | None]] | None = None,
         ask: Callable[[Question], Awaitable[str | None]] | None = None,
+        session_id: str | None = None,
     ) -> Outcome:
-        """Run one task to its end; a timeout or the caller's cancellation cancels it."""
-        turn = self._turn = _Turn(progress, approve, ask, _Voice(self.spec.name))
-        params = {"sessionId": self._session_id, "prompt": [{"type": "text", "text": task}]}
+        """Run one task to its end, in Raven's session or in a fork of it (`session_id`); a
+        timeout or the caller's cancellation cancels it."""
+        sid = session_id or self._session_id
+        turn = self._turns[sid] = _Turn(progress, approve, ask, _Voice(self.spec.name))
+        params = {"sessionId": sid, "prompt": [{"type": "text", "text": task}]}
         assert self._connection is not None
         request = asyncio.ensure_future(
             self._connection.request(p.SESSION_PROMPT, params, self.spec.prompt_timeout_s + 60)
@@ -218,13 +270,13 @@ class SubAgent:
                 result = await asyncio.shield(request)
             await self._late_work(turn)  # bounded on its own: the task itself has ended
         except TimeoutError:
-            await self._cancel(request)
+            await self._cancel(request, sid)
             raise SubAgentError(
                 f"sub-agent {self.spec.name} did not finish within "
                 f"{self.spec.prompt_timeout_s:g}s; the task was cancelled"
             ) from None
         except asyncio.CancelledError:
-            await self._cancel(request)
+            await self._cancel(request, sid)
             raise
         except ConnectionClosed:
             raise SubAgentError(await self._died()) from None
@@ -233,7 +285,7 @@ class SubAgent:
                 f"sub-agent {self.spec.name} refused the task: {_said(exc)}"
             ) from None
         finally:
-            self._turn = None
+            del self._turns[sid]
         for voice in (turn.own, *turn.others.values()):
             voice.unsent += voice.safe.flush()
             if voice.untold:
@@ -289,13 +341,7 @@ class SubAgent:
     async def handle_request(self, method: str, params: dict[str, Any]) -> Any:
         if method not in (p.REQUEST_PERMISSION, p.ELICITATION_CREATE):
             raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}", {"method": method})
-        turn = self._turn
-        sid = params.get("sessionId")
-        # The child's own sub-agents ask under the sessions it announced, and the same rules
-        # answer them.
-        voice = turn.others.get(sid) if turn and isinstance(sid, str) else None
-        if voice is None and self._ours(method, params):
-            voice = turn.own if turn else _Voice(self.spec.name)
+        turn, voice = self._speaker(method, params)
         if turn is not None:
             turn.asking += 1
             turn.settle()
@@ -322,22 +368,17 @@ class SubAgent:
         if method != p.SESSION_UPDATE:
             log.debug("sub-agent %s: ignored a %s notification (not one Raven knows)", name, method)
             return
-        changed = p.read(p.ModeChange, params.get("update"))
-        if changed is not None and params.get("sessionId") == self._session_id:
-            self._mode_changed(changed)
+        sid, said = params.get("sessionId"), params.get("update")
+        changed = p.read(p.ModeChange, said)
+        if changed is not None and sid in self._sessions:
+            self._mode_changed(sid, changed)
             return
-        turn, said = self._turn, params.get("update")
-        if turn is None:
+        turn, voice = self._speaker(method, params)
+        if turn is None or voice is None:
             return
-        sid = params.get("sessionId")
-        voice = turn.others.get(sid) if isinstance(sid, str) else None
-        if voice is None:
-            if not self._ours(method, params):
-                return
-            voice = turn.own
-            if (announced := p.read(p.SubagentUpdate, said)) is not None:
-                self._subagent(turn, announced)
-                return
+        if voice is turn.own and (announced := p.read(p.SubagentUpdate, said)) is not None:
+            self._subagent(turn, announced)
+            return
         update = p.read_update(said)
         if update is not None:
             self._relay(turn, update, voice)
@@ -364,12 +405,19 @@ class SubAgent:
             self._tell_text(turn, voice)
         turn.progress(Progress(f"{voice.name}: ended ({announced.state.stop_reason or 'idle'})"))
 
-    def _ours(self, method: str, params: dict[str, Any]) -> bool:
-        """Whether a message is about the session Raven opened; others' are ignored."""
-        said = params.get("sessionId")
-        if said == self._session_id:
-            return True
-        if said is None:
+    def _speaker(self, method: str, params: dict[str, Any]) -> tuple[_Turn | None, _Voice | None]:
+        """Whose message this is: the task running in the session it names and the voice
+        in it, the child itself or one of the sub-agents it announced (the same rules answer
+        them); (None, the child) between tasks; (None, None) for a session Raven did not
+        open, whose messages are ignored."""
+        sid = params.get("sessionId")
+        if sid in self._sessions:
+            turn = self._turns.get(sid)
+            return turn, turn.own if turn else _Voice(self.spec.name)
+        for turn in self._turns.values():
+            if isinstance(sid, str) and (voice := turn.others.get(sid)) is not None:
+                return turn, voice
+        if sid is None:
             log.info("sub-agent %s: ignored a %s without a sessionId", self.spec.name, method)
         else:
             log.info(
@@ -377,7 +425,7 @@ class SubAgent:
                 self.spec.name,
                 method,
             )
-        return False
+        return None, None
 
     async def _permission(
         self, turn: _Turn | None, voice: _Voice, asked: p.PermissionRequest
@@ -555,8 +603,8 @@ class SubAgent:
 
     # -- the mode that asks ----------------------------------------------------------------
 
-    async def _enter_mode(self, created: Any) -> None:
-        """Put the new session in the mode that asks, whatever the child's default."""
+    async def _enter_mode(self, created: Any, session_id: str) -> None:
+        """Put a new session (or fork) in the mode that asks, whatever the child's default."""
         said = created.get("modes") if isinstance(created, dict) else None
         modes = p.read(p.SessionModes, said) if said is not None else None
         try:
@@ -570,14 +618,12 @@ class SubAgent:
                 modes.current_mode_id,
                 self.mode,
             )
-            await self._set_mode()
+            await self._set_mode(session_id)
 
-    async def _set_mode(self) -> None:
-        await self._request(
-            p.SESSION_SET_MODE, {"sessionId": self._session_id, "modeId": self.mode}
-        )
+    async def _set_mode(self, session_id: str) -> None:
+        await self._request(p.SESSION_SET_MODE, {"sessionId": session_id, "modeId": self.mode})
 
-    def _mode_changed(self, changed: p.ModeChange) -> None:
+    def _mode_changed(self, session_id: str, changed: p.ModeChange) -> None:
         """The child switched modes itself (a plan approved, a tool that changes it): Raven
         puts it back, as its rules decide, not the child's own approvals."""
         if self.mode is None or changed.current_mode_id == self.mode or self._stopped_because:
@@ -595,12 +641,12 @@ class SubAgent:
             return
         note = f"put back in mode {self.mode}: it switched itself to {changed.current_mode_id}"
         log.warning("sub-agent %s: %s", self.spec.name, note)
-        if self._turn is not None:
-            self._turn.decisions.append(note)
+        if (turn := self._turns.get(session_id)) is not None:
+            turn.decisions.append(note)
 
         async def reassert() -> None:
             try:
-                await self._set_mode()
+                await self._set_mode(session_id)
             except SubAgentError as exc:
                 log.warning("sub-agent %s: could not put it back: %s", self.spec.name, exc)
 
@@ -649,11 +695,12 @@ class SubAgent:
                 f"sub-agent {self.spec.name} answered {method} with an error: {_said(exc)}"
             ) from None
 
-    async def _cancel(self, request: asyncio.Future[Any]) -> None:
-        """`session/cancel`, then the process group killed if the prompt has not settled."""
+    async def _cancel(self, request: asyncio.Future[Any], session_id: str) -> None:
+        """`session/cancel`, then the process group killed if the prompt has not settled
+        (the child's other sessions' tasks with it: they fail as it is gone)."""
         if self._connection is not None:
             with contextlib.suppress(Exception):
-                self._connection.notify(p.SESSION_CANCEL, {"sessionId": self._session_id})
+                self._connection.notify(p.SESSION_CANCEL, {"sessionId": session_id})
         try:
             settled = await asyncio.wait_for(asyncio.shield(request), CANCEL_GRACE_S)
             stop = (p.read(p.PromptResult, settled) or p.PromptResult()).stop_reason

@@ -2,7 +2,9 @@
 
 Offered when agents are configured and enabled, never inside a sub-agent. A child
 is reused across `delegate` calls of its parent session and stopped when that
-session is released or the process shuts down.
+session is released or the process shuts down. A task given while the child works on
+another runs beside it in a fork of the child's session when the child serves
+`session/fork`, and waits its turn when it does not.
 """
 
 from __future__ import annotations
@@ -92,7 +94,11 @@ class AgentsSource:
             if spec.protocol == "cli":
                 return await run_cli(spec, task, cwd)
             key = (ctx.session_id, name)
-            async with self._locks.setdefault(key, asyncio.Lock()):
+            busy = self._locks.setdefault(key, asyncio.Lock())
+            child = self._children.get(key)
+            if busy.locked() and child is not None and child.is_alive and child.forks:
+                return await self._beside(ctx, child, task)
+            async with busy:
                 child = self._children.get(key)
                 if child is None or not child.is_alive:
                     child = SubAgent(spec, cwd)
@@ -101,6 +107,15 @@ class AgentsSource:
                 return await child.prompt(task, ctx.progress, ctx.approve, ctx.ask)
         except (SubAgentError, WorktreeError) as exc:
             raise ToolError(str(exc)) from None
+
+    async def _beside(self, ctx: ToolContext, child: SubAgent, task: str) -> Outcome:
+        """The task in a fork of the busy child's session: warm (what the child knew before
+        its current task, its process already up), run beside the task it works on."""
+        forked = await child.fork()
+        try:
+            return await child.prompt(task, ctx.progress, ctx.approve, ctx.ask, forked)
+        finally:
+            await asyncio.shield(child.close(forked))
 
     async def _isolated(self, ctx: ToolContext, spec: AgentSpec, task: str, cwd: Path) -> Outcome:
         """The task in a worktree of its own, by a child of its own (so tasks of one agent

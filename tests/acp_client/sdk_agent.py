@@ -32,6 +32,11 @@ Its behaviour is the first argument:
                mode it was prompted in and the one it is in after ("stubborn": switches
                back to `auto` whenever it is put in another mode, and never answers)
   self-approving  declares only modes that approve by themselves (auto, yolo)
+  forks        serves session/fork and session/close ("no-fork": neither); a fork knows its
+               session's tasks and starts in `auto` (it declares auto, default). A prompt
+               saying "hold" says "holding" and waits (HOLD_S, 20 s at most) until a prompt
+               runs in another session; every prompt answers with its session, mode, pid,
+               the tasks that session was given, and the sessions closed so far
 """
 
 from __future__ import annotations
@@ -49,7 +54,12 @@ BEHAVIOUR = sys.argv[1]
 STUBBORN = "stubborn" in sys.argv[2:]
 STUCK = "stuck" in sys.argv[2:]
 DIES = "dies" in sys.argv[2:]
-DECLARED_MODES = {"modes": ["auto", "default", "plan"], "self-approving": ["auto", "yolo"]}
+NO_FORK = "no-fork" in sys.argv[2:]
+DECLARED_MODES = {
+    "modes": ["auto", "default", "plan"],
+    "self-approving": ["auto", "yolo"],
+    "forks": ["auto", "default"],
+}
 RAW_INPUTS: dict[str, dict[str, Any]] = {
     "edit": {"path": "notes.txt", "content": "hi"},
     "execute": {"command": "make test"},
@@ -66,6 +76,13 @@ class Agent:
         self.conn: Any = None
         self.mode = "auto"
         self.mode_set = asyncio.Event()
+        self.modes: dict[str, str] = {}
+        """Each session's mode, as it was set (`forks`)."""
+        self.tasks: dict[str, list[str]] = {}
+        """What each session was asked, in order (`forks`)."""
+        self.closed: list[str] = []
+        self.beside = asyncio.Event()
+        """A prompt runs in a session other than the one holding (`forks`)."""
 
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
@@ -74,25 +91,47 @@ class Agent:
         declared = kwargs.get("client_capabilities")
         elicitation = declared.elicitation if declared is not None else None
         self.url_elicitation = elicitation is not None and elicitation.url is not None
+        capabilities = None
+        if BEHAVIOUR == "forks" and not NO_FORK:
+            sessions = schema.SessionCapabilities(
+                fork=schema.SessionForkCapabilities(), close=schema.SessionCloseCapabilities()
+            )
+            capabilities = schema.AgentCapabilities(session_capabilities=sessions)
         return schema.InitializeResponse(
             protocol_version=1,
             agent_info=schema.Implementation(name="sdk-test-agent", version="9.9"),
+            agent_capabilities=capabilities,
         )
 
     async def new_session(self, cwd: str, **kwargs: Any) -> schema.NewSessionResponse:
         declared = DECLARED_MODES.get(BEHAVIOUR)
         if declared is None:
             return schema.NewSessionResponse(session_id="s1")
-        modes = schema.SessionModeState(
-            current_mode_id=self.mode,
-            available_modes=[schema.SessionMode(id=m, name=m.title()) for m in declared],
+        self.modes["s1"], self.tasks["s1"] = self.mode, []
+        return schema.NewSessionResponse(session_id="s1", modes=self.declared("s1"))
+
+    def declared(self, session_id: str) -> schema.SessionModeState:
+        return schema.SessionModeState(
+            current_mode_id=self.modes[session_id],
+            available_modes=[
+                schema.SessionMode(id=m, name=m.title()) for m in DECLARED_MODES[BEHAVIOUR]
+            ],
         )
-        return schema.NewSessionResponse(session_id="s1", modes=modes)
+
+    async def fork_session(
+        self, session_id: str, cwd: str, **kwargs: Any
+    ) -> schema.ForkSessionResponse:
+        forked = f"s{len(self.tasks) + 1}"
+        self.modes[forked], self.tasks[forked] = "auto", list(self.tasks[session_id])
+        return schema.ForkSessionResponse(session_id=forked, modes=self.declared(forked))
+
+    async def close_session(self, session_id: str, **kwargs: Any) -> None:
+        self.closed.append(session_id)
 
     async def set_session_mode(
         self, session_id: str, mode_id: str, **kwargs: Any
     ) -> schema.SetSessionModeResponse:
-        self.mode = mode_id
+        self.mode = self.modes[session_id] = mode_id
         self.mode_set.set()
         if STUBBORN and BEHAVIOUR == "modes":  # back to auto, whatever it is told
             asyncio.get_running_loop().call_soon(asyncio.ensure_future, self.to_auto(session_id))
@@ -261,6 +300,23 @@ class Agent:
         elif BEHAVIOUR == "late-grandchild":
             self.late = asyncio.create_task(self.late_grandchild(session_id))
             await self.say(session_id, "Started a writer.")
+        elif BEHAVIOUR == "forks":
+            (text,) = [block.text for block in prompt]
+            self.tasks[session_id].append(text)
+            if "hold" in text:
+                self.beside.clear()
+                await self.say(session_id, "holding\n")
+                try:
+                    await asyncio.wait_for(self.beside.wait(), float(os.environ.get("HOLD_S", 20)))
+                except TimeoutError:
+                    await self.say(session_id, "alone; ")
+            else:
+                self.beside.set()
+            known = ", ".join(self.tasks[session_id])
+            closed = ", ".join(self.closed) or "none"
+            mode, pid = self.modes[session_id], os.getpid()
+            await self.say(session_id, f"{session_id} in {mode}, pid {pid}, knows: {known}; "
+                           f"closed: {closed}")  # fmt: skip
         elif BEHAVIOUR == "url-consent":
             if not self.url_elicitation:
                 await self.say(session_id, "no URL elicitation declared")

@@ -7,6 +7,7 @@ import asyncio
 import json
 import logging
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from acp import schema
 
 from raven.acp_client import AgentsSource, SubAgent, SubAgentError
 from raven.acp_client import agent as agent_module
+from raven.acp_client.agent import Outcome
 from raven.config import AgentSpec, Limits
 from raven.tools import (
     ChildText,
@@ -519,6 +521,56 @@ async def test_one_child_per_session_reused_and_released(
         await source.delegate(ctx, "ghost", "x")
 
 
+async def holding_and_beside(
+    source: AgentsSource, tmp_path: Path, name: str
+) -> tuple[Outcome, Outcome, int]:
+    """Two tasks of one parent session for one agent, the second given once the child works
+    on the first: their outcomes, and the child's pid."""
+    holding = asyncio.Event()
+
+    def progress(update: Progress) -> None:
+        if update.text.endswith("holding"):
+            holding.set()
+
+    ctx = context(tmp_path, "parent-1")
+    await source.delegate(ctx, name, "plan")
+    held = asyncio.ensure_future(source.delegate(replace(ctx, progress=progress), name, "hold"))
+    async with asyncio.timeout(30):
+        await holding.wait()
+    beside = await source.delegate(ctx, name, "test")
+    child = source._children[("parent-1", name)]._child
+    assert child is not None
+    return await held, beside, child.proc.pid
+
+
+async def test_a_task_given_while_the_child_works_runs_beside_it_in_a_fork(
+    tmp_path: Path,
+) -> None:
+    """A child serving session/fork takes the second task in a fork of its session: warm
+    (the same process, what it knew before), beside the first, and asking as the session
+    does (a fork starting in a mode that does not ask is put in one that does)."""
+    source = AgentsSource([sdk_spec("forks")])
+    held, beside, pid = await holding_and_beside(source, tmp_path, "sdk-forks")
+    assert beside.answer == f"s2 in default, pid {pid}, knows: plan, hold, test; closed: none"
+    assert held.answer == f"holding\ns1 in default, pid {pid}, knows: plan, hold; closed: none"
+    after = await source.delegate(context(tmp_path, "parent-1"), "sdk-forks", "ship")
+    assert after.answer == f"s1 in default, pid {pid}, knows: plan, hold, ship; closed: s2"
+    await source.aclose()
+
+
+async def test_without_fork_a_task_given_while_the_child_works_waits_its_turn(
+    tmp_path: Path,
+) -> None:
+    spec = sdk_spec("forks", "no-fork", env={"HOLD_S": "1"})
+    source = AgentsSource([spec])
+    held, beside, pid = await holding_and_beside(source, tmp_path, "sdk-forks")
+    assert (
+        held.answer == f"holding\nalone; s1 in default, pid {pid}, knows: plan, hold; closed: none"
+    )
+    assert beside.answer == f"s1 in default, pid {pid}, knows: plan, hold, test; closed: none"
+    await source.aclose()
+
+
 async def test_file_system_requests_are_method_not_found(tmp_path: Path) -> None:
     outcome, _, _ = await drive(sdk_spec("fs"), tmp_path)
     assert outcome.answer == "refused -32601"
@@ -574,6 +626,8 @@ OUTBOUND_PARAMS: dict[str, Any] = {
     "session/prompt": schema.PromptRequest,
     "session/cancel": schema.CancelNotification,
     "session/set_mode": schema.SetSessionModeRequest,
+    "session/fork": schema.ForkSessionRequest,
+    "session/close": schema.CloseSessionRequest,
 }
 ANSWERS: dict[str, Any] = {
     "session/request_permission": schema.RequestPermissionResponse,
@@ -596,6 +650,8 @@ PINNED_OUT = {
     "session/set_mode": ("zSetSessionModeRequest", "stable"),
     "session/prompt": ("zPromptRequest", "stable"),
     "session/cancel": ("zCancelNotification", "stable"),
+    "session/fork": ("zForkSessionRequest", "unstable"),
+    "session/close": ("zCloseSessionRequest", "stable"),
 }
 PINNED_ANSWERS = {
     "session/request_permission": ("zRequestPermissionResponse", "stable"),
@@ -607,7 +663,9 @@ async def test_every_frame_raven_sends_a_sub_agent_is_schema_complete(
     child_raven: AgentSpec, tmp_path: Path, acp_schema: AcpSchema
 ) -> None:
     """Complete against the Python SDK's models, and read by the pinned schema as the
-    TypeScript SDK reads it."""
+    TypeScript SDK reads it: a task, then one in a fork of the session, which is closed."""
+    script = tmp_path / "child" / "script.json"
+    script.write_text(json.dumps([*json.loads(script.read_text()), {"text": "Forked."}]))
     log = tmp_path / "frames.log"
     tapped = child_raven.model_copy(
         update={
@@ -622,8 +680,17 @@ async def test_every_frame_raven_sends_a_sub_agent_is_schema_complete(
             ],
         }
     )
-    outcome, _, _ = await drive(tapped, tmp_path)
-    assert outcome.answer == "I wrote out.txt."
+    agent = SubAgent(tapped, tmp_path)
+    await agent.start()
+    try:
+        outcome = await agent.prompt("go", [].append)
+        assert agent.forks
+        forked = await agent.fork()
+        beside = await agent.prompt("again", [].append, session_id=forked)
+        await agent.close(forked)
+    finally:
+        await agent.stop()
+    assert outcome.answer == "I wrote out.txt." and beside.answer == "Forked."
     frames = [(line[0], json.loads(line.split(" ", 2)[2])) for line in log.read_text().splitlines()]
     asked = {
         f["id"]: f["method"] for mark, f in frames if mark == "<" and "method" in f and "id" in f
@@ -650,7 +717,14 @@ async def test_every_frame_raven_sends_a_sub_agent_is_schema_complete(
         else:
             schema_complete(ANSWERS[asked[frame["id"]]], frame["result"])
             checked.add(asked[frame["id"]])
-    assert checked == {"initialize", "session/new", "session/prompt", "session/request_permission"}
+    assert checked == {
+        "initialize",
+        "session/new",
+        "session/prompt",
+        "session/request_permission",
+        "session/fork",
+        "session/close",
+    }
     read = acp_schema.read(pinned)
     assert [r for r in read if "ok" not in r] == []
     assert read[0]["ok"]["clientCapabilities"]["subagents"] == {}

@@ -8,6 +8,7 @@ import json
 import re
 import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -255,3 +256,53 @@ def test_a_sign_in_codex_relays_is_given_by_the_person_shown_the_page(
     finally:
         term.close()
     assert told.read_text() == "accept\n"
+
+
+def test_a_task_given_while_codex_works_runs_beside_it_in_a_fork_of_its_session(
+    codex_acp: Path, model_server: FakeModelServer, env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    """The parent's model hands codex a task, then two at once: codex serves session/fork,
+    so the second runs beside the first in a fork, knowing what codex was told before."""
+    codex_home, work = tmp_path / "codex-home", tmp_path / "work"
+    work.mkdir()
+
+    def delegate(task: str) -> dict[str, Any]:
+        return {"name": "delegate", "arguments": {"agent": "codex", "task": task}}
+
+    steps = [
+        {"toolCalls": [delegate("remember the word heron")]},
+        {"toolCalls": [delegate("first task"), delegate("second task")]},
+        {"text": "Both done."},
+    ]
+    (home / "script.json").write_text(json.dumps(steps))
+    write_config(
+        home,
+        {
+            "models": [{"id": "s", "provider": "scripted", "script": "script.json"}],
+            "defaultModel": "s",
+            "agents": [codex_agent(codex_acp, codex_home, model_server, "auto")],
+        },
+    )
+    second_asks = threading.Event()
+
+    def answer(body: dict[str, Any]) -> Reply:
+        task = last_said(body)
+        if task == "second task":
+            second_asks.set()
+        held = second_asks if task == "first task" else None  # beside it, or never
+        return Reply(events=responses_stream(text=f"did {task}"), held_until=held)
+
+    model_server.queue(*[answer] * 8)  # the tasks, and titles codex asks for on its own
+    ran = raven("run", "--yes", "go", env=env, cwd=work)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip().endswith("Both done.")
+    logged = "".join(f.read_text() for f in (home / "logs").iterdir())
+    assert logged.count("sub-agent codex: forked its session for a task beside it") == 1
+    (second,) = [r.body for r in model_server.requests if last_said(r.body) == "second task"]
+    assert "remember the word heron" in json.dumps(second)  # the fork knew what codex was told
+
+
+def last_said(body: dict[str, Any]) -> str:
+    """The text of the last user message of a Responses API request."""
+    said = [i for i in body["input"] if i.get("role") == "user"]
+    return str(said[-1]["content"][0]["text"])

@@ -16,6 +16,9 @@ from typing import Any
 
 from aiohttp import web
 
+HOLD_S = 30.0
+"""How long a held reply waits at most."""
+
 
 @dataclass
 class Reply:
@@ -28,6 +31,8 @@ class Reply:
     cut: bool = False
     """Close the connection abruptly after the events."""
     delay_s: float = 0.0
+    held_until: threading.Event | None = None
+    """Sent once this is set (another request came, say), or after `HOLD_S`."""
     event_delay_s: float = 0.0
     """A pause before each event after the first, to stream like a slow model."""
 
@@ -106,6 +111,9 @@ class FakeModelServer:
             reply = reply(body)
         if reply.delay_s:
             await asyncio.sleep(reply.delay_s)
+        if reply.held_until is not None:
+            held = reply.held_until.wait
+            await asyncio.get_running_loop().run_in_executor(None, held, HOLD_S)
         if reply.body is None and request.path.endswith(":generateContent"):
             # Gemini's unary call answers with the one response its stream would carry.
             (event,) = reply.events

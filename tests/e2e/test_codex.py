@@ -120,6 +120,23 @@ def test_read_only_refuses_codex_its_command_and_codex_stops(
     assert not (work / "codex_note.txt").exists()
 
 
+def test_an_escalate_rule_sees_codexs_command_under_auto(
+    codex_acp: Path, model_server: FakeModelServer, env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    """Nobody answers `raven agents run` here (no terminal): the escalated command is
+    refused, and codex stops."""
+    work = tmp_path / "work"
+    work.mkdir()
+    agent = codex_agent(codex_acp, tmp_path / "codex-home", model_server, "auto")
+    agent["rules"] = [{"kind": ["execute"], "action": "escalate"}]
+    write_config(home, {"defaultModel": "echo", "agents": [agent]})
+    queue_the_note(model_server)
+    ran = raven("agents", "run", "codex", "write the note", "--json", env=env, cwd=work)
+    out = json.loads(ran.stdout)
+    assert out["decisions"] == [f"reject once: {COMMAND} (no answer: rejected)"]
+    assert not (work / "codex_note.txt").exists()
+
+
 def test_delegate_in_a_turn_hands_the_task_to_codex(
     codex_acp: Path, model_server: FakeModelServer, env: dict[str, str], home: Path, tmp_path: Path
 ) -> None:

@@ -125,3 +125,19 @@ def test_read_only_refuses_gemini_its_write(
     assert not note.exists()
     keys = {r.headers.get("x-goog-api-key") for r in model_server.requests}
     assert keys == {"fake-gemini-key"}  # the entry's key, to the entry's base URL only
+
+
+def test_an_escalate_rule_sees_geminis_write_under_auto(
+    gemini: Path, model_server: FakeModelServer, env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    """Nobody answers `raven agents run` here (no terminal): the escalated write is refused,
+    and the decision says so."""
+    work = tmp_path / "work"
+    work.mkdir()
+    note = work / "note.txt"
+    model_server.queue(*[writes(note)] * REQUESTS)
+    agent = gemini_agent(gemini, tmp_path / "gemini", model_server, "auto")
+    agent["rules"] = [{"kind": ["edit"], "paths": "inside", "action": "escalate"}]
+    out = run_gemini(env, home, work, agent)
+    assert out["decisions"] == ["reject once: Writing to note.txt (no answer: rejected)"]
+    assert not note.exists()

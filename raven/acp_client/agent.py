@@ -305,16 +305,24 @@ class SubAgent:
         """Keep the task open, within `LATE_WORK_S`, until the sub-agents the child started
         are idle and what it asked is answered: their work is the task's, and answering
         it needs the turn (its rules' record and the person to escalate to)."""
-        if turn.settled.is_set() or self._serving is None or self._serving.done():
+        serving = self._serving
+        if serving is None:
             return
-        settled = asyncio.ensure_future(turn.settled.wait())
-        try:  # or until the child is gone
-            await asyncio.wait(
-                (settled, self._serving), timeout=LATE_WORK_S, return_when=asyncio.FIRST_COMPLETED
-            )
-        finally:
-            settled.cancel()
-        if not turn.settled.is_set() and not self._serving.done():
+        loop = asyncio.get_running_loop()
+        until = loop.time() + LATE_WORK_S
+        # Until settled and still so when this task looks (a sub-agent may start again in
+        # the frames that came with the one that settled it), or the child is gone.
+        while not turn.settled.is_set() and not serving.done() and loop.time() < until:
+            settled = asyncio.ensure_future(turn.settled.wait())
+            try:
+                await asyncio.wait(
+                    (settled, serving),
+                    timeout=until - loop.time(),
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+            finally:
+                settled.cancel()
+        if not turn.settled.is_set() and not serving.done():
             names = ", ".join(sorted(turn.others[sid].name for sid in turn.running))
             note = f"stopped waiting after {LATE_WORK_S:g}s for {names or 'its requests'}"
             turn.decisions.append(note)
@@ -387,23 +395,30 @@ class SubAgent:
             log.debug("sub-agent %s: did not show a session/update of kind %s", name, kind)
 
     def _subagent(self, turn: _Turn, announced: p.SubagentUpdate) -> None:
-        """The child started one of its own sub-agents, or one ended: from its announcement
-        on, that session's updates are progress, under both names (`helper › writer`)."""
-        voice = turn.others.get(announced.session_id)
+        """The child started one of its own sub-agents, or one changed: from its
+        announcement on, that session's updates are progress, under both names
+        (`helper › writer`). An update is partial (codex sends its title, capabilities and
+        cwd in updates of their own): a state it does not give is unchanged, and one first
+        announced without a state is running."""
+        sid, state = announced.session_id, announced.state
+        voice = turn.others.get(sid)
         if voice is None:
-            title = announced.title or announced.session_id
-            voice = turn.others[announced.session_id] = _Voice(f"{self.spec.name} › {title}")
-        if announced.state is None or announced.state.state != "idle":
-            turn.running.add(announced.session_id)
-            turn.settle()
-            turn.progress(Progress(f"{voice.name}: {announced.description or 'started'}"))
+            title = announced.title or sid
+            voice = turn.others[sid] = _Voice(f"{self.spec.name} › {title}")
+        elif state is None:
             return
-        turn.running.discard(announced.session_id)
+        if state is None or state.state != "idle":
+            if sid not in turn.running:
+                turn.running.add(sid)
+                turn.settle()
+                turn.progress(Progress(f"{voice.name}: {announced.description or 'started'}"))
+            return
+        turn.running.discard(sid)
         turn.settle()
         voice.unsent += voice.safe.flush()
         if voice.untold:
             self._tell_text(turn, voice)
-        turn.progress(Progress(f"{voice.name}: ended ({announced.state.stop_reason or 'idle'})"))
+        turn.progress(Progress(f"{voice.name}: ended ({state.stop_reason or 'idle'})"))
 
     def _speaker(self, method: str, params: dict[str, Any]) -> tuple[_Turn | None, _Voice | None]:
         """Whose message this is: the task running in the session it names and the voice

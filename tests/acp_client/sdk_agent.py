@@ -14,7 +14,8 @@ Its behaviour is the first argument:
   late-grandchild  announces a sub-agent of its own and answers the prompt at once, as codex
                does; a moment later that sub-agent asks to write late.txt under its own
                session, writes it if allowed, and ends ("stuck": it never ends; "dies": the
-               agent exits instead)
+               agent exits instead). Its updates are partial, as codex's are: the title
+               first, then the state, then its cwd; after it ends, its capabilities
   url-consent  asks for a URL consent (a sign-in), as codex-acp relays an MCP server's, if
                the client declared URL elicitation; answers with the action it got
   fs           tries to read a file through the client
@@ -333,9 +334,15 @@ class Agent:
 
     async def late_grandchild(self, session_id: str) -> None:
         wire, child = self.conn._conn, f"{session_id}/writer"
-        announce = {"sessionUpdate": "subagent_update", "sessionId": child, "title": "writer"}
-        await wire.send_notification("session/update", {"sessionId": session_id, "update": {
-            **announce, "state": {"state": "running"}}})  # fmt: skip
+        announce = {"sessionUpdate": "subagent_update", "sessionId": child}
+
+        async def update(**changed: Any) -> None:
+            said = {"sessionId": session_id, "update": {**announce, **changed}}
+            await wire.send_notification("session/update", said)
+
+        await update(title="writer")
+        await update(state={"state": "running"})
+        await update(cwd=os.getcwd())
         # The parent's answer goes out first (the SDK sends it once prompt returns); the
         # writer's request comes after it, as codex's spawned agent's did (0.08 s after).
         await asyncio.sleep(0.1)
@@ -355,8 +362,8 @@ class Agent:
             with open("late.txt", "w") as written:
                 written.write("late")
         if not STUCK:
-            await wire.send_notification("session/update", {"sessionId": session_id, "update": {
-                **announce, "state": {"state": "idle", "stopReason": "end_turn"}}})  # fmt: skip
+            await update(state={"state": "idle", "stopReason": "end_turn"})
+            await update(capabilities={})
 
 
 if __name__ == "__main__":

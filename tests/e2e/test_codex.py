@@ -323,3 +323,48 @@ def last_said(body: dict[str, Any]) -> str:
     """The text of the last user message of a Responses API request."""
     said = [i for i in body["input"] if i.get("role") == "user"]
     return str(said[-1]["content"][0]["text"])
+
+
+def test_codexs_own_sub_agent_asking_after_codex_answered_is_answered_and_waited_for(
+    codex_acp: Path, model_server: FakeModelServer, env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    """Codex spawns a sub-agent of its own and ends its turn; the sub-agent asks to run a
+    command after that (its model's answer is held until codex's last request): Raven
+    answers it under the same rules and keeps codex until the sub-agent is idle."""
+    work = tmp_path / "work"
+    work.mkdir()
+    agent = codex_agent(codex_acp, tmp_path / "codex-home", model_server, "auto")
+    write_config(home, {"defaultModel": "echo", "agents": [agent]})
+    command = "echo late > late.txt"
+    codex_ends = threading.Event()
+
+    def reply(body: dict[str, Any]) -> Reply:
+        outputs = {i["call_id"] for i in body["input"] if i["type"] == "function_call_output"}
+        writer = any(i["type"] == "agent_message" and "/root/writer" in json.dumps(i)
+                     for i in body["input"])  # fmt: skip
+        if "call_w" in outputs:
+            return Reply(events=responses_stream(text="The writer wrote it."))
+        if writer:
+            args = {
+                "cmd": command,
+                "sandbox_permissions": "require_escalated",
+                "justification": "w",
+            }
+            call = ("call_w", "exec_command", json.dumps(args))
+            return Reply(events=responses_stream(function_call=call), held_until=codex_ends)
+        if last_said(body) != "write the late note":
+            return Reply(events=responses_stream(text="Late note"))  # a title codex asks for
+        if "call_s" in outputs:
+            codex_ends.set()
+            return Reply(events=responses_stream(text="Spawned the writer."))
+        spawn = {"task_name": "writer", "message": "write late.txt", "fork_turns": "none"}
+        call = ("call_s", "spawn_agent", json.dumps(spawn))
+        return Reply(events=responses_stream(function_call=call, namespace="collaboration"))
+
+    model_server.queue(*[reply] * 12)
+    ran = raven("agents", "run", "codex", "write the late note", "--json", env=env, cwd=work)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    out = json.loads(ran.stdout)
+    assert out["answer"] == "Spawned the writer."
+    assert out["decisions"] == [f"allow always: {command} (by auto)"]  # and no "stopped waiting"
+    assert (work / "late.txt").read_text() == "late\n"

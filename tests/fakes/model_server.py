@@ -187,10 +187,12 @@ def responses_stream(
     text: str = "",
     function_call: tuple[str, str, str] | None = None,
     custom_call: tuple[str, str, str] | None = None,
+    namespace: str | None = None,
 ) -> list[str]:
     """SSE blocks of a Responses API stream, as OpenAI sends them: an assistant message
-    streamed a word a delta, one `function_call` item (call id, name, JSON arguments), or
-    one `custom_tool_call` item (call id, name, free-form input: codex's `exec`)."""
+    streamed a word a delta, one `function_call` item (call id, name, JSON arguments; of a
+    tool in `namespace`, if given), or one `custom_tool_call` item (call id, name,
+    free-form input: codex's `exec`)."""
     blocks: list[str] = []
 
     def ev(name: str, **data: Any) -> None:
@@ -204,6 +206,8 @@ def responses_stream(
     if function_call:
         call_id, name, args = function_call
         item = {"type": "function_call", "id": "fc_1", "call_id": call_id, "name": name}
+        if namespace is not None:
+            item["namespace"] = namespace
         at = {"item_id": "fc_1", "output_index": 0}
         ev("response.output_item.added", output_index=0, item={**item, "arguments": ""})
         ev("response.function_call_arguments.delta", **at, delta=args)

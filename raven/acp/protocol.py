@@ -475,6 +475,24 @@ class SubagentUpdate(Wire):
     state: SubagentState | None = None
 
 
+class SessionMessage(Wire):
+    """A message between a child's sessions (ACP's unstable `session_message`): codex gives
+    its sub-agents their tasks this way."""
+
+    session_update: Literal["session_message"]
+    message_id: str = ""
+    sender_session_id: str | None = None
+    recipient_session_id: str | None = None
+    content: list[dict[str, Any]] | None = None
+
+    def text(self) -> str:
+        return "".join(
+            str(block.get("text", ""))
+            for block in self.content or ()
+            if block.get("type") == "text"
+        )
+
+
 ChildUpdate = Annotated[
     TextChunk | ToolCallStart | ToolCallChange | Plan, Field(discriminator="session_update")
 ]

@@ -6,21 +6,30 @@ on the parent announcing it (the agent's name as its title, the task as its desc
 state `running`) before anything of the child; then the child's text, tool calls and
 plan as ordinary updates under the child's session id; and one more `subagent_update` on
 the parent when the call ends (state `idle`, stop reason `end_turn`, `cancelled` or
-`error`). The child has no session capabilities: it is watched, not targeted (cancel the
-parent's turn). The delegate call stays a tool call of the parent, without the child's
-progress in it. What the child asks goes through the parent's own session, as before.
-Pure: events in, (session id, update) pairs out.
+`error`). The child's own sub-agents are children of the child's session the same way
+(announced on it, their doings under their own ids, idle when they end or the child
+does). The children have no session capabilities: they are watched, not targeted
+(cancel the parent's turn). The delegate call stays a tool call of the parent, without
+the child's progress in it. What the child asks goes through the parent's own session,
+as before. Pure: events in, (session id, update) pairs out.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from raven.acp.protocol import tool_call
 from raven.acp.translate import Update, chunk
 from raven.engine import CANCELLED_RESULT, ToolCallStarted, ToolCallUpdated, TurnEnded, TurnEvent
 from raven.jsonrpc import INTERNAL_ERROR
-from raven.tools import ChildPlan, ChildProgress, ChildText, clip
+from raven.tools import (
+    ChildPlan,
+    ChildProgress,
+    ChildSubagent,
+    ChildText,
+    ChildToolCall,
+    clip,
+)
 
 DELEGATE = "delegate"
 """The tool whose calls are sub-agents' tasks."""
@@ -33,6 +42,48 @@ ERROR_CHARS = 500
 class _Child:
     session_id: str
     open: bool = True
+    running: set[str] = field(default_factory=set)
+    """Its own sub-agents announced and not idle, by the session it named them with."""
+    known: set[str] = field(default_factory=set)
+    """Its own sub-agents announced, ever."""
+
+    def within(self, subagent: str | None) -> str:
+        """The session id the editor knows the child's own sub-agent by (the child's own
+        for None)."""
+        return self.session_id if subagent is None else f"{self.session_id}/{subagent}"
+
+    def updates(self, detail: ChildProgress | None) -> list[tuple[str, Update]]:
+        """What the child did, as updates of its session, or of one of its own
+        sub-agents' (announced on the child's)."""
+        if isinstance(detail, ChildSubagent):
+            return [(self.session_id, self._announced(detail))]
+        if detail is None:
+            return []
+        return [(self.within(detail.subagent), u) for u in _child_updates(detail)]
+
+    def _announced(self, detail: ChildSubagent) -> Update:
+        sub = detail.subagent
+        update: Update = {"sessionUpdate": SUBAGENT_UPDATE, "sessionId": self.within(sub)}
+        if sub not in self.known:
+            self.known.add(sub)
+            update["title"] = detail.agent.rsplit(" › ", 1)[-1]
+            if detail.description:
+                update["description"] = detail.description
+        state: dict[str, object] = {"state": detail.state}
+        if detail.state == "idle":
+            self.running.discard(sub)
+            state["stopReason"] = detail.stop_reason or "end_turn"
+        else:
+            self.running.add(sub)
+        return {**update, "state": state}
+
+    def left_running(self) -> list[tuple[str, Update]]:
+        """Its own sub-agents still running as it ends: idle, cancelled, on its session."""
+        ended = [
+            self._announced(ChildSubagent("", sub, "idle", "cancelled"))
+            for sub in sorted(self.running)
+        ]
+        return [(self.session_id, u) for u in ended]
 
 
 class ChildSessions:
@@ -59,12 +110,18 @@ class ChildSessions:
         if isinstance(event, ToolCallUpdated) and event.call_id in self._children:
             child = self._children[event.call_id]
             if event.status == "in_progress":  # the child's doing, in the child's session
-                return [(child.session_id, u) for u in _child_updates(event.detail)]
-            return [self._ended(child, event), *sent] if child.open else sent
+                return child.updates(event.detail)
+            if not child.open:
+                return sent
+            return [*child.left_running(), self._ended(child, event), *sent]
         if isinstance(event, TurnEnded):
             cancelled = [c for c in self._children.values() if c.open]
             self._children.clear()
-            ended = [self._state(c, {"stopReason": "cancelled"}) for c in cancelled]
+            ended = [
+                update
+                for c in cancelled
+                for update in (*c.left_running(), self._state(c, {"stopReason": "cancelled"}))
+            ]
             return [*ended, *sent]
         return sent
 
@@ -88,8 +145,9 @@ class ChildSessions:
         return (self._parent, update)
 
 
-def _child_updates(detail: ChildProgress | None) -> list[Update]:
-    """A delegate call's progress (what its child did) as updates of the child's session."""
+def _child_updates(detail: ChildText | ChildPlan | ChildToolCall) -> list[Update]:
+    """A delegate call's progress (what its child did) as updates of the session of the
+    one who did it."""
     if isinstance(detail, ChildText):
         return [chunk("agent_message_chunk", detail.delta)] if detail.delta else []
     if isinstance(detail, ChildPlan):
@@ -97,8 +155,6 @@ def _child_updates(detail: ChildProgress | None) -> list[Update]:
             {"content": s.content, "status": s.status, "priority": "medium"} for s in detail.plan
         ]
         return [{"sessionUpdate": "plan", "entries": entries}]
-    if detail is None:
-        return []
     call_id, title, status = detail.tool_call_id, detail.title, detail.status
     if detail.kind is not None:
         started = {"sessionUpdate": "tool_call", **tool_call(call_id, title, detail.kind)}

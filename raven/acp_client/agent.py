@@ -34,6 +34,7 @@ from raven.tools import (
     Capped,
     ChildPlan,
     ChildPlanStep,
+    ChildSubagent,
     ChildText,
     ChildToolCall,
     Decision,
@@ -95,6 +96,8 @@ class _Voice:
 
     name: str
     """What progress calls it: the agent's name (`helper`, `helper › writer`)."""
+    session: str | None = None
+    """Its session, for one of the child's own sub-agents (None: the child itself)."""
     titles: dict[str, str] = field(default_factory=dict)
     kinds: dict[str, str] = field(default_factory=dict)
     calls: dict[str, p.ToolCallStart] = field(default_factory=dict)
@@ -390,6 +393,8 @@ class SubAgent:
         update = p.read_update(said)
         if update is not None:
             self._relay(turn, update, voice)
+        elif (message := p.read(p.SessionMessage, said)) is not None:
+            self._message(turn, message)
         else:
             kind = said.get("sessionUpdate") if isinstance(said, dict) else None
             log.debug("sub-agent %s: did not show a session/update of kind %s", name, kind)
@@ -404,21 +409,42 @@ class SubAgent:
         voice = turn.others.get(sid)
         if voice is None:
             title = announced.title or sid
-            voice = turn.others[sid] = _Voice(f"{self.spec.name} › {title}")
+            voice = turn.others[sid] = _Voice(f"{self.spec.name} › {title}", session=sid)
         elif state is None:
             return
-        if state is None or state.state != "idle":
-            if sid not in turn.running:
-                turn.running.add(sid)
-                turn.settle()
-                turn.progress(Progress(f"{voice.name}: {announced.description or 'started'}"))
+        now = state.state if state is not None else "running"
+        if now != "idle":
+            if sid in turn.running and now == "running":
+                return
+            said = announced.description or "started"
+            if sid in turn.running:
+                said = "waits for an answer" if now == "requires_action" else now
+            turn.running.add(sid)
+            turn.settle()
+            changed = ChildSubagent(voice.name, sid, now, description=announced.description)
+            turn.progress(Progress(f"{voice.name}: {said}", changed))
             return
         turn.running.discard(sid)
         turn.settle()
         voice.unsent += voice.safe.flush()
         if voice.untold:
             self._tell_text(turn, voice)
-        turn.progress(Progress(f"{voice.name}: ended ({state.stop_reason or 'idle'})"))
+        ended = ChildSubagent(voice.name, sid, "idle", state.stop_reason if state else None)
+        turn.progress(Progress(f"{voice.name}: ended ({ended.stop_reason or 'idle'})", ended))
+
+    def _message(self, turn: _Turn, message: p.SessionMessage) -> None:
+        """A message between the child's sessions, as progress: from whom, to whom, its
+        first line."""
+
+        def who(session_id: str | None) -> str:
+            voice = turn.others.get(session_id) if session_id is not None else None
+            return voice.name if voice is not None else self.spec.name
+
+        lines = [line.strip() for line in message.text().splitlines() if line.strip()]
+        if lines:
+            sender, recipient = who(message.sender_session_id), who(message.recipient_session_id)
+            said = f"{sender} → {recipient}: {lines[0][:PROGRESS_LINE_CHARS]}"
+            turn.progress(Progress(redact(said)))
 
     def _speaker(self, method: str, params: dict[str, Any]) -> tuple[_Turn | None, _Voice | None]:
         """Whose message this is: the task running in the session it names and the voice
@@ -568,7 +594,7 @@ class SubAgent:
         voice.untold = 0
         lines = [line for line in voice.said.splitlines() if line.strip()]
         latest = lines[-1].strip()[:PROGRESS_LINE_CHARS] if lines else ""
-        detail = ChildText(voice.name, redact(voice.said), redact(voice.unsent))
+        detail = ChildText(voice.name, redact(voice.said), redact(voice.unsent), voice.session)
         voice.unsent = ""
         turn.progress(Progress(redact(f"{voice.name}: {latest}"), detail))
 
@@ -593,7 +619,7 @@ class SubAgent:
             call_id, title = update.tool_call_id, update.title
             voice.titles[call_id], voice.kinds[call_id] = title, update.kind
             voice.calls[call_id] = update
-            detail = ChildToolCall(name, call_id, title, update.status, update.kind)
+            detail = ChildToolCall(name, call_id, title, update.status, update.kind, voice.session)
             turn.progress(Progress(f"{name}: → {title}", detail, step=f"{name}: {title}"))
         elif isinstance(update, p.ToolCallChange):
             call_id, renamed = update.tool_call_id, update.title
@@ -609,12 +635,13 @@ class SubAgent:
                 mark, status, step = "→", status or "in_progress", f"{name}: {title}"
             else:
                 return
-            changed = ChildToolCall(name, call_id, title, status)
+            changed = ChildToolCall(name, call_id, title, status, subagent=voice.session)
             turn.progress(Progress(f"{name}: {mark} {title}", changed, step=step))
         else:
             steps = tuple(ChildPlanStep(e.content, e.status) for e in update.entries)
             lines = "; ".join(s.content for s in steps)
-            turn.progress(Progress(f"{name} plans: {lines}", ChildPlan(name, steps)))
+            plan = ChildPlan(name, steps, voice.session)
+            turn.progress(Progress(f"{name} plans: {lines}", plan))
 
     # -- the mode that asks ----------------------------------------------------------------
 

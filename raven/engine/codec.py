@@ -26,6 +26,7 @@ from raven.tools import (
     ChildPlan,
     ChildPlanStep,
     ChildProgress,
+    ChildSubagent,
     ChildText,
     ChildToolCall,
     FileDiff,
@@ -139,16 +140,19 @@ def plain(value: Any) -> Any:
 
 
 def _child(body: dict[str, Any]) -> ChildProgress | None:
-    agent = str(body.get("agent", ""))
-    if "toolCallId" in body:
-        return ChildToolCall(
-            agent, body["toolCallId"], body.get("title", ""), body.get("status"), body.get("kind")
+    agent, within = str(body.get("agent", "")), body.get("subagent")
+    if "state" in body:
+        return ChildSubagent(
+            agent, str(within), body["state"], body.get("stopReason"), body.get("description")
         )
+    if "toolCallId" in body:
+        call_id, title = body["toolCallId"], body.get("title", "")
+        return ChildToolCall(agent, call_id, title, body.get("status"), body.get("kind"), within)
     if "plan" in body:
         steps = tuple(ChildPlanStep(s["content"], s["status"]) for s in body["plan"] or [])
-        return ChildPlan(agent, steps)
+        return ChildPlan(agent, steps, within)
     if "delta" in body or "text" in body:
-        return ChildText(agent, body.get("text", ""), body.get("delta", ""))
+        return ChildText(agent, body.get("text", ""), body.get("delta", ""), within)
     return None
 
 

@@ -124,6 +124,8 @@ class ChildText:
     agent: str
     text: str
     delta: str
+    subagent: str | None = None
+    """The session of the sub-agent's own sub-agent that spoke (None: the sub-agent)."""
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,8 @@ class ChildToolCall:
     title: str
     status: str | None
     kind: str | None = None
+    subagent: str | None = None
+    """The session of the sub-agent's own sub-agent whose call it is (None: its own)."""
 
 
 @dataclass(frozen=True)
@@ -149,9 +153,24 @@ class ChildPlan:
 
     agent: str
     plan: tuple[ChildPlanStep, ...]
+    subagent: str | None = None
+    """The session of the sub-agent's own sub-agent whose plan it is (None: its own)."""
 
 
-ChildProgress = ChildText | ChildToolCall | ChildPlan
+@dataclass(frozen=True)
+class ChildSubagent:
+    """A sub-agent's own sub-agent was announced (`agent` names both: `helper › writer`),
+    or its state changed: running, requires_action, or idle with a stop reason."""
+
+    agent: str
+    subagent: str
+    """Its session, as the sub-agent named it."""
+    state: str
+    stop_reason: str | None = None
+    description: str | None = None
+
+
+ChildProgress = ChildText | ChildToolCall | ChildPlan | ChildSubagent
 """What a sub-agent did, as the call delegating to it reports it (its progress' detail)."""
 
 

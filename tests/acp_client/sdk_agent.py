@@ -9,7 +9,7 @@ Its behaviour is the first argument:
   hang         never answers a prompt (until cancelled; ignores the cancel with "stubborn")
   elicit       asks an elicitation question and answers with what it got
   grandchild   announces one of its own sub-agents (`subagent_update`; the SDK does not pass
-               on whether the client declared them),
+               on whether the client declared them), sends it its task (`session_message`),
                streams its text and a tool call under its session, ends it, then answers
   late-grandchild  announces a sub-agent of its own and answers the prompt at once, as codex
                does; a moment later that sub-agent asks to write late.txt under its own
@@ -291,6 +291,10 @@ class Agent:
             announce = {"sessionUpdate": "subagent_update", "sessionId": child}
             await update(session_id, {**announce, "title": "writer", "description": "say hello",
                                       "state": {"state": "running"}})  # fmt: skip
+            task = [{"type": "text", "text": "Task for writer:\nsay hello"}]
+            await update(session_id, {"sessionUpdate": "session_message", "messageId": "m1",
+                                      "senderSessionId": session_id, "recipientSessionId": child,
+                                      "content": task})  # fmt: skip
             text = {"type": "text", "text": "Grandchild says hello."}
             await update(child, {"sessionUpdate": "agent_message_chunk", "content": text})
             call = {"toolCallId": "t1", "title": "Read notes.txt", "kind": "read"}

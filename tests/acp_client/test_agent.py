@@ -19,6 +19,7 @@ from raven.acp_client import agent as agent_module
 from raven.acp_client.agent import Outcome
 from raven.config import AgentSpec, Limits
 from raven.tools import (
+    ChildSubagent,
     ChildText,
     ChildToolCall,
     FileDiff,
@@ -100,6 +101,7 @@ async def test_a_childs_own_sub_agent_shows_as_progress_under_both_names(
     lines = [p.text for p in seen]
     assert lines == [
         "helper › writer: say hello",
+        "helper → helper › writer: Task for writer:",
         "helper › writer: → Read notes.txt",
         "helper › writer: Grandchild says hello.",
         "helper › writer: ended (end_turn)",
@@ -107,8 +109,13 @@ async def test_a_childs_own_sub_agent_shows_as_progress_under_both_names(
     ]
     said = [p.detail for p in seen if isinstance(p.detail, ChildText)]
     assert said[0] == ChildText(
-        "helper › writer", "Grandchild says hello.", "Grandchild says hello."
+        "helper › writer", "Grandchild says hello.", "Grandchild says hello.", "s1/task-1"
     )
+    states = [p.detail for p in seen if isinstance(p.detail, ChildSubagent)]
+    assert states == [
+        ChildSubagent("helper › writer", "s1/task-1", "running", description="say hello"),
+        ChildSubagent("helper › writer", "s1/task-1", "idle", "end_turn"),
+    ]
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -488,6 +489,67 @@ async def test_an_editor_that_shows_subagents_gets_each_delegate_as_a_child_sess
     assert [
         r["ok"]["update"] for r in read if r["ok"]["update"]["sessionUpdate"] == ("subagent_update")
     ] == [announced, ended_update]
+
+
+async def test_a_delegated_agents_own_sub_agent_is_a_child_of_its_session_in_the_editor(
+    env: dict[str, str], home: Path, tmp_path: Path, acp_schema: AcpSchema
+) -> None:
+    """The editor's tree goes one level deeper: the agent Raven delegates to announces a
+    sub-agent of its own, which the editor gets announced on the agent's session, with
+    its doings under its own id, ended there before the agent ends."""
+    sdk_agent = Path(__file__).parents[1] / "acp_client" / "sdk_agent.py"
+    helper = {"name": "helper", "command": sys.executable, "args": [str(sdk_agent), "grandchild"]}
+    delegate = {"name": "delegate", "arguments": {"agent": "helper", "task": "greet"}}
+    (home / "script.json").write_text(json.dumps([{"toolCalls": [delegate]}, {"text": "Done."}]))
+    write_config(
+        home,
+        {
+            "models": [{"id": "s", "provider": "scripted", "script": "script.json"}],
+            "modes": [{"id": "auto", "name": "Auto", "approvals": "auto"}],
+            "agents": [helper],
+        },
+    )
+    wire = await Wire.start(env)
+    caps = {"subagents": {}}
+    await wire.send({**INIT, "params": {"protocolVersion": 1, "clientCapabilities": caps}})
+    await wire.reply_to(1)
+    await wire.send(session_new(tmp_path, 2))
+    sid = (await wire.reply_to(2))["result"]["sessionId"]
+    prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "delegate it"}]}
+    await wire.send({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": prompt})
+    updates: list[tuple[str, dict[str, Any]]] = []
+    while (msg := await wire.recv(30)).get("id") != 3:
+        if msg.get("method") == "session/update":
+            updates.append((msg["params"]["sessionId"], msg["params"]["update"]))
+    assert await wire.close() == 0
+    tree = [(s, u) for s, u in updates if u["sessionUpdate"] == "subagent_update"]
+    (child,) = {u["sessionId"] for s, u in tree if s == sid}
+    grandchild = f"{child}/s1/task-1"  # under the session id the agent gave it
+    assert tree == [
+        (sid, {"sessionUpdate": "subagent_update", "sessionId": child, "title": "helper",
+               "description": "greet", "state": {"state": "running"}}),
+        (child, {"sessionUpdate": "subagent_update", "sessionId": grandchild, "title": "writer",
+                 "description": "say hello", "state": {"state": "running"}}),
+        (child, {"sessionUpdate": "subagent_update", "sessionId": grandchild,
+                 "state": {"state": "idle", "stopReason": "end_turn"}}),
+        (sid, {"sessionUpdate": "subagent_update", "sessionId": child,
+               "state": {"state": "idle", "stopReason": "end_turn"}}),
+    ]  # fmt: skip
+    order = [(s, u["sessionUpdate"]) for s, u in updates]
+    announced = order.index((child, "subagent_update"))
+    in_grandchild = [i for i, (s, _) in enumerate(order) if s == grandchild]
+    assert announced < min(in_grandchild) and max(in_grandchild) < len(order) - 1
+    doings = [u for s, u in updates if s == grandchild]
+    # (its words reach the editor at a line's end, here its end)
+    assert [u["sessionUpdate"] for u in doings] == ["tool_call", "agent_message_chunk"]
+    assert doings[0]["title"] == "Read notes.txt"
+    assert doings[1]["content"]["text"] == "Grandchild says hello."
+    said = [u["content"]["text"] for s, u in updates if s == child and "content" in u]
+    assert "".join(said) == "Done."  # the agent's own words stay in its own session
+    sent = [{"sessionId": session_id, "update": update} for session_id, update in updates]
+    read = acp_schema.read([("zSessionNotification", frame, "unstable") for frame in sent])
+    assert [r.get("error") for r in read] == [None] * len(sent)
+    assert [(f["sessionId"], f["update"]) for f in (r["ok"] for r in read)] == updates
 
 
 def test_the_pinned_schema_reads_frames_as_the_typescript_sdk_does(acp_schema: AcpSchema) -> None:

@@ -122,9 +122,15 @@ class AcpServer:
 
     async def handle_notification(self, method: str, params: dict[str, Any]) -> None:
         if method == p.SESSION_CANCEL and self._initialized:
-            state = self._sessions.get(p.parse(p.SessionParams, params).session_id)
+            session_id = p.parse(p.SessionParams, params).session_id
+            state = self._sessions.get(session_id)
             if state is not None:
                 state.live.cancel_turn()
+                return
+            for state in self._sessions.values():  # a delegate call's child session
+                if (call := state.children.call_of(session_id)) is not None:
+                    state.live.cancel_call(call)
+                    return
         else:
             log.debug("ignored notification %s", method)
 

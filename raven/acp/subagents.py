@@ -8,9 +8,10 @@ plan as ordinary updates under the child's session id; and one more `subagent_up
 the parent when the call ends (state `idle`, stop reason `end_turn`, `cancelled` or
 `error`). The child's own sub-agents are children of the child's session the same way
 (announced on it, their doings under their own ids, idle when they end or the child
-does). The children have no session capabilities: they are watched, not targeted
-(cancel the parent's turn). The delegate call stays a tool call of the parent, without
-the child's progress in it. What the child asks goes through the parent's own session,
+does). A delegate call's child session may be cancelled on its own (`capabilities.cancel`:
+its call ends cancelled, the parent's turn goes on); the child's own sub-agents are watched,
+not targeted. The delegate call stays a tool call of the parent, without the child's
+progress in it. What the child asks goes through the parent's own session,
 as before. Pure: events in, (session id, update) pairs out.
 """
 
@@ -104,6 +105,7 @@ class ChildSessions:
                 "sessionId": child.session_id,
                 "title": str(event.raw_input.get("agent", "")),
                 "description": str(event.raw_input.get("task", "")),
+                "capabilities": {"cancel": {}},
                 "state": {"state": "running"},
             }
             return [*sent, (self._parent, announced)]
@@ -124,6 +126,13 @@ class ChildSessions:
             ]
             return [*ended, *sent]
         return sent
+
+    def call_of(self, session_id: str) -> str | None:
+        """The delegate call whose child session this is, while it runs."""
+        return next(
+            (call for call, c in self._children.items() if c.session_id == session_id and c.open),
+            None,
+        )
 
     def _ended(self, child: _Child, event: ToolCallUpdated) -> tuple[str, Update]:
         """The parent hears the child's end; the delegate call's own end follows."""

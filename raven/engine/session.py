@@ -9,10 +9,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import fnmatch
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from raven.config import Limits, ModelSpec, ModeSpec
 from raven.engine.errors import SessionBusy, SessionClosed, TurnStuck
@@ -72,6 +73,8 @@ class LiveSession:
     cancels."""
     _stopping: bool = False
     """`cancel_turn` cancelled `_work`."""
+    _calls: dict[str, asyncio.Task[Any]] = field(default_factory=dict)
+    """The running turn's tool calls that run, by call id: what `cancel_call` cancels."""
     _idle: asyncio.Event = field(default_factory=asyncio.Event)
     _claimed: bool = False
     shared: SharedLog | None = None
@@ -242,6 +245,24 @@ class LiveSession:
             self._stopping = True
             self._work.cancel()
         return True
+
+    def cancel_call(self, call_id: str) -> bool:
+        """Stop one running tool call of the turn (its result says it was cancelled; the
+        turn goes on); False when no such call runs."""
+        task = self._calls.get(call_id)
+        if task is None or task.done():
+            return False
+        task.cancel()
+        return True
+
+    @contextmanager
+    def calling(self, call_id: str, task: asyncio.Task[Any]) -> Iterator[None]:
+        """`task` runs tool call `call_id` of the turn, for `cancel_call`, while the block runs."""
+        self._calls[call_id] = task
+        try:
+            yield
+        finally:
+            self._calls.pop(call_id, None)
 
     def working(self) -> None:
         """The running task does the turn's work from now on, and `cancel_turn` cancels it,

@@ -453,9 +453,14 @@ async def _execute(
 ) -> ToolOutput:
     async with slots:
         emit(ToolCallUpdated(call.id, "in_progress"))
+        run = asyncio.ensure_future(tool.run(args, ctx))
         try:
-            return await tool.run(args, ctx)
+            with session.calling(call.id, run):
+                return await run
         except asyncio.CancelledError:
+            this = asyncio.current_task()
+            if run.cancelled() and this is not None and not this.cancelling():
+                return ToolOutput(CANCELLED_RESULT, is_error=True)  # this call alone
             emit(ToolCallUpdated(call.id, "failed", CANCELLED_RESULT))
             raise
         except ToolError as exc:

@@ -6,7 +6,8 @@ Its behaviour is the first argument:
   read-exec    asks for an execute call, then for a read call; reports both outcomes
   crash        starts a tool call, writes to stderr, then exits 3 mid-turn
   flood        writes 1 MiB to stderr, then answers
-  hang         never answers a prompt (until cancelled; ignores the cancel with "stubborn")
+  hang         never answers a prompt until session/cancel, then answers `cancelled` ("stubborn":
+               ignores the cancel)
   elicit       asks an elicitation question and answers with what it got
   grandchild   announces one of its own sub-agents (`subagent_update`; the SDK does not pass
                on whether the client declared them), sends it its task (`session_message`),
@@ -82,6 +83,8 @@ class Agent:
         self.tasks: dict[str, list[str]] = {}
         """What each session was asked, in order (`forks`)."""
         self.closed: list[str] = []
+        self.prompting: dict[str, asyncio.Task[Any]] = {}
+        """Each session's running prompt, for `cancel`."""
         self.beside = asyncio.Event()
         """A prompt runs in a session other than the one holding (`forks`)."""
 
@@ -146,7 +149,9 @@ class Agent:
         await self.conn.session_update(session_id, switched)
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
-        return None
+        prompting = self.prompting.get(session_id)
+        if prompting is not None and not STUBBORN:
+            prompting.cancel()
 
     async def say(self, session_id: str, text: str) -> None:
         await self.conn.session_update(session_id, acp.update_agent_message_text(text))
@@ -223,6 +228,7 @@ class Agent:
             sys.stderr.flush()
             await self.say(session_id, "survived the flood")
         elif BEHAVIOUR == "hang":
+            task = self.prompting[session_id] = asyncio.current_task()  # type: ignore[assignment]
             with open(os.environ["HANG_PIDFILE"], "w") as fh:
                 fh.write(str(os.getpid()))
             while True:
@@ -230,7 +236,8 @@ class Agent:
                     await asyncio.sleep(3600)
                 except asyncio.CancelledError:
                     if not STUBBORN:
-                        raise
+                        task.uncancel()
+                        return schema.PromptResponse(stop_reason="cancelled")
         elif BEHAVIOUR == "retitle":
             start = acp.start_tool_call("c1", "write_file__write_file_1f3a", status="pending")
             await self.conn.session_update(session_id, start)

@@ -446,7 +446,7 @@ async def test_an_editor_that_shows_subagents_gets_each_delegate_as_a_child_sess
     child = announced["sessionId"]
     assert announced["title"] == "helper" and announced["description"] == "write it"
     assert announced["state"] == {"state": "running"} and child != sid
-    assert "capabilities" not in announced  # watched, not targeted
+    assert announced["capabilities"] == {"cancel": {}}  # it may be cancelled on its own
     # Announced on the parent before anything of the child; ended there once, before the
     # delegate call's own end.
     first_child = next(i for i, (s, _) in enumerate(updates) if s == child)
@@ -527,7 +527,8 @@ async def test_a_delegated_agents_own_sub_agent_is_a_child_of_its_session_in_the
     grandchild = f"{child}/s1/task-1"  # under the session id the agent gave it
     assert tree == [
         (sid, {"sessionUpdate": "subagent_update", "sessionId": child, "title": "helper",
-               "description": "greet", "state": {"state": "running"}}),
+               "description": "greet", "capabilities": {"cancel": {}},
+               "state": {"state": "running"}}),
         (child, {"sessionUpdate": "subagent_update", "sessionId": grandchild, "title": "writer",
                  "description": "say hello", "state": {"state": "running"}}),
         (child, {"sessionUpdate": "subagent_update", "sessionId": grandchild,
@@ -550,6 +551,71 @@ async def test_a_delegated_agents_own_sub_agent_is_a_child_of_its_session_in_the
     read = acp_schema.read([("zSessionNotification", frame, "unstable") for frame in sent])
     assert [r.get("error") for r in read] == [None] * len(sent)
     assert [(f["sessionId"], f["update"]) for f in (r["ok"] for r in read)] == updates
+
+
+async def test_an_editor_cancels_a_delegated_agents_child_session_and_the_turn_goes_on(
+    env: dict[str, str], home: Path, tmp_path: Path, acp_schema: AcpSchema
+) -> None:
+    """`session/cancel` on a child session (announced with `capabilities.cancel`) stops that
+    agent's task only: the agent is told to cancel, the child ends cancelled, the delegate
+    call fails as cancelled, and the parent's model goes on to answer."""
+    sdk_agent = Path(__file__).parents[1] / "acp_client" / "sdk_agent.py"
+    pidfile = tmp_path / "hang.pid"
+    helper = {
+        "name": "helper",
+        "command": sys.executable,
+        "args": [str(sdk_agent), "hang"],
+        "env": {"HANG_PIDFILE": str(pidfile)},
+    }
+    delegate = {"name": "delegate", "arguments": {"agent": "helper", "task": "wait"}}
+    steps = [{"toolCalls": [delegate]}, {"text": "The helper was stopped."}]
+    (home / "script.json").write_text(json.dumps(steps))
+    write_config(
+        home,
+        {
+            "models": [{"id": "s", "provider": "scripted", "script": "script.json"}],
+            "modes": [{"id": "auto", "name": "Auto", "approvals": "auto"}],
+            "agents": [helper],
+        },
+    )
+    wire = await Wire.start(env)
+    caps = {"subagents": {}}
+    await wire.send({**INIT, "params": {"protocolVersion": 1, "clientCapabilities": caps}})
+    await wire.reply_to(1)
+    await wire.send(session_new(tmp_path, 2))
+    sid = (await wire.reply_to(2))["result"]["sessionId"]
+    prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "delegate it"}]}
+    await wire.send({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": prompt})
+    updates: list[tuple[str, dict[str, Any]]] = []
+    while not any(u["sessionUpdate"] == "subagent_update" for _, u in updates):
+        msg = await wire.recv(30)
+        if msg.get("method") == "session/update":
+            updates.append((msg["params"]["sessionId"], msg["params"]["update"]))
+    child = updates[-1][1]["sessionId"]
+    await pid_from(pidfile)  # the agent works on its task
+    cancel = {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": child}}
+    await wire.send(cancel)
+    while (msg := await wire.recv(30)).get("id") != 3:
+        if msg.get("method") == "session/update":
+            updates.append((msg["params"]["sessionId"], msg["params"]["update"]))
+    assert msg["result"]["stopReason"] == "end_turn"  # the parent's turn went on
+    assert await wire.close() == 0
+    tree = [u for s, u in updates if u["sessionUpdate"] == "subagent_update" and s == sid]
+    assert tree[-1] == {
+        "sessionUpdate": "subagent_update",
+        "sessionId": child,
+        "state": {"state": "idle", "stopReason": "cancelled"},
+    }
+    (failed,) = [u for s, u in updates if s == sid and u.get("status") == "failed"]
+    assert "Cancelled" in json.dumps(failed["content"])
+    said = [u["content"]["text"] for s, u in updates if s == sid and "content" in u
+            and u["sessionUpdate"] == "agent_message_chunk"]  # fmt: skip
+    assert "".join(said) == "The helper was stopped."
+    logged = "".join(f.read_text() for f in (home / "logs").iterdir())
+    assert "sub-agent helper: cancelled; it answered cancelled" in logged, logged
+    sent = [{"sessionId": session_id, "update": update} for session_id, update in updates]
+    read = acp_schema.read([("zSessionNotification", frame, "unstable") for frame in sent])
+    assert [r.get("error") for r in read] == [None] * len(sent)
 
 
 def test_the_pinned_schema_reads_frames_as_the_typescript_sdk_does(acp_schema: AcpSchema) -> None:

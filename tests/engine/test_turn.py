@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from raven.engine import (
+    CANCELLED_RESULT,
     AgentText,
     AgentThought,
     ApprovalRequest,
@@ -336,6 +337,40 @@ async def test_cancel_kills_a_running_command_and_its_group(
     results = [m for m in session.history if isinstance(m, ToolResultMessage)]
     assert results and "Cancelled" in results[-1].content
     assert not session.is_busy
+
+
+async def test_cancel_call_stops_one_tool_call_and_the_turn_goes_on(
+    make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    """What an editor's cancel of a delegated agent's child session does: that call ends
+    cancelled (its command killed), the other finishes, and the model goes on."""
+    pidfile = tmp_path / "pid"
+    runtime = make_runtime(
+        [
+            {
+                "toolCalls": [
+                    call("run_command", command=f"sleep 60 & echo $! > {pidfile}; wait"),
+                    call("run_command", command="echo done"),
+                ]
+            },
+            {"text": "One was cancelled."},
+        ],
+        modes=[{"id": "auto", "name": "Auto", "approvals": "auto"}],
+    )
+    session = await runtime.new_session(tmp_path)
+    events = Events()
+    turn = asyncio.create_task(run_turn(session, prompt("two"), RecordingAsker(), events.append))
+    pid = await pid_from(pidfile)
+    sleeping = events.of(ToolCallStarted)[0].call_id
+    assert session.cancel_call(sleeping) and not session.cancel_call("no-such-call")
+    assert await asyncio.wait_for(turn, 10) == "end_turn"
+    assert await ended([pid], 5)
+    ends = {e.call_id: e for e in events.of(ToolCallUpdated) if e.status in ("completed", "failed")}
+    assert ends[sleeping].status == "failed" and ends[sleeping].content == CANCELLED_RESULT
+    results = [m for m in session.history if isinstance(m, ToolResultMessage)]
+    assert [r.content for r in results] == [CANCELLED_RESULT, "done\n\n[exit code 0]"]
+    assert "".join(e.text for e in events.of(AgentText)) == "One was cancelled."
+    assert not session.cancel_call(sleeping)  # over
 
 
 async def test_cancel_stops_the_model_stream_at_once(

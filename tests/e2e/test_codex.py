@@ -368,3 +368,26 @@ def test_codexs_own_sub_agent_asking_after_codex_answered_is_answered_and_waited
     assert out["answer"] == "Spawned the writer."
     assert out["decisions"] == [f"allow always: {command} (by auto)"]  # and no "stopped waiting"
     assert (work / "late.txt").read_text() == "late\n"
+
+
+@pytest.mark.parametrize(
+    ("permissions", "rules", "by"),
+    [("read-only", [], "by read-only"), ("auto", [{"kind": ["edit"], "action": "escalate"}],
+                                         "no answer: rejected")],
+)  # fmt: skip
+def test_read_only_and_an_escalate_rule_see_codexs_edit(
+    codex_acp: Path, model_server: FakeModelServer, env: dict[str, str], home: Path, tmp_path: Path,
+    permissions: str, rules: list[dict[str, Any]], by: str,
+) -> None:  # fmt: skip
+    """Codex's apply_patch (outside its read-only sandbox) is asked of Raven: refused by
+    `read-only`, escalated by the rule (nobody to ask here), and nothing is written."""
+    work = tmp_path / "work"
+    work.mkdir()
+    agent = codex_agent(codex_acp, tmp_path / "codex-home", model_server, permissions)
+    write_config(home, {"defaultModel": "echo", "agents": [{**agent, "rules": rules}]})
+    patch = "*** Begin Patch\n*** Add File: note.md\n+hi\n*** End Patch\n"
+    edit = Reply(events=responses_stream(custom_call=("call_p", "apply_patch", patch)))
+    model_server.queue(edit, *[Reply(events=responses_stream(text="Not patched."))] * 6)
+    ran = raven("agents", "run", "codex", "write the note", "--json", env=env, cwd=work)
+    assert json.loads(ran.stdout)["decisions"] == [f"reject once: Edit files ({by})"]
+    assert not (work / "note.md").exists()

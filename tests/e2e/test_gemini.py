@@ -141,3 +141,36 @@ def test_an_escalate_rule_sees_geminis_write_under_auto(
     out = run_gemini(env, home, work, agent)
     assert out["decisions"] == ["reject once: Writing to note.txt (no answer: rejected)"]
     assert not note.exists()
+
+
+def runs(command: str) -> Callable[[dict[str, Any]], Reply]:
+    """Gemini's model: in the agent's turn it runs `command`, then says how it went."""
+
+    def reply(body: dict[str, Any]) -> Reply:
+        tools = {d["name"] for t in body.get("tools", []) for d in t["functionDeclarations"]}
+        if "run_shell_command" not in tools:
+            return Reply(events=gemini_stream('{"reasoning": "simple", "model_choice": "flash"}'))
+        if any("functionResponse" in part for c in body["contents"] for part in c["parts"]):
+            return Reply(events=gemini_stream("The command did not run."))
+        return Reply(events=gemini_stream(call=("run_shell_command", {"command": command})))
+
+    return reply
+
+
+@pytest.mark.parametrize(
+    ("permissions", "rules", "by"),
+    [("read-only", [], "by read-only"), ("auto", [{"kind": ["execute"], "action": "escalate"}],
+                                         "no answer: rejected")],
+)  # fmt: skip
+def test_read_only_and_an_escalate_rule_see_geminis_command(
+    gemini: Path, model_server: FakeModelServer, env: dict[str, str], home: Path, tmp_path: Path,
+    permissions: str, rules: list[dict[str, Any]], by: str,
+) -> None:  # fmt: skip
+    work = tmp_path / "work"
+    work.mkdir()
+    command = "echo hi > made.txt"
+    model_server.queue(*[runs(command)] * REQUESTS)
+    agent = {**gemini_agent(gemini, tmp_path / "gemini", model_server, permissions), "rules": rules}
+    out = run_gemini(env, home, work, agent)
+    assert out["decisions"] == [f"reject once: {command} ({by})"]
+    assert not (work / "made.txt").exists()

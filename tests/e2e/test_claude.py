@@ -102,6 +102,7 @@ def test_claude_as_installed_asks_raven_before_it_writes(
     work = tmp_path / "work"
     work.mkdir()
     note = work / "note.txt"
+    model_server.replies.clear()  # what the first run left unasked
     model_server.queue(*[the_model("Write", {"file_path": str(note), "content": "hi"})] * REQUESTS)
     agent = claude_agent(claude_agent_acp, tmp_path / "claude", model_server, permissions)
     out = run_claude(env, home, work, agent, "write note.txt")
@@ -143,3 +144,26 @@ def test_agents_list_shows_claude_in_the_mode_that_asks(
     assert shown["status"] == "ready" and shown["mode"] == "default"
     assert shown["agentName"] == "@agentclientprotocol/claude-agent-acp"
     assert shown["agentVersion"] == "0.101.0"
+
+
+def test_read_only_refuses_claudes_command_and_an_escalate_rule_sees_its_write(
+    claude_agent_acp: Path, model_server: FakeModelServer, env: dict[str, str], home: Path,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """The other two of edit and command, each policy: nothing runs, nothing is written."""
+    work = tmp_path / "work"
+    work.mkdir()
+    command = "echo hi > made.txt"
+    model_server.queue(*[the_model("Bash", {"command": command, "description": "note"})] * REQUESTS)
+    agent = claude_agent(claude_agent_acp, tmp_path / "claude", model_server, "read-only")
+    out = run_claude(env, home, work, agent, "make the note")
+    assert out["decisions"] == [f"reject once: {command} (by read-only)"]
+    assert not (work / "made.txt").exists()
+    note = work / "note.txt"
+    model_server.replies.clear()  # what the first run left unasked
+    model_server.queue(*[the_model("Write", {"file_path": str(note), "content": "hi"})] * REQUESTS)
+    rules = [{"kind": ["edit"], "action": "escalate"}]
+    agent = claude_agent(claude_agent_acp, tmp_path / "claude-2", model_server, "auto", rules=rules)
+    out = run_claude(env, home, work, agent, "write note.txt")
+    assert out["decisions"] == ["reject once: Write note.txt (no answer: rejected)"]
+    assert not note.exists()

@@ -473,6 +473,15 @@ class SubagentUpdate(Wire):
     title: str | None = None
     description: str | None = None
     state: SubagentState | None = None
+    capabilities: dict[str, Any] | None = None
+
+    def cancellable(self) -> bool | None:
+        """Whether the child may now cancel it on its own; None when this update does not
+        say (an update is partial: `capabilities` given as null clears them)."""
+        if "capabilities" not in self.model_fields_set:
+            return None
+        caps = self.capabilities
+        return isinstance(caps, dict) and isinstance(caps.get("cancel"), dict)
 
 
 class SessionMessage(Wire):

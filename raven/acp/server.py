@@ -127,9 +127,9 @@ class AcpServer:
             if state is not None:
                 state.live.cancel_turn()
                 return
-            for state in self._sessions.values():  # a delegate call's child session
-                if (call := state.children.call_of(session_id)) is not None:
-                    state.live.cancel_call(call)
+            for state in self._sessions.values():  # a delegate call's child session, or its own
+                if (target := state.children.cancellable(session_id)) is not None:
+                    state.live.cancel_call(*target)
                     return
         else:
             log.debug("ignored notification %s", method)

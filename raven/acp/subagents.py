@@ -9,10 +9,11 @@ the parent when the call ends (state `idle`, stop reason `end_turn`, `cancelled`
 `error`). The child's own sub-agents are children of the child's session the same way
 (announced on it, their doings under their own ids, idle when they end or the child
 does). A delegate call's child session may be cancelled on its own (`capabilities.cancel`:
-its call ends cancelled, the parent's turn goes on); the child's own sub-agents are watched,
-not targeted. The delegate call stays a tool call of the parent, without the child's
-progress in it. What the child asks goes through the parent's own session,
-as before. Pure: events in, (session id, update) pairs out.
+its call ends cancelled, the parent's turn goes on), and so may the child's own sub-agents
+while the child lets them (it says so in theirs; the cancel is passed on to it). The
+delegate call stays a tool call of the parent, without the child's progress in it. What
+the child asks goes through the parent's own session, as before. Pure: events in,
+(session id, update) pairs out.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ class _Child:
     """Its own sub-agents announced and not idle, by the session it named them with."""
     known: set[str] = field(default_factory=set)
     """Its own sub-agents announced, ever."""
+    cancellable: set[str] = field(default_factory=set)
+    """Its own sub-agents it lets be cancelled on their own, now."""
 
     def within(self, subagent: str | None) -> str:
         """The session id the editor knows the child's own sub-agent by (the child's own
@@ -70,13 +73,26 @@ class _Child:
             update["title"] = detail.agent.rsplit(" › ", 1)[-1]
             if detail.description:
                 update["description"] = detail.description
+        if detail.cancellable is not None:
+            self.cancellable.discard(sub)
+            update["capabilities"] = {"cancel": {}} if detail.cancellable else None
+            if detail.cancellable:
+                self.cancellable.add(sub)
+        if detail.state is None:
+            return update
         state: dict[str, object] = {"state": detail.state}
         if detail.state == "idle":
             self.running.discard(sub)
+            self.cancellable.discard(sub)
             state["stopReason"] = detail.stop_reason or "end_turn"
         else:
             self.running.add(sub)
         return {**update, "state": state}
+
+    def part(self, session_id: str) -> str | None:
+        """Which of its own sub-agents the editor knows by `session_id`, if it may be
+        cancelled on its own now."""
+        return next((sub for sub in self.cancellable if self.within(sub) == session_id), None)
 
     def left_running(self) -> list[tuple[str, Update]]:
         """Its own sub-agents still running as it ends: idle, cancelled, on its session."""
@@ -127,12 +143,17 @@ class ChildSessions:
             return [*ended, *sent]
         return sent
 
-    def call_of(self, session_id: str) -> str | None:
-        """The delegate call whose child session this is, while it runs."""
-        return next(
-            (call for call, c in self._children.items() if c.session_id == session_id and c.open),
-            None,
-        )
+    def cancellable(self, session_id: str) -> tuple[str, str | None] | None:
+        """What a cancel of `session_id` stops: (the delegate call whose child session it
+        is, None), or (that call, the child's own sub-agent it is); None if neither runs."""
+        for call, child in self._children.items():
+            if not child.open:
+                continue
+            if child.session_id == session_id:
+                return call, None
+            if (sub := child.part(session_id)) is not None:
+                return call, sub
+        return None
 
     def _ended(self, child: _Child, event: ToolCallUpdated) -> tuple[str, Update]:
         """The parent hears the child's end; the delegate call's own end follows."""

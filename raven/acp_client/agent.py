@@ -98,6 +98,8 @@ class _Voice:
     """What progress calls it: the agent's name (`helper`, `helper › writer`)."""
     session: str | None = None
     """Its session, for one of the child's own sub-agents (None: the child itself)."""
+    cancellable: bool = False
+    """The child may cancel it on its own (it said so in its `capabilities`)."""
     titles: dict[str, str] = field(default_factory=dict)
     kinds: dict[str, str] = field(default_factory=dict)
     calls: dict[str, p.ToolCallStart] = field(default_factory=dict)
@@ -405,11 +407,17 @@ class SubAgent:
         (`helper › writer`). An update is partial (codex sends its title, capabilities and
         cwd in updates of their own): a state it does not give is unchanged, and one first
         announced without a state is running."""
-        sid, state = announced.session_id, announced.state
+        sid, state, cancellable = announced.session_id, announced.state, announced.cancellable()
         voice = turn.others.get(sid)
+        if cancellable is not None and voice is not None and cancellable != voice.cancellable:
+            voice.cancellable = cancellable
+            turn.progress(
+                Progress(detail=ChildSubagent(voice.name, sid, None, cancellable=cancellable))
+            )
         if voice is None:
             title = announced.title or sid
             voice = turn.others[sid] = _Voice(f"{self.spec.name} › {title}", session=sid)
+            voice.cancellable = bool(cancellable)
         elif state is None:
             return
         now = state.state if state is not None else "running"
@@ -421,7 +429,9 @@ class SubAgent:
                 said = "waits for an answer" if now == "requires_action" else now
             turn.running.add(sid)
             turn.settle()
-            changed = ChildSubagent(voice.name, sid, now, description=announced.description)
+            changed = ChildSubagent(
+                voice.name, sid, now, None, announced.description, voice.cancellable or None
+            )
             turn.progress(Progress(f"{voice.name}: {said}", changed))
             return
         turn.running.discard(sid)
@@ -431,6 +441,18 @@ class SubAgent:
             self._tell_text(turn, voice)
         ended = ChildSubagent(voice.name, sid, "idle", state.stop_reason if state else None)
         turn.progress(Progress(f"{voice.name}: ended ({ended.stop_reason or 'idle'})", ended))
+
+    def cancel_subagent(self, session_id: str) -> bool:
+        """Ask the child to cancel one of its own sub-agents (by the session it announced),
+        as the person asked; False unless it runs and the child lets it be cancelled."""
+        for turn in self._turns.values():
+            voice = turn.others.get(session_id)
+            if voice is not None and voice.cancellable and session_id in turn.running:
+                assert self._connection is not None
+                self._connection.notify(p.SESSION_CANCEL, {"sessionId": session_id})
+                log.info("sub-agent %s: asked to cancel %s", self.spec.name, voice.name)
+                return True
+        return False
 
     def _message(self, turn: _Turn, message: p.SessionMessage) -> None:
         """A message between the child's sessions, as progress: from whom, to whom, its

@@ -104,6 +104,7 @@ class AgentsSource:
                     child = SubAgent(spec, cwd)
                     await child.start()
                     self._children[key] = child
+                ctx.parts.cancel = child.cancel_subagent
                 return await child.prompt(task, ctx.progress, ctx.approve, ctx.ask)
         except (SubAgentError, WorktreeError) as exc:
             raise ToolError(str(exc)) from None
@@ -112,6 +113,7 @@ class AgentsSource:
         """The task in a fork of the busy child's session: warm (what the child knew before
         its current task, its process already up), run beside the task it works on."""
         forked = await child.fork()
+        ctx.parts.cancel = child.cancel_subagent
         try:
             return await child.prompt(task, ctx.progress, ctx.approve, ctx.ask, forked)
         finally:
@@ -129,6 +131,7 @@ class AgentsSource:
                 outcome = await run_cli(spec, task, where)
             else:
                 child = SubAgent(spec, where)
+                ctx.parts.cancel = child.cancel_subagent
                 try:
                     await child.start()
                     outcome = await child.prompt(task, ctx.progress, ctx.approve, ctx.ask)

@@ -25,7 +25,7 @@ from raven.engine.project import ProjectInstructions, read_project_instructions
 from raven.messages import Message
 from raven.providers import Provider
 from raven.sessions import SessionRecord, Sessions, TurnElsewhere
-from raven.tools import Tool, ToolSource
+from raven.tools import Parts, Tool, ToolSource
 
 if TYPE_CHECKING:
     from raven.engine.shared_log import SharedLog
@@ -73,7 +73,7 @@ class LiveSession:
     cancels."""
     _stopping: bool = False
     """`cancel_turn` cancelled `_work`."""
-    _calls: dict[str, asyncio.Task[Any]] = field(default_factory=dict)
+    _calls: dict[str, tuple[asyncio.Task[Any], Parts]] = field(default_factory=dict)
     """The running turn's tool calls that run, by call id: what `cancel_call` cancels."""
     _idle: asyncio.Event = field(default_factory=asyncio.Event)
     _claimed: bool = False
@@ -246,19 +246,23 @@ class LiveSession:
             self._work.cancel()
         return True
 
-    def cancel_call(self, call_id: str) -> bool:
+    def cancel_call(self, call_id: str, part: str | None = None) -> bool:
         """Stop one running tool call of the turn (its result says it was cancelled; the
-        turn goes on); False when no such call runs."""
-        task = self._calls.get(call_id)
-        if task is None or task.done():
+        turn goes on), or only `part` of its work, as the tool names it (a delegated
+        agent's own sub-agent); False when no such call or part runs."""
+        task, parts = self._calls.get(call_id, (None, None))
+        if task is None or parts is None or task.done():
             return False
+        if part is not None:
+            return parts.cancel is not None and parts.cancel(part)
         task.cancel()
         return True
 
     @contextmanager
-    def calling(self, call_id: str, task: asyncio.Task[Any]) -> Iterator[None]:
-        """`task` runs tool call `call_id` of the turn, for `cancel_call`, while the block runs."""
-        self._calls[call_id] = task
+    def calling(self, call_id: str, task: asyncio.Task[Any], parts: Parts) -> Iterator[None]:
+        """`task` runs tool call `call_id` of the turn, whose `parts` may be cancelled
+        alone, for `cancel_call`, while the block runs."""
+        self._calls[call_id] = (task, parts)
         try:
             yield
         finally:

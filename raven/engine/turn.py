@@ -455,7 +455,7 @@ async def _execute(
         emit(ToolCallUpdated(call.id, "in_progress"))
         run = asyncio.ensure_future(tool.run(args, ctx))
         try:
-            with session.calling(call.id, run):
+            with session.calling(call.id, run, ctx.parts):
                 return await run
         except asyncio.CancelledError:
             this = asyncio.current_task()

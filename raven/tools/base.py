@@ -160,14 +160,16 @@ class ChildPlan:
 @dataclass(frozen=True)
 class ChildSubagent:
     """A sub-agent's own sub-agent was announced (`agent` names both: `helper › writer`),
-    or its state changed: running, requires_action, or idle with a stop reason."""
+    or changed: its state (running, requires_action, or idle with a stop reason), or
+    whether it may be cancelled on its own. None: unchanged."""
 
     agent: str
     subagent: str
     """Its session, as the sub-agent named it."""
-    state: str
+    state: str | None
     stop_reason: str | None = None
     description: str | None = None
+    cancellable: bool | None = None
 
 
 ChildProgress = ChildText | ChildToolCall | ChildPlan | ChildSubagent
@@ -194,6 +196,15 @@ async def _no_approval(permission: Permission) -> Decision | None:
 
 
 @dataclass
+class Parts:
+    """The parts of a running call's work a person may cancel alone (a delegated agent's
+    own sub-agents): the tool sets `cancel`, which the engine calls for a face with the
+    part's name; it says whether such a part ran."""
+
+    cancel: Callable[[str], bool] | None = None
+
+
+@dataclass
 class ToolContext:
     cwd: Path
     limits: Limits
@@ -208,6 +219,7 @@ class ToolContext:
     approve: Callable[[Permission], Awaitable[Decision | None]] = _no_approval
     """Asks approval through the session's approval path: its mode, its "always" memory;
     None when no one gave an answer (nobody to ask, no answer in time, a policy refused)."""
+    parts: Parts = field(default_factory=Parts)
 
     def resolve(self, path: str) -> Path:
         """A path argument made absolute against the session cwd."""

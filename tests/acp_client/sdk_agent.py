@@ -12,6 +12,9 @@ Its behaviour is the first argument:
   grandchild   announces one of its own sub-agents (`subagent_update`; the SDK does not pass
                on whether the client declared them), sends it its task (`session_message`),
                streams its text and a tool call under its session, ends it, then answers
+  cancellable-grandchild  announces a sub-agent of its own that may be cancelled on its own
+               (`capabilities.cancel`), then waits (20 s at most) for a session/cancel of it:
+               ends it `cancelled`, its own session going on, and answers "writer cancelled"
   late-grandchild  announces a sub-agent of its own and answers the prompt at once, as codex
                does; a moment later that sub-agent asks to write late.txt under its own
                session, writes it if allowed, and ends ("stuck": it never ends; "dies": the
@@ -83,6 +86,8 @@ class Agent:
         self.tasks: dict[str, list[str]] = {}
         """What each session was asked, in order (`forks`)."""
         self.closed: list[str] = []
+        self.cancelled: set[str] = set()
+        self.cancel_came = asyncio.Event()
         self.prompting: dict[str, asyncio.Task[Any]] = {}
         """Each session's running prompt, for `cancel`."""
         self.beside = asyncio.Event()
@@ -149,6 +154,8 @@ class Agent:
         await self.conn.session_update(session_id, switched)
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        self.cancelled.add(session_id)
+        self.cancel_came.set()
         prompting = self.prompting.get(session_id)
         if prompting is not None and not STUBBORN:
             prompting.cancel()
@@ -309,6 +316,21 @@ class Agent:
             await update(session_id, {**announce, "state": {"state": "idle",
                                                             "stopReason": "end_turn"}})  # fmt: skip
             await self.say(session_id, "Done.")
+        elif BEHAVIOUR == "cancellable-grandchild":
+            wire, child = self.conn._conn, f"{session_id}/writer"
+            tree = {"sessionUpdate": "subagent_update", "sessionId": child}
+
+            async def announce(**changed: Any) -> None:
+                said = {"sessionId": session_id, "update": {**tree, **changed}}
+                await wire.send_notification("session/update", said)
+
+            await announce(title="writer", state={"state": "running"}, capabilities={"cancel": {}})
+            async with asyncio.timeout(20):
+                while child not in self.cancelled:
+                    self.cancel_came.clear()
+                    await self.cancel_came.wait()
+            await announce(capabilities=None, state={"state": "idle", "stopReason": "cancelled"})
+            await self.say(session_id, "writer cancelled")
         elif BEHAVIOUR == "late-grandchild":
             self.late = asyncio.create_task(self.late_grandchild(session_id))
             await self.say(session_id, "Started a writer.")

@@ -618,6 +618,74 @@ async def test_an_editor_cancels_a_delegated_agents_child_session_and_the_turn_g
     assert [r.get("error") for r in read] == [None] * len(sent)
 
 
+async def test_an_editor_cancels_a_delegated_agents_own_sub_agent_through_raven(
+    env: dict[str, str], home: Path, tmp_path: Path, acp_schema: AcpSchema
+) -> None:
+    """The agent lets its own sub-agent be cancelled (`capabilities.cancel`, as codex-acp
+    does while one runs): Raven shows that to the editor, and passes the editor's
+    `session/cancel` on to the agent, naming the sub-agent's own session; the agent's task
+    and the parent's turn go on."""
+    sdk_agent = Path(__file__).parents[1] / "acp_client" / "sdk_agent.py"
+    behaviour = [str(sdk_agent), "cancellable-grandchild"]
+    helper = {"name": "helper", "command": sys.executable, "args": behaviour}
+    delegate = {"name": "delegate", "arguments": {"agent": "helper", "task": "write"}}
+    (home / "script.json").write_text(json.dumps([{"toolCalls": [delegate]}, {"text": "Ok."}]))
+    write_config(
+        home,
+        {
+            "models": [{"id": "s", "provider": "scripted", "script": "script.json"}],
+            "modes": [{"id": "auto", "name": "Auto", "approvals": "auto"}],
+            "agents": [helper],
+        },
+    )
+    wire = await Wire.start(env)
+    caps = {"subagents": {}}
+    await wire.send({**INIT, "params": {"protocolVersion": 1, "clientCapabilities": caps}})
+    await wire.reply_to(1)
+    await wire.send(session_new(tmp_path, 2))
+    sid = (await wire.reply_to(2))["result"]["sessionId"]
+    prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "delegate it"}]}
+    await wire.send({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": prompt})
+    updates: list[tuple[str, dict[str, Any]]] = []
+
+    def writer() -> dict[str, Any] | None:
+        return next(
+            (u for s, u in updates if s != sid and u["sessionUpdate"] == "subagent_update"), None
+        )
+
+    while writer() is None:
+        msg = await wire.recv(30)
+        if msg.get("method") == "session/update":
+            updates.append((msg["params"]["sessionId"], msg["params"]["update"]))
+    announced = writer()
+    assert announced is not None and announced["capabilities"] == {"cancel": {}}
+    cancel = {"sessionId": announced["sessionId"]}
+    await wire.send({"jsonrpc": "2.0", "method": "session/cancel", "params": cancel})
+    while (msg := await wire.recv(30)).get("id") != 3:
+        if msg.get("method") == "session/update":
+            updates.append((msg["params"]["sessionId"], msg["params"]["update"]))
+    assert msg["result"]["stopReason"] == "end_turn"
+    assert await wire.close() == 0
+    child = next(
+        u["sessionId"] for s, u in updates if s == sid and u["sessionUpdate"] == "subagent_update"
+    )
+    tree = [(s, u) for s, u in updates if u["sessionUpdate"] == "subagent_update"]
+    writers = announced["sessionId"]
+    assert tree[1:] == [
+        (child, announced),
+        (child, {"sessionUpdate": "subagent_update", "sessionId": writers, "capabilities": None}),
+        (child, {"sessionUpdate": "subagent_update", "sessionId": writers,
+                 "state": {"state": "idle", "stopReason": "cancelled"}}),
+        (sid, {"sessionUpdate": "subagent_update", "sessionId": child,
+               "state": {"state": "idle", "stopReason": "end_turn"}}),
+    ]  # fmt: skip
+    said = [u["content"]["text"] for s, u in updates if s == child and "content" in u]
+    assert "".join(said) == "writer cancelled"  # the agent's task went on, and answered
+    sent = [{"sessionId": session_id, "update": update} for session_id, update in updates]
+    read = acp_schema.read([("zSessionNotification", frame, "unstable") for frame in sent])
+    assert [r.get("error") for r in read] == [None] * len(sent)
+
+
 def test_the_pinned_schema_reads_frames_as_the_typescript_sdk_does(acp_schema: AcpSchema) -> None:
     """What every editor-facing test checks Raven's frames with: ACP v1.25 as the SDK
     reads it, stable unless the frame is one only the unstable schema has."""

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -396,19 +397,17 @@ def test_raven_acp_help_still_lists_its_options(env: dict[str, str]) -> None:
     assert wrong.returncode == 2 and "No such option" in wrong.stderr
 
 
-async def test_an_editor_that_shows_subagents_gets_each_delegate_as_a_child_session(
-    env: dict[str, str], home: Path, tmp_path: Path, acp_schema: AcpSchema
-) -> None:
-    """ACP's sub-agent sessions (`clientCapabilities.subagents`, `subagent_update`), as
-    Claude's and Codex's adapters speak them; the Python SDK does not carry them yet, so this
-    editor is raw JSON-RPC and the TypeScript SDK's unstable schema reads every update."""
-    from tests.children import scripted_child
+SDK_AGENT = Path(__file__).parents[1] / "acp_client" / "sdk_agent.py"
 
-    write = {"name": "write_file", "arguments": {"path": "by-child.txt", "content": "child"}}
-    child_steps = [{"toolCalls": [write]}, {"text": "Child done.\nAll written."}]
-    helper = scripted_child(tmp_path / "child", child_steps, permissions="ask")
-    delegate = {"name": "delegate", "arguments": {"agent": "helper", "task": "write it"}}
-    (home / "script.json").write_text(json.dumps([{"toolCalls": [delegate]}, {"text": "Done."}]))
+
+async def delegating(
+    env: dict[str, str], home: Path, tmp_path: Path, agent: dict[str, Any], task: str, text: str
+) -> tuple[Wire, str]:
+    """An editor showing sub-agents, on a `raven acp` whose model hands `task` to the SDK
+    test `agent`, then says `text`; the prompt (id 3) sent. The wire and the session."""
+    helper = {"name": "helper", "command": sys.executable, **agent}
+    delegate = {"name": "delegate", "arguments": {"agent": "helper", "task": task}}
+    (home / "script.json").write_text(json.dumps([{"toolCalls": [delegate]}, {"text": text}]))
     write_config(
         home,
         {
@@ -426,6 +425,45 @@ async def test_an_editor_that_shows_subagents_gets_each_delegate_as_a_child_sess
     sid = (await wire.reply_to(2))["result"]["sessionId"]
     prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "delegate it"}]}
     await wire.send({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": prompt})
+    return wire, sid
+
+
+async def read_updates(
+    wire: Wire, updates: list[tuple[str, dict[str, Any]]], until: Callable[[dict[str, Any]], bool]
+) -> dict[str, Any]:
+    """Raven's messages, their updates kept in `updates` (session, update), until one for
+    which `until` holds: that one."""
+    while True:
+        msg = await wire.recv(30)
+        if msg.get("method") == "session/update":
+            updates.append((msg["params"]["sessionId"], msg["params"]["update"]))
+        if until(msg):
+            return msg
+
+
+def answered(msg: dict[str, Any]) -> bool:
+    """The prompt's answer (id 3)."""
+    return msg.get("id") == 3
+
+
+def announcing(msg: dict[str, Any]) -> bool:
+    """A `subagent_update` with a title: a child session announced."""
+    update = msg.get("params", {}).get("update", {}) if msg.get("method") else {}
+    return update.get("sessionUpdate") == "subagent_update" and "title" in update
+
+
+async def test_an_editor_that_shows_subagents_gets_each_delegate_as_a_child_session(
+    env: dict[str, str], home: Path, tmp_path: Path, acp_schema: AcpSchema
+) -> None:
+    """ACP's sub-agent sessions (`clientCapabilities.subagents`, `subagent_update`), as
+    Claude's and Codex's adapters speak them; the Python SDK does not carry them yet, so this
+    editor is raw JSON-RPC and the TypeScript SDK's unstable schema reads every update."""
+    from tests.children import scripted_child
+
+    write = {"name": "write_file", "arguments": {"path": "by-child.txt", "content": "child"}}
+    child_steps = [{"toolCalls": [write]}, {"text": "Child done.\nAll written."}]
+    helper = scripted_child(tmp_path / "child", child_steps, permissions="ask")
+    wire, sid = await delegating(env, home, tmp_path, helper, "write it", "Done.")
     updates: list[tuple[str, dict[str, Any]]] = []
     asked: list[dict[str, Any]] = []
     while True:
@@ -497,30 +535,10 @@ async def test_a_delegated_agents_own_sub_agent_is_a_child_of_its_session_in_the
     """The editor's tree goes one level deeper: the agent Raven delegates to announces a
     sub-agent of its own, which the editor gets announced on the agent's session, with
     its doings under its own id, ended there before the agent ends."""
-    sdk_agent = Path(__file__).parents[1] / "acp_client" / "sdk_agent.py"
-    helper = {"name": "helper", "command": sys.executable, "args": [str(sdk_agent), "grandchild"]}
-    delegate = {"name": "delegate", "arguments": {"agent": "helper", "task": "greet"}}
-    (home / "script.json").write_text(json.dumps([{"toolCalls": [delegate]}, {"text": "Done."}]))
-    write_config(
-        home,
-        {
-            "models": [{"id": "s", "provider": "scripted", "script": "script.json"}],
-            "modes": [{"id": "auto", "name": "Auto", "approvals": "auto"}],
-            "agents": [helper],
-        },
-    )
-    wire = await Wire.start(env)
-    caps = {"subagents": {}}
-    await wire.send({**INIT, "params": {"protocolVersion": 1, "clientCapabilities": caps}})
-    await wire.reply_to(1)
-    await wire.send(session_new(tmp_path, 2))
-    sid = (await wire.reply_to(2))["result"]["sessionId"]
-    prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "delegate it"}]}
-    await wire.send({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": prompt})
+    agent = {"args": [str(SDK_AGENT), "grandchild"]}
+    wire, sid = await delegating(env, home, tmp_path, agent, "greet", "Done.")
     updates: list[tuple[str, dict[str, Any]]] = []
-    while (msg := await wire.recv(30)).get("id") != 3:
-        if msg.get("method") == "session/update":
-            updates.append((msg["params"]["sessionId"], msg["params"]["update"]))
+    await read_updates(wire, updates, answered)
     assert await wire.close() == 0
     tree = [(s, u) for s, u in updates if u["sessionUpdate"] == "subagent_update"]
     (child,) = {u["sessionId"] for s, u in tree if s == sid}
@@ -559,45 +577,15 @@ async def test_an_editor_cancels_a_delegated_agents_child_session_and_the_turn_g
     """`session/cancel` on a child session (announced with `capabilities.cancel`) stops that
     agent's task only: the agent is told to cancel, the child ends cancelled, the delegate
     call fails as cancelled, and the parent's model goes on to answer."""
-    sdk_agent = Path(__file__).parents[1] / "acp_client" / "sdk_agent.py"
     pidfile = tmp_path / "hang.pid"
-    helper = {
-        "name": "helper",
-        "command": sys.executable,
-        "args": [str(sdk_agent), "hang"],
-        "env": {"HANG_PIDFILE": str(pidfile)},
-    }
-    delegate = {"name": "delegate", "arguments": {"agent": "helper", "task": "wait"}}
-    steps = [{"toolCalls": [delegate]}, {"text": "The helper was stopped."}]
-    (home / "script.json").write_text(json.dumps(steps))
-    write_config(
-        home,
-        {
-            "models": [{"id": "s", "provider": "scripted", "script": "script.json"}],
-            "modes": [{"id": "auto", "name": "Auto", "approvals": "auto"}],
-            "agents": [helper],
-        },
-    )
-    wire = await Wire.start(env)
-    caps = {"subagents": {}}
-    await wire.send({**INIT, "params": {"protocolVersion": 1, "clientCapabilities": caps}})
-    await wire.reply_to(1)
-    await wire.send(session_new(tmp_path, 2))
-    sid = (await wire.reply_to(2))["result"]["sessionId"]
-    prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "delegate it"}]}
-    await wire.send({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": prompt})
+    agent = {"args": [str(SDK_AGENT), "hang"], "env": {"HANG_PIDFILE": str(pidfile)}}
+    wire, sid = await delegating(env, home, tmp_path, agent, "wait", "The helper was stopped.")
     updates: list[tuple[str, dict[str, Any]]] = []
-    while not any(u["sessionUpdate"] == "subagent_update" for _, u in updates):
-        msg = await wire.recv(30)
-        if msg.get("method") == "session/update":
-            updates.append((msg["params"]["sessionId"], msg["params"]["update"]))
-    child = updates[-1][1]["sessionId"]
+    child = (await read_updates(wire, updates, announcing))["params"]["update"]["sessionId"]
     await pid_from(pidfile)  # the agent works on its task
     cancel = {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": child}}
     await wire.send(cancel)
-    while (msg := await wire.recv(30)).get("id") != 3:
-        if msg.get("method") == "session/update":
-            updates.append((msg["params"]["sessionId"], msg["params"]["update"]))
+    msg = await read_updates(wire, updates, answered)
     assert msg["result"]["stopReason"] == "end_turn"  # the parent's turn went on
     assert await wire.close() == 0
     tree = [u for s, u in updates if u["sessionUpdate"] == "subagent_update" and s == sid]
@@ -625,45 +613,15 @@ async def test_an_editor_cancels_a_delegated_agents_own_sub_agent_through_raven(
     does while one runs): Raven shows that to the editor, and passes the editor's
     `session/cancel` on to the agent, naming the sub-agent's own session; the agent's task
     and the parent's turn go on."""
-    sdk_agent = Path(__file__).parents[1] / "acp_client" / "sdk_agent.py"
-    behaviour = [str(sdk_agent), "cancellable-grandchild"]
-    helper = {"name": "helper", "command": sys.executable, "args": behaviour}
-    delegate = {"name": "delegate", "arguments": {"agent": "helper", "task": "write"}}
-    (home / "script.json").write_text(json.dumps([{"toolCalls": [delegate]}, {"text": "Ok."}]))
-    write_config(
-        home,
-        {
-            "models": [{"id": "s", "provider": "scripted", "script": "script.json"}],
-            "modes": [{"id": "auto", "name": "Auto", "approvals": "auto"}],
-            "agents": [helper],
-        },
-    )
-    wire = await Wire.start(env)
-    caps = {"subagents": {}}
-    await wire.send({**INIT, "params": {"protocolVersion": 1, "clientCapabilities": caps}})
-    await wire.reply_to(1)
-    await wire.send(session_new(tmp_path, 2))
-    sid = (await wire.reply_to(2))["result"]["sessionId"]
-    prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "delegate it"}]}
-    await wire.send({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": prompt})
+    agent = {"args": [str(SDK_AGENT), "cancellable-grandchild"]}
+    wire, sid = await delegating(env, home, tmp_path, agent, "write", "Ok.")
     updates: list[tuple[str, dict[str, Any]]] = []
-
-    def writer() -> dict[str, Any] | None:
-        return next(
-            (u for s, u in updates if s != sid and u["sessionUpdate"] == "subagent_update"), None
-        )
-
-    while writer() is None:
-        msg = await wire.recv(30)
-        if msg.get("method") == "session/update":
-            updates.append((msg["params"]["sessionId"], msg["params"]["update"]))
-    announced = writer()
-    assert announced is not None and announced["capabilities"] == {"cancel": {}}
+    await read_updates(wire, updates, announcing)  # the agent's session
+    announced = (await read_updates(wire, updates, announcing))["params"]["update"]
+    assert announced["capabilities"] == {"cancel": {}}  # its sub-agent's, on the agent's
     cancel = {"sessionId": announced["sessionId"]}
     await wire.send({"jsonrpc": "2.0", "method": "session/cancel", "params": cancel})
-    while (msg := await wire.recv(30)).get("id") != 3:
-        if msg.get("method") == "session/update":
-            updates.append((msg["params"]["sessionId"], msg["params"]["update"]))
+    msg = await read_updates(wire, updates, answered)
     assert msg["result"]["stopReason"] == "end_turn"
     assert await wire.close() == 0
     child = next(

@@ -23,20 +23,14 @@ from raven.acp.handshake import PROTOCOL_VERSION
 from raven.acp_client.modes import NoAskingMode, asking_mode, grants
 from raven.acp_client.policy import REJECT, Judged, decide, judge, pick
 from raven.acp_client.process import ChildProcess, why_not_started
+from raven.acp_client.task import Turn, Voice
 from raven.config import AgentSpec
 from raven.errors import RavenError
 from raven.jsonrpc import METHOD_NOT_FOUND, Connection, ConnectionClosed, FrameReader, RpcError
 from raven.messages import TokenUsage
 from raven.redact import redact
-from raven.safe_chunks import SafeChunks
 from raven.tools import (
     ALL_DECISIONS,
-    Capped,
-    ChildPlan,
-    ChildPlanStep,
-    ChildSubagent,
-    ChildText,
-    ChildToolCall,
     Decision,
     FileDiff,
     Permission,
@@ -50,13 +44,8 @@ log = logging.getLogger(__name__)
 
 CANCEL_GRACE_S = 5.0
 STOP_FLUSH_S = 1.0
-MAX_ANSWER_CHARS = 60_000
 MAX_ERROR_DETAIL_CHARS = 1_000
 REQUEST_TIMEOUT_S = 30.0
-SAID_CHARS = 2_000
-TELL_EVERY_CHARS = 80
-"""The child's text reaches the faces at each line's end, or after this many characters."""
-PROGRESS_LINE_CHARS = 120
 MAX_MODE_RESETS = 3
 """How often one session of a child may leave the mode that asks before Raven stops it."""
 LATE_WORK_S = 60.0
@@ -90,59 +79,6 @@ class Outcome:
     """What the task used, as the sub-agent reported it (None: it said nothing)."""
 
 
-@dataclass
-class _Voice:
-    """One session's speaker in a turn: the child, or one of its own sub-agents."""
-
-    name: str
-    """What progress calls it: the agent's name (`helper`, `helper › writer`)."""
-    session: str | None = None
-    """Its session, for one of the child's own sub-agents (None: the child itself)."""
-    cancellable: bool = False
-    """The child may cancel it on its own (it said so in its `capabilities`)."""
-    titles: dict[str, str] = field(default_factory=dict)
-    kinds: dict[str, str] = field(default_factory=dict)
-    calls: dict[str, p.ToolCallStart] = field(default_factory=dict)
-    """Its tool calls as it started them, by id: what a request names by id only."""
-    said: str = ""
-    """The end of its text so far (`SAID_CHARS`), for the faces to show."""
-    untold: int = 0
-    """Characters it said since the faces were last told."""
-    unsent: str = ""
-    """What it said since the faces were last told, as far as `safe` let it out (its end,
-    `SAID_CHARS`, when it floods)."""
-    safe: SafeChunks = field(default_factory=SafeChunks)
-
-
-@dataclass
-class _Turn:
-    progress: Callable[[Progress], None]
-    approve: Callable[[Permission], Awaitable[Decision | None]] | None
-    ask: Callable[[Question], Awaitable[str | None]] | None
-    own: _Voice
-    answer: Capped = field(default_factory=lambda: Capped(MAX_ANSWER_CHARS))
-    """The child's text, clipped as it streams (head and tail kept)."""
-    decisions: list[str] = field(default_factory=list)
-    others: dict[str, _Voice] = field(default_factory=dict)
-    """The child's own sub-agents, by the session id its `subagent_update` announced: what
-    they do is progress, never the child's answer."""
-    running: set[str] = field(default_factory=set)
-    """Those of `others` not yet announced idle."""
-    asking: int = 0
-    """The child's requests (permissions, questions) Raven is still answering."""
-    settled: asyncio.Event = field(default_factory=asyncio.Event)
-    """Set while none of `others` runs and no request is being answered."""
-
-    def __post_init__(self) -> None:
-        self.settled.set()
-
-    def settle(self) -> None:
-        if self.running or self.asking:
-            self.settled.clear()
-        else:
-            self.settled.set()
-
-
 class SubAgent:
     """One sub-agent process with its ACP session, reused across prompts, and the forks of
     that session that run tasks beside it (when the child serves `session/fork`)."""
@@ -159,7 +95,7 @@ class SubAgent:
         self._sessions: set[str] = set()
         """The sessions Raven opened or forked, and has not closed: the child's messages
         about any other are ignored (its own sub-agents' are a turn's `others`)."""
-        self._turns: dict[str, _Turn] = {}
+        self._turns: dict[str, Turn] = {}
         """The task running in each session."""
         self.mode: str | None = None
         """The session mode Raven keeps the child in (`raven.acp_client.modes`)."""
@@ -264,7 +200,7 @@ class SubAgent:
         """Run one task to its end, in Raven's session or in a fork of it (`session_id`); a
         timeout or the caller's cancellation cancels it."""
         sid = session_id or self._session_id
-        turn = self._turns[sid] = _Turn(progress, approve, ask, _Voice(self.spec.name))
+        turn = self._turns[sid] = Turn(progress, approve, ask, Voice(self.spec.name))
         params = {"sessionId": sid, "prompt": [{"type": "text", "text": task}]}
         assert self._connection is not None
         request = asyncio.ensure_future(
@@ -294,7 +230,7 @@ class SubAgent:
         for voice in (turn.own, *turn.others.values()):
             voice.unsent += voice.safe.flush()
             if voice.untold:
-                self._tell_text(turn, voice)
+                turn.tell_text(voice)
         ended = p.read(p.PromptResult, result) or p.PromptResult()
         usage = None
         if ended.usage is not None:
@@ -306,7 +242,7 @@ class SubAgent:
             )
         return Outcome(turn.answer.text(), ended.stop_reason, turn.decisions, usage=usage)
 
-    async def _late_work(self, turn: _Turn) -> None:
+    async def _late_work(self, turn: Turn) -> None:
         """Keep the task open, within `LATE_WORK_S`, until the sub-agents the child started
         are idle and what it asked is answered: their work is the task's, and answering
         it needs the turn (its rules' record and the person to escalate to)."""
@@ -390,57 +326,16 @@ class SubAgent:
         if turn is None or voice is None:
             return
         if voice is turn.own and (announced := p.read(p.SubagentUpdate, said)) is not None:
-            self._subagent(turn, announced)
+            turn.subagent(announced)
             return
         update = p.read_update(said)
         if update is not None:
-            self._relay(turn, update, voice)
+            turn.relay(update, voice)
         elif (message := p.read(p.SessionMessage, said)) is not None:
-            self._message(turn, message)
+            turn.message(message)
         else:
             kind = said.get("sessionUpdate") if isinstance(said, dict) else None
             log.debug("sub-agent %s: did not show a session/update of kind %s", name, kind)
-
-    def _subagent(self, turn: _Turn, announced: p.SubagentUpdate) -> None:
-        """The child started one of its own sub-agents, or one changed: from its
-        announcement on, that session's updates are progress, under both names
-        (`helper › writer`). An update is partial (codex sends its title, capabilities and
-        cwd in updates of their own): a state it does not give is unchanged, and one first
-        announced without a state is running."""
-        sid, state, cancellable = announced.session_id, announced.state, announced.cancellable()
-        voice = turn.others.get(sid)
-        if cancellable is not None and voice is not None and cancellable != voice.cancellable:
-            voice.cancellable = cancellable
-            turn.progress(
-                Progress(detail=ChildSubagent(voice.name, sid, None, cancellable=cancellable))
-            )
-        if voice is None:
-            title = announced.title or sid
-            voice = turn.others[sid] = _Voice(f"{self.spec.name} › {title}", session=sid)
-            voice.cancellable = bool(cancellable)
-        elif state is None:
-            return
-        now = state.state if state is not None else "running"
-        if now != "idle":
-            if sid in turn.running and now == "running":
-                return
-            said = announced.description or "started"
-            if sid in turn.running:
-                said = "waits for an answer" if now == "requires_action" else now
-            turn.running.add(sid)
-            turn.settle()
-            changed = ChildSubagent(
-                voice.name, sid, now, None, announced.description, voice.cancellable or None
-            )
-            turn.progress(Progress(f"{voice.name}: {said}", changed))
-            return
-        turn.running.discard(sid)
-        turn.settle()
-        voice.unsent += voice.safe.flush()
-        if voice.untold:
-            self._tell_text(turn, voice)
-        ended = ChildSubagent(voice.name, sid, "idle", state.stop_reason if state else None)
-        turn.progress(Progress(f"{voice.name}: ended ({ended.stop_reason or 'idle'})", ended))
 
     def cancel_subagent(self, session_id: str) -> bool:
         """Ask the child to cancel one of its own sub-agents (by the session it announced),
@@ -454,21 +349,7 @@ class SubAgent:
                 return True
         return False
 
-    def _message(self, turn: _Turn, message: p.SessionMessage) -> None:
-        """A message between the child's sessions, as progress: from whom, to whom, its
-        first line."""
-
-        def who(session_id: str | None) -> str:
-            voice = turn.others.get(session_id) if session_id is not None else None
-            return voice.name if voice is not None else self.spec.name
-
-        lines = [line.strip() for line in message.text().splitlines() if line.strip()]
-        if lines:
-            sender, recipient = who(message.sender_session_id), who(message.recipient_session_id)
-            said = f"{sender} → {recipient}: {lines[0][:PROGRESS_LINE_CHARS]}"
-            turn.progress(Progress(redact(said)))
-
-    def _speaker(self, method: str, params: dict[str, Any]) -> tuple[_Turn | None, _Voice | None]:
+    def _speaker(self, method: str, params: dict[str, Any]) -> tuple[Turn | None, Voice | None]:
         """Whose message this is: the task running in the session it names and the voice
         in it, the child itself or one of the sub-agents it announced (the same rules answer
         them); (None, the child) between tasks; (None, None) for a session Raven did not
@@ -476,7 +357,7 @@ class SubAgent:
         sid = params.get("sessionId")
         if sid in self._sessions:
             turn = self._turns.get(sid)
-            return turn, turn.own if turn else _Voice(self.spec.name)
+            return turn, turn.own if turn else Voice(self.spec.name)
         for turn in self._turns.values():
             if isinstance(sid, str) and (voice := turn.others.get(sid)) is not None:
                 return turn, voice
@@ -491,7 +372,7 @@ class SubAgent:
         return None, None
 
     async def _permission(
-        self, turn: _Turn | None, voice: _Voice, asked: p.PermissionRequest
+        self, turn: Turn | None, voice: Voice, asked: p.PermissionRequest
     ) -> dict[str, Any]:
         options, call = asked.options, asked.tool_call
         seen = voice.calls.get(call.tool_call_id)
@@ -531,8 +412,8 @@ class SubAgent:
 
     async def _escalate(
         self,
-        turn: _Turn | None,
-        voice: _Voice,
+        turn: Turn | None,
+        voice: Voice,
         options: list[p.OfferedOption],
         title: str,
         judged: Judged,
@@ -567,7 +448,7 @@ class SubAgent:
         return chosen, "by you"
 
     async def _elicit(
-        self, turn: _Turn | None, voice: _Voice, asked: p.ElicitationRequest
+        self, turn: Turn | None, voice: Voice, asked: p.ElicitationRequest
     ) -> dict[str, Any]:
         if asked.mode == "url":
             return await self._consent(turn, voice, asked)
@@ -583,7 +464,7 @@ class SubAgent:
         return {"action": "accept", "content": {fields[0]: answer}}
 
     async def _consent(
-        self, turn: _Turn | None, voice: _Voice, asked: p.ElicitationRequest
+        self, turn: Turn | None, voice: Voice, asked: p.ElicitationRequest
     ) -> dict[str, Any]:
         """A URL consent (a sign-in, an OAuth grant): accepted only by a person, whatever the
         agent's preset or rules, who is shown the page to open; declined when nobody can
@@ -609,61 +490,6 @@ class SubAgent:
             turn.decisions.append(note)
         log.info("sub-agent %s: %s", self.spec.name, note)
         return {"action": "accept" if accepted else "decline"}
-
-    def _tell_text(self, turn: _Turn, voice: _Voice) -> None:
-        """What `voice` says, as progress: its latest line, the end of its text, and what it
-        said since the last time (`delta`, cut where no credential straddles two)."""
-        voice.untold = 0
-        lines = [line for line in voice.said.splitlines() if line.strip()]
-        latest = lines[-1].strip()[:PROGRESS_LINE_CHARS] if lines else ""
-        detail = ChildText(voice.name, redact(voice.said), redact(voice.unsent), voice.session)
-        voice.unsent = ""
-        turn.progress(Progress(redact(f"{voice.name}: {latest}"), detail))
-
-    def _relay(self, turn: _Turn, update: p.ChildUpdate, voice: _Voice) -> None:
-        """What `voice` does: the child's own text forms the answer; tool calls, plans and
-        its sub-agents' text are progress."""
-        name = voice.name
-        if isinstance(update, p.TextChunk):
-            if (text := update.text) is not None:
-                if voice is turn.own:
-                    turn.answer.add(text.encode())
-                shown = text
-                if len(text) > SAID_CHARS:  # a flood: the faces get its end
-                    voice.unsent += voice.safe.flush() + "…"
-                    shown = _tail(text, SAID_CHARS)
-                voice.unsent = _tail(voice.unsent + voice.safe.feed(shown), SAID_CHARS)
-                voice.said = (voice.said + text)[-SAID_CHARS:]
-                voice.untold += len(text)
-                if "\n" in text or voice.untold >= TELL_EVERY_CHARS:
-                    self._tell_text(turn, voice)
-        elif isinstance(update, p.ToolCallStart):
-            call_id, title = update.tool_call_id, update.title
-            voice.titles[call_id], voice.kinds[call_id] = title, update.kind
-            voice.calls[call_id] = update
-            detail = ChildToolCall(name, call_id, title, update.status, update.kind, voice.session)
-            turn.progress(Progress(f"{name}: → {title}", detail, step=f"{name}: {title}"))
-        elif isinstance(update, p.ToolCallChange):
-            call_id, renamed = update.tool_call_id, update.title
-            if renamed and renamed != voice.titles.get(call_id):
-                voice.titles[call_id] = renamed  # the real title replaces a placeholder
-            if update.kind is not None:
-                voice.kinds[call_id] = update.kind
-            title = voice.titles.get(call_id, call_id)
-            status = update.status
-            if status in ("completed", "failed"):
-                mark, step = ("✓" if status == "completed" else "✗"), ""
-            elif renamed:
-                mark, status, step = "→", status or "in_progress", f"{name}: {title}"
-            else:
-                return
-            changed = ChildToolCall(name, call_id, title, status, subagent=voice.session)
-            turn.progress(Progress(f"{name}: {mark} {title}", changed, step=step))
-        else:
-            steps = tuple(ChildPlanStep(e.content, e.status) for e in update.entries)
-            lines = "; ".join(s.content for s in steps)
-            plan = ChildPlan(name, steps, voice.session)
-            turn.progress(Progress(f"{name} plans: {lines}", plan))
 
     # -- the mode that asks ----------------------------------------------------------------
 
@@ -794,16 +620,6 @@ class SubAgent:
     def _tail(self) -> str:
         tail = self._child.stderr_tail if self._child else ""
         return f"; its stderr ends:\n{tail}" if tail else ""
-
-
-def _tail(text: str, chars: int) -> str:
-    """The end of `text`, at most `chars` long, from a word's start (no credential's end
-    shown without its beginning)."""
-    if len(text) <= chars:
-        return text
-    tail = text[-chars:]
-    space = next((i for i, ch in enumerate(tail) if ch.isspace()), len(tail))
-    return tail[space:]
 
 
 def _said(error: RpcError) -> str:

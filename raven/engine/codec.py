@@ -142,9 +142,9 @@ def plain(value: Any) -> Any:
 def _child(body: dict[str, Any]) -> ChildProgress | None:
     agent, within = str(body.get("agent", "")), body.get("subagent")
     if "state" in body:
-        return ChildSubagent(
-            agent, str(within), body["state"], body.get("stopReason"), body.get("description")
-        )
+        stop_reason, described = body.get("stopReason"), body.get("description")
+        cancellable = body.get("cancellable")
+        return ChildSubagent(agent, str(within), body["state"], stop_reason, described, cancellable)
     if "toolCallId" in body:
         call_id, title = body["toolCallId"], body.get("title", "")
         return ChildToolCall(agent, call_id, title, body.get("status"), body.get("kind"), within)

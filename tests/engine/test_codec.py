@@ -31,6 +31,7 @@ from raven.messages import ImagePart, TextPart
 from raven.tools import (
     ChildPlan,
     ChildPlanStep,
+    ChildSubagent,
     ChildText,
     ChildToolCall,
     FileDiff,
@@ -62,6 +63,16 @@ SAMPLES: list[Any] = [
     ToolCallUpdated(
         "d", "in_progress", "plans", detail=ChildPlan("helper", (ChildPlanStep("a", "pending"),))
     ),
+    ToolCallUpdated(
+        "d", "in_progress", "w", detail=ChildText("helper › w", "hi", "hi", subagent="s1/w")
+    ),
+    ToolCallUpdated(
+        "d",
+        "in_progress",
+        "helper › w: started",
+        detail=ChildSubagent("helper › w", "s1/w", "running", description="go", cancellable=True),
+    ),
+    ToolCallUpdated("d", "in_progress", "", detail=ChildSubagent("helper › w", "s1/w", None)),
     PlanUpdated((PlanStep(content="look", status="in_progress", priority="high"),)),
     UsageUpdated(120, 8192, False, 100, 20),
     TitleChanged("A title"),

@@ -4,7 +4,7 @@ Knows no protocol. Faces call `run_turn` with a live session, an asker and an
 emit callable, and translate the events they receive.
 """
 
-from raven.engine.asker import ApprovalRequest, Asker, Decision, Unanswered, approval_of
+from raven.engine.asker import Answer, ApprovalRequest, Asker, Decision, Unanswered, approval_of
 from raven.engine.errors import (
     BadCursor,
     BadDirectory,
@@ -62,6 +62,7 @@ __all__ = [
     "MATCH_START",
     "AgentText",
     "AgentThought",
+    "Answer",
     "Answered",
     "ApprovalRequest",
     "Asker",

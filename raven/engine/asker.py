@@ -50,6 +50,10 @@ Unanswered = Literal["refused", "unanswered", "cancelled"]
 could be asked or no answer came (`unanswered`), or the asking was withdrawn
 (`cancelled`). The model is told which, so it can act on it."""
 
+Answer = Decision | Unanswered | str | None
+"""What any face answers a turn's asking with, through `Runtime.answer`: an approval's
+decision (or why there is none), or a question's text (None: no answer)."""
+
 
 class Asker(Protocol):
     """Obtains approvals and answers from a person (or a policy) on a face's behalf.

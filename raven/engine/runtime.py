@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
 from raven.config import ECHO_MODEL_ID, ConfigError, ModelSpec, ModeSpec, Paths, RavenConfig
+from raven.engine.asker import Answer
 from raven.engine.errors import (
     SessionBusy,
     SessionClosed,
@@ -369,7 +370,7 @@ class Runtime:
             return await cast(SharedSessions, self.store).send(session_id, "cancel")
         return False
 
-    async def answer(self, session_id: str, request_id: str, value: object) -> bool:
+    async def answer(self, session_id: str, request_id: str, value: Answer) -> bool:
         """Answer the session's asking `request_id` (an approval's decision, or a question's
         text): the turn waiting for it, here or (shared) on the replica running it, takes
         it instead of whatever its own face would have answered. False when no turn here

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from raven.config import Limits, ModelSpec, ModeSpec
+from raven.engine.asker import Answer
 from raven.engine.errors import SessionBusy, SessionClosed, TurnStuck
 from raven.engine.events import SessionEnded, TitleChanged, TurnEnded
 from raven.engine.history import interrupted_results
@@ -64,7 +65,7 @@ class LiveSession:
     version: int = 0
     """Messages of the session written so far, as this process knows them."""
     _steering: list[str] = field(default_factory=list)
-    _answers: dict[str, asyncio.Future[object]] = field(default_factory=dict)
+    _answers: dict[str, asyncio.Future[Answer]] = field(default_factory=dict)
     _busy: bool = False
     _source_tools: list[Tool] = field(default_factory=list)
     _cancel: asyncio.Event | None = None
@@ -348,12 +349,12 @@ class LiveSession:
         newest messages of the transcript older than the log)."""
         return self.log.snapshot(self.history, last)
 
-    def awaiting(self, request_id: str) -> asyncio.Future[object]:
+    def awaiting(self, request_id: str) -> asyncio.Future[Answer]:
         """What `answer` gives for the turn's asking `request_id`, until `settled`."""
         future = self._answers[request_id] = asyncio.get_running_loop().create_future()
         return future
 
-    def answer(self, request_id: str, value: object) -> bool:
+    def answer(self, request_id: str, value: Answer) -> bool:
         """Answer the running turn's asking `request_id` (a decision, or a question's text)
         from outside the face that asked; False when it is not waiting for one."""
         future = self._answers.get(request_id)

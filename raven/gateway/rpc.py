@@ -80,9 +80,22 @@ class Hub:
         for peer in list(self.peers):
             peer.notify(method, body)
 
+    def asker(self, session_id: str) -> HubAsker:
+        """The asker of a turn whose askings the UIs here answer."""
+        return HubAsker(self._attend, session_id)
+
     def local_asker(self, session_id: str) -> HubAsker | None:
         """An asker for a turn this gateway did not start (an A2A task), when UIs are here."""
-        return HubAsker(self.questions, session_id) if self.peers else None
+        return self.asker(session_id) if self.peers else None
+
+    def _attend(self, session_id: str) -> Callable[[], None]:
+        """Follow the session (its askings are shown to every UI here) until the returned
+        function is called."""
+        live = self.runtime.live(session_id)
+        if live is None:
+            return lambda: None
+        self._follow(live)
+        return lambda: self.unfollowed(session_id)
 
     def watch(self, live: LiveSession, peer: Peer, after: str | None = None) -> None:
         """Send the session's events to `peer`: those after the cursor `after` first, then
@@ -96,7 +109,7 @@ class Hub:
         self._follow(live)
 
     def _follow(self, live: LiveSession) -> None:
-        """While a UI here follows the session, its askings elsewhere are announced here."""
+        """While a UI or a turn here follows the session, its askings are announced here."""
         followed = self._followed.get(live.id)
         if followed is not None and followed[0] is live:
             self._followed[live.id] = (live, followed[1], followed[2] + 1)
@@ -380,7 +393,7 @@ class Peer:
         hub = self._hub
         if not hub.watching(live, self):
             hub.watch(live, self)
-        task = start_turn(live, [TextPart(text=p.text)], HubAsker(hub.questions, live.id), _ignore)
+        task = start_turn(live, [TextPart(text=p.text)], hub.asker(live.id), _ignore)
         hub.turns.add(task)
         task.add_done_callback(hub.turns.discard)
         return c.Accepted()

@@ -621,3 +621,28 @@ async def test_deep_or_invalid_frames_get_errors_and_the_socket_is_still_served(
     assert [e["error"]["code"] for e in client.unattributed] == [-32700, -32600]
     assert "version" in await client.call("system.hello")
     await client.close()
+
+
+async def test_an_asking_answered_through_the_engine_by_another_face_is_settled_for_every_ui(
+    gateway: Any, tmp_path: Path
+) -> None:
+    write = {"name": "write_file", "arguments": {"path": "other.txt", "content": "x"}}
+    g = await gateway([{"toolCalls": [write]}, {"text": "done"}])
+    starter, onlooker = await g.connect(), await g.connect()  # the onlooker follows nothing
+    sid = (await starter.call("session.create", cwd=str(tmp_path)))["sessionId"]
+    await starter.call("turn.send", sessionId=sid, text="write it")
+    asked = await onlooker.until(lambda: onlooker.note("permission.requested"))
+    # One registry of askings: the engine's. Another face (an editor, a peer) answers there.
+    assert await g.runtime.answer(sid, asked["requestId"], "allow_once")
+    await starter.until(lambda: starter.events("TurnEnded"))
+    assert (tmp_path / "other.txt").exists()
+    for ui in (starter, onlooker):
+        await ui.until(lambda ui=ui: ui.note("request.settled"))
+        assert ui.note("request.settled") == {"requestId": asked["requestId"]}
+    late = await onlooker.call(
+        "permission.respond", requestId=asked["requestId"], decision="reject_once"
+    )
+    assert late["code"] == -32003
+    assert (await onlooker.call("session.get", sessionId=sid))["pending"] == []
+    await starter.close()
+    await onlooker.close()

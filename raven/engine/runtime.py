@@ -332,19 +332,26 @@ class Runtime:
         )
 
     async def set_model(self, session: LiveSession, model_id: str) -> None:
+        """Use the model for the session's next turns, here and on every replica."""
         model = self.model(model_id)
-        session.instructions = self.instructions(model, session.mode)
-        session.provider = self.provider(model)
-        session.model = model
+        self._use_model(session, model)
         session.record = await self.store.update(session.id, model=model.id)
         session.publish(ModelChanged(model.id))
 
     async def set_mode(self, session: LiveSession, mode_id: str) -> None:
+        """Use the mode for the session's next turns, here and on every replica."""
         mode = self.mode(mode_id)
-        session.instructions = self.instructions(session.model, mode)
-        session.mode = mode
+        self._use_mode(session, mode)
         session.record = await self.store.update(session.id, mode=mode_id)
         session.publish(ModeChanged(mode_id))
+
+    def _use_model(self, live: LiveSession, model: ModelSpec) -> None:
+        """The session's model in this process: set here, or by another replica."""
+        live.use_model(model, self.provider(model), self.instructions(model, live.mode))
+
+    def _use_mode(self, live: LiveSession, mode: ModeSpec | None) -> None:
+        """The session's mode in this process: set here, or by another replica."""
+        live.use_mode(mode, self.instructions(live.model, mode))
 
     def set_system_prompt(self, session: LiveSession, text: str | None) -> None:
         """The system prompt of the session's next turns in this process, instead of the
@@ -465,14 +472,11 @@ class Runtime:
         elif isinstance(event, ModeChanged) and event.mode_id != live.record.mode:
             mode = self.config.find_mode(event.mode_id)
             if mode is not None:
-                live.mode, live.instructions = mode, self.instructions(live.model, mode)
-                live.record = dataclasses.replace(live.record, mode=mode.id)
+                self._use_mode(live, mode)
         elif isinstance(event, ModelChanged) and event.model_id != live.record.model:
             model = self.config.find_model(event.model_id)
             if model is not None:
-                live.model, live.provider = model, self.provider(model)
-                live.instructions = self.instructions(model, live.mode)
-                live.record = dataclasses.replace(live.record, model=model.id)
+                self._use_model(live, model)
 
     def _stored_model(self, model_id: str | None) -> ModelSpec:
         if model_id:

@@ -23,6 +23,7 @@ from raven.engine.history import interrupted_results
 from raven.engine.log import EventLog, Listener, LogEvent, Snapshot
 from raven.engine.project import NONE as NO_PROJECT_INSTRUCTIONS
 from raven.engine.project import ProjectInstructions, read_project_instructions
+from raven.engine.turn_state import Phase, TurnState
 from raven.messages import Message
 from raven.providers import Provider
 from raven.sessions import SessionRecord, Sessions, TurnElsewhere
@@ -64,27 +65,16 @@ class LiveSession:
     """Whether the project's instructions are read (`--no-project-instructions` says no)."""
     version: int = 0
     """Messages of the session written so far, as this process knows them."""
-    _steering: list[str] = field(default_factory=list)
     _answers: dict[str, asyncio.Future[Answer]] = field(default_factory=dict)
-    _busy: bool = False
     _source_tools: list[Tool] = field(default_factory=list)
-    _cancel: asyncio.Event | None = None
-    _work: asyncio.Task[object] | None = None
-    """The task doing the running turn's work (model and tool calls): what `cancel_turn`
-    cancels."""
-    _stopping: bool = False
-    """`cancel_turn` cancelled `_work`."""
-    _calls: dict[str, tuple[asyncio.Task[Any], Parts]] = field(default_factory=dict)
-    """The running turn's tool calls that run, by call id: what `cancel_call` cancels."""
-    _idle: asyncio.Event = field(default_factory=asyncio.Event)
-    _claimed: bool = False
+    _turn: TurnState | None = None
+    """The turn running here, from its reservation until it has ended."""
     shared: SharedLog | None = None
     """The store's log of the session, when replicas share the store: what `log` copies."""
     log: EventLog = field(init=False)
     """Every event of the session, numbered: what faces follow from a cursor."""
 
     def __post_init__(self) -> None:
-        self._idle.set()
         self.log = EventLog(self.id, len(self.history))
         self._cwd = Path(self.record.cwd)  # a session never moves; read on every tool call
 
@@ -99,17 +89,34 @@ class LiveSession:
     @property
     def is_busy(self) -> bool:
         """True while a turn runs here."""
-        return self._busy
+        return self._turn is not None
+
+    @property
+    def phase(self) -> Phase | None:
+        """Where the turn running here is (`raven.engine.turn_state`); None when none is."""
+        return self._turn.phase if self._turn is not None else None
 
     @property
     def running(self) -> bool:
         """True while a turn runs: here, or (shared) on another replica."""
-        return self._busy or (self.shared is not None and self.log.turn_open)
+        return self.is_busy or (self.shared is not None and self.log.turn_open)
 
     @property
     def claimed(self) -> bool:
         """This process holds the session's claim for its turn."""
-        return self._claimed
+        return self._turn is not None and self._turn.holds_claim
+
+    def use_model(self, model: ModelSpec, provider: Provider, instructions: str | None) -> None:
+        """The model (its provider, and the system prompt that goes with it) of the next
+        model call; the record says it too."""
+        self.model, self.provider, self.instructions = model, provider, instructions
+        self.record = dataclasses.replace(self.record, model=model.id)
+
+    def use_mode(self, mode: ModeSpec | None, instructions: str | None) -> None:
+        """The mode (and the system prompt that goes with it) of the next decision and
+        model call; the record says it too."""
+        self.mode, self.instructions = mode, instructions
+        self.record = dataclasses.replace(self.record, mode=mode.id if mode else None)
 
     def offered_tools(self) -> list[Tool]:
         """The tools the current mode allows: built-ins, then sources; first name wins."""
@@ -139,9 +146,9 @@ class LiveSession:
 
     def steer(self, text: str) -> bool:
         """Queue text for the running turn's next model call; False when no turn runs."""
-        if not self._busy:
+        if self._turn is None:
             return False
-        self._steering.append(text)
+        self._turn.steering.append(text)
         return True
 
     @property
@@ -150,35 +157,31 @@ class LiveSession:
         opened again (`Runtime.open_session(..., reopen=True)`)."""
         return self.record.closed
 
-    def reserve(self) -> asyncio.Event:
-        """Mark a turn as running; returns its cancel event. `free()` ends it.
+    def reserve(self) -> TurnState:
+        """Take the session for a turn here (`TurnState`, reserved); `free` ends it.
 
         Raises `SessionClosed` or `SessionBusy` (this process's turn; another process's
         shows at `claim`).
         """
         if self.closed:
             raise SessionClosed(self.id)
-        if self._busy:
+        if self._turn is not None:
             raise SessionBusy(self.id)
-        self._busy = True
-        self._cancel = asyncio.Event()
-        self._idle.clear()
-        return self._cancel
+        self._turn = TurnState()
+        return self._turn
 
-    def free(self) -> None:
-        """End what `reserve` began (idempotent)."""
-        self._busy = False
-        self._cancel = None
-        self._work = None
-        self._stopping = False
-        self._steering.clear()
-        self._idle.set()
+    def free(self, turn: TurnState) -> None:
+        """End the turn `reserve` began (idempotent; a later turn is left alone)."""
+        turn.end()
+        if self._turn is turn:
+            self._turn = None
 
-    async def claim(self, wait_s: float = 0.0, *stops: asyncio.Event | None) -> None:
-        """Claim the session for this process's turn, first taking in the messages other
+    async def claim(self, turn: TurnState, wait_s: float = 0.0) -> None:
+        """Claim the session for this process's `turn`, first taking in the messages other
         processes wrote since; raises `SessionBusy` while another process has a turn here,
-        once `wait_s` has passed (or one of `stops` is set) without it ending."""
+        once `wait_s` has passed (or the turn was cancelled) without it ending."""
         if self.deferred:
+            turn.claimed(held=False)  # stored with its first message: no one else has it
             return
         deadline = asyncio.get_running_loop().time() + wait_s
         while True:
@@ -187,10 +190,10 @@ class LiveSession:
                 break
             except TurnElsewhere as exc:
                 left = deadline - asyncio.get_running_loop().time()
-                if left <= 0 or any(stop is not None and stop.is_set() for stop in stops):
+                if left <= 0 or turn.cancelled.is_set():
                     raise SessionBusy(self.id, exc.pid, exc.remote) from None
                 await asyncio.sleep(min(CLAIM_RETRY_S, left))
-        self._claimed = True
+        turn.claimed(held=True)
         if version != self.version:
             await self._reload(version)
         # Calls a killed process left unanswered get their results now that no other
@@ -201,10 +204,10 @@ class LiveSession:
     async def catch_up(self) -> None:
         """Take in what other processes wrote to the session while no turn ran here (and,
         shared, its log up to the store's newest event)."""
-        if self.deferred or self._busy:
+        if self.deferred or self.is_busy:
             return
         version = await self.store.version(self.id)
-        if version != self.version and not self._busy:
+        if version != self.version and not self.is_busy:
             await self._reload(version)
         if self.shared is not None:
             await self.shared.catch_up(self)
@@ -215,11 +218,11 @@ class LiveSession:
         if self.shared is None:  # this process's log no longer continues the transcript
             self.log.rebase(len(self.history))
 
-    async def unclaim(self, end: TurnEnded) -> None:
-        """End this process's claim (done even when the turn was cancelled), and keep what
-        the turn failed with, if it did (or that it did not), as the session's `failure`;
-        shared, the turn's last events and `end` are stored with the release."""
-        claimed, self._claimed = self._claimed, False
+    async def unclaim(self, turn: TurnState, end: TurnEnded) -> None:
+        """End this process's claim for `turn` (done even when the turn was cancelled), and
+        keep what the turn failed with, if it did (or that it did not), as the session's
+        `failure`; shared, the turn's last events and `end` are stored with the release."""
+        claimed = turn.release()
         failure = end.error
         if claimed or (failure is not None and not self.deferred):
             self.record = dataclasses.replace(self.record, failure=failure)
@@ -239,19 +242,14 @@ class LiveSession:
 
     def cancel_turn(self) -> bool:
         """Ask the running turn to stop (it ends `cancelled`); False when none runs."""
-        if self._cancel is None:
-            return False
-        self._cancel.set()
-        if self._work is not None and not self._stopping:
-            self._stopping = True
-            self._work.cancel()
-        return True
+        return self._turn is not None and self._turn.cancel()
 
     def cancel_call(self, call_id: str, part: str | None = None) -> bool:
         """Stop one running tool call of the turn (its result says it was cancelled; the
         turn goes on), or only `part` of its work, as the tool names it (a delegated
         agent's own sub-agent); False when no such call or part runs."""
-        task, parts = self._calls.get(call_id, (None, None))
+        calls = self._turn.calls if self._turn is not None else {}
+        task, parts = calls.get(call_id, (None, None))
         if task is None or parts is None or task.done():
             return False
         if part is not None:
@@ -263,39 +261,38 @@ class LiveSession:
     def calling(self, call_id: str, task: asyncio.Task[Any], parts: Parts) -> Iterator[None]:
         """`task` runs tool call `call_id` of the turn, whose `parts` may be cancelled
         alone, for `cancel_call`, while the block runs."""
-        self._calls[call_id] = (task, parts)
+        calls = self._running().calls
+        calls[call_id] = (task, parts)
         try:
             yield
         finally:
-            self._calls.pop(call_id, None)
+            calls.pop(call_id, None)
 
     def working(self) -> None:
         """The running task does the turn's work from now on, and `cancel_turn` cancels it,
         until `work_over`; raises `CancelledError` if the turn was stopped already."""
-        if self._cancel is not None and self._cancel.is_set():
-            raise asyncio.CancelledError
-        self._work = asyncio.current_task()
+        self._running().working(_current_task())
 
     def work_over(self) -> bool:
         """The turn's work is over: `cancel_turn` no longer cancels its task. True when the
         turn was stopped, and nothing but `cancel_turn` cancelled the task."""
-        task = asyncio.current_task()
-        assert task is not None
-        if self._stopping:
-            task.uncancel()
-        self._work, self._stopping = None, False
-        stopped = self._cancel is not None and self._cancel.is_set()
-        return stopped and not task.cancelling()
+        return self._running().work_over(_current_task())
 
     async def stop_turn(self, timeout_s: float) -> None:
         """Cancel the running turn, if any, and return once it has ended; raises `TurnStuck`
         if it has not within `timeout_s`."""
-        if self.cancel_turn():
+        turn = self._turn
+        if turn is not None and turn.cancel():
             try:
                 async with asyncio.timeout(timeout_s):
-                    await self._idle.wait()
+                    await turn.ended.wait()
             except TimeoutError:
                 raise TurnStuck(self.id, timeout_s) from None
+
+    def _running(self) -> TurnState:
+        if self._turn is None:
+            raise RuntimeError(f"no turn runs in session {self.id}")
+        return self._turn
 
     def attach_tools(self, source: ToolSource | None) -> None:
         """Give the session a tool source of its own (MCP servers an editor attached, a
@@ -367,10 +364,11 @@ class LiveSession:
         self._answers.pop(request_id, None)
 
     def has_steering(self) -> bool:
-        return bool(self._steering)
+        return self._turn is not None and bool(self._turn.steering)
 
     def take_steering(self) -> list[str]:
-        taken, self._steering = self._steering, []
+        turn = self._running()
+        taken, turn.steering = turn.steering, []
         return taken
 
     async def commit(self, message: Message, title: str | None = None, soon: bool = False) -> None:
@@ -388,6 +386,13 @@ class LiveSession:
     async def set_title(self, title: str) -> None:
         self.record = await self.store.update(self.id, title=title)
         self.publish(TitleChanged(title))
+
+
+def _current_task() -> asyncio.Task[Any]:
+    task = asyncio.current_task()
+    if task is None:
+        raise RuntimeError("a turn's work runs in a task")
+    return task
 
 
 def _matches(name: str, patterns: Sequence[str]) -> bool:

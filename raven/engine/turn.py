@@ -40,6 +40,7 @@ from raven.engine.events import (
 )
 from raven.engine.prompt import system_prompt
 from raven.engine.session import LiveSession
+from raven.engine.turn_state import TurnState
 from raven.errors import invalid_fields
 from raven.messages import (
     NOT_RUN_RESULTS,
@@ -126,35 +127,35 @@ def start_turn(
     taken for the turn before this returns, so `SessionClosed` and `SessionBusy` are raised
     here, and a second turn can never start beside it. A turn another process runs in the
     session raises `SessionBusy` from the task, once `wait_s` passed without it ending."""
-    stopped = session.reserve()
+    turn = session.reserve()
     turn_asker = _TurnAsker(session, asker, approvals)
-    work = _run_reserved(session, prompt, turn_asker, emit, stopped, wait_s)
+    work = _run_reserved(session, turn, prompt, turn_asker, emit, wait_s)
     task = asyncio.create_task(work)
-    task.add_done_callback(lambda _: session.free())  # also when cancelled before it began
+    task.add_done_callback(lambda _: session.free(turn))  # also when cancelled before it began
     return task
 
 
 async def _run_reserved(
     session: LiveSession,
+    turn: TurnState,
     prompt: Sequence[Part],
     asker: _TurnAsker,
     emit: Emit,
-    stopped: asyncio.Event,
     wait_s: float,
 ) -> StopReason:
     interrupted = False
     logged = _logging(session, emit)
     try:
-        await session.claim(wait_s, stopped)
+        await session.claim(turn, wait_s)
         end = TurnEnded("cancelled")
         try:
             end = await _run_claimed(session, prompt, asker, logged)
         except asyncio.CancelledError:
             interrupted = True  # the task itself was cancelled: its end is still told
         finally:
-            await session.unclaim(end)
+            await session.unclaim(turn, end)
     finally:
-        session.free()
+        session.free(turn)
     # Told once the session is free again, so whoever hears it may start the next turn.
     await session.told(end)
     emit(end)

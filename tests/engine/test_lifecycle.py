@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from raven.engine import AgentText, SessionBusy, SessionClosed, SessionEnded, TurnEnded, start_turn
+from raven.engine.turn_state import Phase
 from tests.engine.conftest import Events, MakeRuntime, RecordingAsker
 from tests.engine.test_turn import prompt, turn_started
 
@@ -86,3 +87,29 @@ async def test_close_and_delete_refuse_while_another_process_runs_a_turn(
     assert not record.closed and not live.closed
     runtime.store.db.release_turn(live.id, other_process)
     assert await runtime.delete_session(live.id) is True
+
+
+async def test_a_turn_goes_from_reserved_to_ended_and_a_cancel_ends_its_wait_for_another(
+    make_runtime: MakeRuntime, tmp_path: Path, other_process: int
+) -> None:
+    runtime = make_runtime([{"text": "slow answer", "wordDelayMs": 30_000}])
+    live = await runtime.new_session(tmp_path)
+    runtime.store.db.claim_turn(live.id, other_process)  # another Raven's turn runs in it
+    waiting = start_turn(live, prompt("a"), RecordingAsker(), Events().append, wait_s=60)
+    assert live.phase is Phase.RESERVED and live.is_busy and not live.claimed
+    assert live.cancel_turn()  # the person gives up waiting: no minute-long wait
+    with pytest.raises(SessionBusy, match=f"pid {other_process}"):
+        await asyncio.wait_for(waiting, 10)
+    assert live.phase is None and not live.is_busy
+
+    runtime.store.db.release_turn(live.id, other_process)  # the other turn ends
+    streaming = asyncio.Event()
+    live.follow(lambda e: streaming.set() if isinstance(e.event, AgentText) else None)
+    turn = start_turn(live, prompt("b"), RecordingAsker(), Events().append)
+    await asyncio.wait_for(streaming.wait(), 10)
+    assert live.phase is Phase.WORKING and live.claimed
+    assert live.cancel_turn()
+    assert live.phase is Phase.STOPPING  # the work is cancelled; the end is being stored
+    assert await asyncio.wait_for(turn, 10) == "cancelled"
+    assert live.phase is None and not live.claimed
+    assert not live.cancel_turn()  # nothing left to stop

@@ -24,6 +24,7 @@ from raven.engine import (
     UsageUpdated,
     preview_lines,
     run_turn,
+    start_turn,
 )
 from raven.messages import AssistantMessage, TextPart, ToolResultMessage, UserMessage
 from tests.engine.conftest import Events, MakeRuntime, RecordingAsker
@@ -588,3 +589,28 @@ async def test_the_texts_of_two_steps_read_as_two_paragraphs_live_and_replayed(
     assert "".join(e.text for e in replayed if isinstance(e, AgentText)) == live
     stored = [m.text for m in session.history if isinstance(m, AssistantMessage)]
     assert stored == ["Let me look.", "Done looking."]  # the transcript keeps each step's own
+
+
+async def test_a_turn_started_the_moment_the_last_one_ends_keeps_the_session(
+    make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    """Whoever hears a turn end may start the next at once (a queued follow-up): the
+    ended turn's last steps must not free the session under the new one."""
+    gate = tmp_path / "gate"
+    runtime = make_runtime([{"text": "first"}, {"text": "second", "waitFor": str(gate)}])
+    session = await runtime.new_session(tmp_path)
+    nexts: list[asyncio.Task[str]] = []
+    second = Events()
+
+    def start_next(event: object) -> None:
+        if isinstance(event, TurnEnded) and not nexts:
+            nexts.append(start_turn(session, prompt("next"), RecordingAsker(), second.append))
+
+    assert await run_turn(session, prompt("first"), RecordingAsker(), start_next) == "end_turn"
+    assert session.is_busy  # the next turn holds the session
+    with pytest.raises(SessionBusy):
+        start_turn(session, prompt("a third beside it"), RecordingAsker(), second.append)
+    assert session.cancel_turn() is True  # and a cancel reaches it
+    assert await asyncio.wait_for(nexts[0], 10) == "cancelled"
+    assert not session.is_busy
+    assert second[-1] == TurnEnded("cancelled")

@@ -60,6 +60,11 @@ class SharedLog:
         self._ending: set[str] = set()
         """Sessions whose turn here is ending: from its release until the session is free,
         no end read back is heard (this process's own, read back before it is told)."""
+        self._writing: set[str] = set()
+        """Sessions whose events this process is storing: the store's word of new events
+        waits (`_heard`) until the write's own answer, which numbers them."""
+        self._heard: dict[str, int] = {}
+        """Per session, the newest event the store told of while this process wrote."""
 
     async def attach(self, live: LiveSession) -> None:
         """Make the session's log a copy of the store's, from its oldest event kept."""
@@ -75,6 +80,8 @@ class SharedLog:
         """Stop reading the session's log (what it published is still stored)."""
         self._sessions.pop(session_id, None)
         self._ending.discard(session_id)
+        self._writing.discard(session_id)
+        self._heard.pop(session_id, None)
 
     # -- writing -------------------------------------------------------------------------
 
@@ -101,8 +108,10 @@ class SharedLog:
                     self._gathering.discard(live.id)
                 batch = self._pending.pop(live.id, [])
                 rows = [row for row, _ in batch]
+                self._writing.add(live.id)
                 try:
                     first = await self._store.log_append(live.id, rows, fenced=live.is_busy)
+                    self._deliver(live, first, batch)
                 except TurnLost:
                     log.warning("session %s: another replica ended this turn; stopped", live.id)
                     live.cancel_turn()
@@ -111,8 +120,9 @@ class SharedLog:
                     return  # deleted: its log went with it
                 except Exception:  # never the end of the flushing: the next batch is tried
                     log.exception("session %s: %d events not stored", live.id, len(rows))
-                    continue
-                self._deliver(live, first, batch)
+                finally:
+                    if live.id not in self._ending:  # else once the turn's end is told
+                        self._written(live)
         finally:
             self._flushing.pop(live.id, None)
 
@@ -127,6 +137,7 @@ class SharedLog:
             await asyncio.wait([flushing])
         body = json.dumps(event_json(end), ensure_ascii=False)
         batch = [*self._pending.pop(live.id, []), (NewEvent(live.version, "TurnEnded", body), end)]
+        self._writing.add(live.id)  # until told: its events are delivered then
         try:
             first = await self._store.end_turn(live.id, end.error, [row for row, _ in batch])
         except Exception:
@@ -141,6 +152,7 @@ class SharedLog:
         if first is None:  # not stored: this process's listeners hear it all the same
             for row, event in batch:
                 live.log.ingest(live.log.seq + 1, event, row.version)
+            self._written(live)
             return
         self._deliver(live, first, batch)
         if live.log.seq < first + len(batch) - 1:  # others' events came first: read them too
@@ -149,6 +161,15 @@ class SharedLog:
                     await self._read_now(live.id)
             except TimeoutError:
                 log.warning("session %s: the turn's end was not read back in time", live.id)
+        self._written(live)
+
+    def _written(self, live: LiveSession) -> None:
+        """This process's write is delivered: read what the store told of meanwhile, if
+        this copy does not hold it (another replica's events)."""
+        self._writing.discard(live.id)
+        head = self._heard.pop(live.id, None)
+        if head is not None:
+            self.wake(live.id, head)
 
     def _deliver(self, live: LiveSession, first: int, batch: _Batch) -> None:
         """Events this process stored, numbered from `first`: into the copy right away
@@ -168,6 +189,9 @@ class SharedLog:
         for sid in ids:
             live = self._sessions.get(sid)
             if live is None or (head is not None and live.log.seq >= head):
+                continue
+            if head is not None and sid in self._writing:  # the write's answer may hold it
+                self._heard[sid] = max(head, self._heard.get(sid, 0))
                 continue
             if sid in self._reading:
                 self._again.add(sid)

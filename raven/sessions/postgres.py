@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import secrets
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -173,6 +174,10 @@ class PostgresSessions(PostgresTasks):
         self._pool: asyncpg.Pool | None = None
         self._opening = asyncio.Lock()
         self._order: dict[str, tuple[asyncio.Lock, int]] = {}
+        self._created: dict[str, str] = {}
+        """Sessions this process created and neither wrote nor opened the log of since:
+        their log's epoch. Their log is empty: no other replica knows the new id before
+        `create` returns it (and an event it adds later is heard as any other is)."""
         """Per session: the lock that keeps its appends in call order, and its users."""
         self._listener: asyncio.Task[None] | None = None
         self._closed = False
@@ -242,7 +247,7 @@ class PostgresSessions(PostgresTasks):
     ) -> SessionRecord:
         record = new_record(cwd, face, mode, model, session_id)
         async with self._conn() as conn:
-            await _insert_session(conn, record)
+            self._created[record.id] = await _insert_session(conn, record)
         return record
 
     async def get_or_create(
@@ -407,6 +412,7 @@ class PostgresSessions(PostgresTasks):
         return _record(row)
 
     async def delete(self, session_id: str, guarded: bool = False) -> bool:
+        self._created.pop(session_id, None)
         async with self._conn(transaction=True) as conn:
             await self._check_turn(conn, session_id, guarded)
             head = await conn.fetchval(
@@ -507,6 +513,7 @@ class PostgresSessions(PostgresTasks):
     async def end_turn(
         self, session_id: str, failure: str | None, logged: list[NewEvent]
     ) -> int | None:
+        self._created.pop(session_id, None)
         async with self._conn() as conn:
             row = await conn.fetchrow(_END_TURN, session_id, self._me, failure, *_columns(logged))
             if row is None or not row["held"] or not logged:
@@ -531,6 +538,9 @@ class PostgresSessions(PostgresTasks):
     # -- the event log ---------------------------------------------------------------------
 
     async def log_open(self, session_id: str) -> tuple[str, int, list[LoggedRow]]:
+        epoch = self._created.pop(session_id, None)
+        if epoch is not None:  # created here a moment ago: nothing to read
+            return epoch, 0, []
         async with self._conn() as conn:
             rows = await conn.fetch(
                 "SELECT s.log_epoch, s.log_seq, e.seq, e.version, e.body FROM raven_sessions s"
@@ -561,6 +571,7 @@ class PostgresSessions(PostgresTasks):
 
     async def log_append(self, session_id: str, rows: list[NewEvent], fenced: bool) -> int:
         holder = self._me if fenced else None
+        self._created.pop(session_id, None)
         async with self._conn() as conn:
             head = await conn.fetchval(_LOG_APPEND, session_id, holder, *_columns(rows))
             if head is None:
@@ -671,11 +682,13 @@ async def _keep(conn: asyncpg.Connection) -> None:
 
 async def _insert_session(
     conn: asyncpg.Connection, record: SessionRecord, if_new: bool = False
-) -> None:
+) -> str:
+    """Insert the session; returns its log's epoch."""
+    epoch = secrets.token_hex(4)
     await conn.execute(
         "INSERT INTO raven_sessions"
-        " (id, cwd, title, mode, model, face, created_at, updated_at, parent)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+        " (id, cwd, title, mode, model, face, created_at, updated_at, parent, log_epoch)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
         + (" ON CONFLICT (id) DO NOTHING" if if_new else ""),
         record.id,
         record.cwd,
@@ -686,7 +699,9 @@ async def _insert_session(
         record.created_at,
         record.updated_at,
         record.parent,
+        epoch,
     )
+    return epoch
 
 
 def _record(row: Any) -> SessionRecord:

@@ -18,7 +18,7 @@ import functools
 import logging
 import secrets
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import asyncpg
 
@@ -99,11 +99,12 @@ _SELECT = (
     " FROM raven_sessions"
 )
 _APPEND = (
-    # The message's number is the session's version once it counts the message.
+    # Each message's number is the session's version once it counts the message.
     "WITH s AS (UPDATE raven_sessions SET updated_at = $2, title = COALESCE($3, title),"
-    " version = version + 1 WHERE id = $1 RETURNING version)"
+    " version = version + cardinality($4::text[]) WHERE id = $1 RETURNING version)"
     " INSERT INTO raven_messages (session_id, seq, body, created_at, search_text)"
-    " SELECT $1, s.version, $4, $2, $5 FROM s"
+    " SELECT $1, s.version - cardinality($4::text[]) + t.n, t.b, $2, t.w"
+    " FROM s, unnest($4::text[], $5::text[]) WITH ORDINALITY AS t(b, w, n)"
 )
 
 
@@ -174,11 +175,14 @@ class PostgresSessions(PostgresTasks):
         self._pool: asyncpg.Pool | None = None
         self._opening = asyncio.Lock()
         self._order: dict[str, tuple[asyncio.Lock, int]] = {}
+        """Per session: the lock that keeps its appends in call order, and its users."""
+        self._staged: dict[str, list[_Staged]] = {}
+        """Per session: messages appended `soon`, for the next append's statement."""
+        self._writing_staged: set[asyncio.Task[None]] = set()
         self._created: dict[str, str] = {}
         """Sessions this process created and neither wrote nor opened the log of since:
         their log's epoch. Their log is empty: no other replica knows the new id before
         `create` returns it (and an event it adds later is heard as any other is)."""
-        """Per session: the lock that keeps its appends in call order, and its users."""
         self._listener: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -222,6 +226,10 @@ class PostgresSessions(PostgresTasks):
             raise StoreUnavailable(f"the session store is unreachable: {exc}") from None
 
     async def aclose(self) -> None:
+        for session_id in list(self._staged):
+            self._write_staged_soon(session_id)
+        if self._writing_staged:
+            await asyncio.wait(self._writing_staged, timeout=COMMAND_TIMEOUT_S)
         self._closed = True
         if self._listener is not None:
             self._listener.cancel()
@@ -338,16 +346,58 @@ class PostgresSessions(PostgresTasks):
         message: Message,
         title: str | None = None,
         create: SessionRecord | None = None,
-        soon: bool = False,  # committed at once: a transaction here is a round trip
+        soon: bool = False,
     ) -> None:
-        body = MESSAGE_ADAPTER.dump_json(message).decode()
-        args = (session_id, now_iso(), title, body, _searchable(message))
-        async with self._in_order(session_id), self._conn(transaction=create is not None) as conn:
-            if create is not None:
-                await _insert_session(conn, create)
-            added = await conn.execute(_APPEND, *args)
+        staged = _Staged(MESSAGE_ADAPTER.dump_json(message).decode(), _searchable(message), title)
+        if soon and create is None:  # the next append's statement, or one at the step's end
+            waiting = self._staged.setdefault(session_id, [])
+            waiting.append(staged)
+            if len(waiting) == 1:
+                asyncio.get_running_loop().call_soon(self._write_staged_soon, session_id)
+            return
+        await self._write(session_id, [staged], create)
+
+    async def _write(
+        self, session_id: str, messages: list[_Staged], create: SessionRecord | None = None
+    ) -> None:
+        """Append what was staged for the session, then `messages`, in one statement."""
+        async with self._in_order(session_id):
+            messages = [*self._staged.pop(session_id, []), *messages]
+            if not messages:
+                return  # the staged ones went with an append before this
+            titles = [m.title for m in messages if m.title is not None]
+            args = (
+                session_id,
+                now_iso(),
+                titles[-1] if titles else None,
+                [m.body for m in messages],
+                [m.search for m in messages],
+            )
+            async with self._conn(transaction=create is not None) as conn:
+                if create is not None:
+                    await _insert_session(conn, create)
+                added = await conn.execute(_APPEND, *args)
         if added.endswith(" 0"):
             raise SessionNotFound(session_id)
+
+    def _write_staged_soon(self, session_id: str) -> None:
+        """The event loop's step that staged a message is over: store it now, unless an
+        append took it along already."""
+        if session_id in self._staged:
+            task = asyncio.create_task(self._write_staged(session_id))
+            self._writing_staged.add(task)
+            task.add_done_callback(self._writing_staged.discard)
+
+    async def _write_staged(self, session_id: str) -> None:
+        try:
+            await self._write(session_id, [])
+        except Exception as exc:  # nobody awaits it: the person sees it in the log
+            log.error("session %s: a message could not be stored: %s", session_id, exc)
+
+    async def _staged_written(self, session_id: str) -> None:
+        """Before a write that must come after the session's messages (its turn's end)."""
+        if session_id in self._staged:
+            await self._write(session_id, [])
 
     @contextlib.asynccontextmanager
     async def _in_order(self, session_id: str) -> AsyncIterator[None]:
@@ -413,6 +463,7 @@ class PostgresSessions(PostgresTasks):
 
     async def delete(self, session_id: str, guarded: bool = False) -> bool:
         self._created.pop(session_id, None)
+        self._staged.pop(session_id, None)
         async with self._conn(transaction=True) as conn:
             await self._check_turn(conn, session_id, guarded)
             head = await conn.fetchval(
@@ -514,6 +565,7 @@ class PostgresSessions(PostgresTasks):
         self, session_id: str, failure: str | None, logged: list[NewEvent]
     ) -> int | None:
         self._created.pop(session_id, None)
+        await self._staged_written(session_id)
         async with self._conn() as conn:
             row = await conn.fetchrow(_END_TURN, session_id, self._me, failure, *_columns(logged))
             if row is None or not row["held"] or not logged:
@@ -718,6 +770,14 @@ def _record(row: Any) -> SessionRecord:
         failure=row["failure"],
         parent=row["parent"],
     )
+
+
+class _Staged(NamedTuple):
+    """A message to append: its JSON, its searchable words, the title it brings."""
+
+    body: str
+    search: str
+    title: str | None
 
 
 def _searchable(message: Message) -> str:

@@ -88,9 +88,11 @@ class Sessions(TaskRows, Protocol):
         `create`, the session is inserted first, in the same transaction. Appends to one
         session commit in the order they were called.
 
-        With `soon`, the commit may wait for this process's next write, to share its
-        transaction, but not past the end of the event loop's current step (before any
-        task woken after the call runs): for a message nobody is told of until then."""
+        With `soon`, the commit may wait for this process's next append to the session,
+        to share its transaction (SQLite) or its statement (PostgreSQL), but not past the
+        end of the event loop's current step (before any task woken after the call runs,
+        SQLite commits it; PostgreSQL sends it): for a message nobody is told of until
+        then. The turn's end (`end_turn`) comes after it."""
         ...
 
     async def messages(self, session_id: str, last: int | None = None) -> list[Message]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from raven.config import Paths, SessionsConfig
+from raven.messages import AssistantMessage, TextPart, UserMessage
 from raven.sessions import NewEvent, SharedSessions, TurnLost, open_sessions, postgres
 
 
@@ -73,3 +75,42 @@ async def test_a_turn_that_lost_its_claim_stores_nothing_more(store: SharedSessi
     _, head, kept = await store.log_open(record.id)
     assert head == 0 and kept == []
     assert (await store.get(record.id)).failure is None  # the other holder's to say
+
+
+def said(text: str) -> UserMessage:
+    return UserMessage(parts=[TextPart(text=text)])
+
+
+async def texts(store: SharedSessions, session_id: str) -> list[str]:
+    return [m.text for m in await store.messages(session_id)]
+
+
+async def test_a_message_appended_soon_goes_with_the_next_append_or_at_the_steps_end(
+    store: SharedSessions, pg_url: str, tmp_path: Path
+) -> None:
+    record = await store.create("/w", "test")
+    await store.append(record.id, said("what failed?"), "what failed?", soon=True)
+    await store.append(record.id, AssistantMessage(text="The build."))  # one statement, both
+    assert await texts(store, record.id) == ["what failed?", "The build."]
+    assert (await store.get(record.id)).title == "what failed?"
+    assert await store.version(record.id) == 2
+
+    await store.append(record.id, said("and now?"), soon=True)  # nothing follows it
+    async with asyncio.timeout(10):  # stored once this step is over, unasked
+        while await texts(store, record.id) != ["what failed?", "The build.", "and now?"]:
+            await asyncio.sleep(0.01)
+
+    await store.claim_turn(record.id)
+    await store.append(record.id, said("one more"), soon=True)
+    await store.end_turn(record.id, None, [])  # the turn's end comes after its messages
+    assert (await texts(store, record.id))[-1] == "one more"
+
+    await store.append(record.id, said("last words"), soon=True)
+    await store.aclose()  # closing stores what is staged
+    paths = Paths(config_file=tmp_path / "config.json", data_dir=tmp_path / "data")
+    again = open_sessions(SessionsConfig(url=pg_url), paths)
+    try:
+        assert (await texts(again, record.id))[-1] == "last words"
+        assert await again.version(record.id) == 5
+    finally:
+        await again.aclose()

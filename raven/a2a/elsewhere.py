@@ -108,7 +108,7 @@ class Elsewhere:
                 event.set()
         live = self._live.values() if task_id is None else [self._live.get(task_id)]
         for task in live:
-            if task is not None:
+            if task is not None and (task_id is None or not task.wrote(version)):
                 check = asyncio.create_task(self._check(task, version))
                 self._checks.add(check)
                 check.add_done_callback(self._checks.discard)
@@ -121,7 +121,7 @@ class Elsewhere:
             async with task.lock:
                 if task.over or task.manager.current_version.is_missing:
                     return  # not written yet
-                if _written(task, version):
+                if task.wrote(version):
                     return
                 stored = await self._rows.get(task.id, task.context)
                 if stored is not None and stored.version != task.manager.current_version:
@@ -152,9 +152,3 @@ def _state(event: Event) -> int | None:
     if isinstance(event, Task | TaskStatusUpdateEvent):
         return event.status.state
     return None
-
-
-def _written(task: LiveTask, version: int) -> bool:
-    """The task's writer here wrote `version` (or a later one): its own write, heard."""
-    current = task.manager.current_version
-    return version > 0 and not current.is_missing and not TaskVersion(version).is_after(current)

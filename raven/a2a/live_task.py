@@ -40,7 +40,7 @@ from a2a.utils.errors import InternalError, TaskNotFoundError
 
 from raven.a2a.auth import Caller
 from raven.a2a.push import Push
-from raven.a2a.store import HOLDS, SETTLED, TERMINAL
+from raven.a2a.store import HOLDS, SETTLED, TERMINAL, version_number
 from raven.a2a.turn import TaskTurn
 
 log = logging.getLogger(__name__)
@@ -95,6 +95,8 @@ class LiveTask:
         """Not written yet: its first write has nothing to read first."""
         self.ended_here = False
         """Its end was written here (which ended this process's hold on it)."""
+        self._writing: int | None = None
+        """While a write is under way: the version it gives the task if it wins."""
 
     # -- writing ----------------------------------------------------------------------
 
@@ -114,11 +116,14 @@ class LiveTask:
                     break
                 try:
                     assert not isinstance(event, Message)
+                    self._writing = version_number(self.manager.current_version) + 1
                     current = await self.manager.save_task_event(event)
                 except ConcurrentTaskModificationError:
                     self.fresh = False
                     await self.reload()
                     continue
+                finally:
+                    self._writing = None
                 assert current is not None
                 self.fresh = False
                 self.ended_here = current.status.state in TERMINAL
@@ -131,6 +136,18 @@ class LiveTask:
             if follower is not None:
                 self.follow(follower, current.status.state)
             return copy_task(current) if snapshot else current
+
+    def wrote(self, version: int) -> bool:
+        """The store's word that the task is at `version` tells nothing new: the writer here
+        wrote it (or a later one), or is writing it (the NOTIFY of a write may come before
+        its answer; another replica's write up to that version makes this one fail, stale,
+        and be read)."""
+        if version <= 0:
+            return False
+        if self._writing is not None and version <= self._writing:
+            return True
+        current = self.manager.current_version
+        return not current.is_missing and version <= version_number(current)
 
     async def update(self, state: int, text: str | None = None, metadata: Any = None) -> None:
         """The task's state becomes `state`, with the agent's message `text` if given."""

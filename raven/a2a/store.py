@@ -161,7 +161,7 @@ class RowsTaskStore(VersionedTaskStore):
         try:
             saved = await self.rows.task_save(
                 row,
-                0 if prev_version.is_missing else _number(prev_version),
+                0 if prev_version.is_missing else version_number(prev_version),
                 told,
                 unless=TERMINAL_NAMES if cancel else None,
                 final=state in TERMINAL,
@@ -220,7 +220,7 @@ class RowsTaskStore(VersionedTaskStore):
     async def events(self, task_id: str, after: TaskVersion) -> Sequence[tuple[TaskVersion, Event]]:
         """The events written with the task's versions after `after` (a shared store)."""
         rows = cast(SharedTaskRows, self.rows)
-        found = await rows.task_events(task_id, 0 if after.is_missing else _number(after))
+        found = await rows.task_events(task_id, 0 if after.is_missing else version_number(after))
         return [(TaskVersion(v), _event(body)) for v, body in found]
 
 
@@ -260,7 +260,8 @@ class RowsPushConfigs(PushNotificationConfigStore):
         await self.rows.push_delete(task_id, context.user.user_name, config_id or task_id)
 
 
-def _number(version: TaskVersion) -> int:
+def version_number(version: TaskVersion) -> int:
+    """The count a version of this store wraps (0: missing)."""
     value = version._value  # the store made it: an int
     assert isinstance(value, int)
     return value

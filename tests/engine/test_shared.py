@@ -23,6 +23,7 @@ from raven.engine import (
     Runtime,
     SessionBusy,
     SessionEnded,
+    TitleChanged,
     ToolCallStarted,
     TurnEnded,
     TurnStarted,
@@ -177,6 +178,43 @@ async def test_changes_to_a_session_reach_every_replica(
     await b.close_session(on_a.id)
     await until(lambda: on_a.closed)
     assert isinstance(heard[-1], SessionEnded) and a.live(on_a.id) is None
+
+
+async def test_what_another_replica_writes_while_this_one_writes_is_read_after(
+    replicas: Callable[..., Runtime], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store's word of another replica's event can come while this replica waits for
+    its own write's answer (which numbers its events, so it reads nothing back then): the
+    event is read once the write is done, not lost."""
+    a = replicas([{"text": "done"}])
+    b = replicas()
+    on_a = await a.new_session(tmp_path)
+    on_b = await b.open_session(on_a.id)
+    shared = on_a.shared
+    assert shared is not None
+    seen_on_a: list[Logged] = []
+    on_a.follow(seen_on_a.append)
+    end_turn = a.store.end_turn  # type: ignore[attr-defined]
+    stored, answer = asyncio.Event(), asyncio.Event()
+    heads: list[int] = []
+
+    async def answered_late(session_id: str, failure: str | None, rows: list[object]) -> object:
+        first = await end_turn(session_id, failure, rows)  # the turn's end is stored...
+        heads.append(first + len(rows) - 1)
+        stored.set()
+        await answer.wait()  # ...and the answer saying so is slow to come
+        return first
+
+    monkeypatch.setattr(a.store, "end_turn", answered_late)
+    turn = start_turn(on_a, prompt("go"), RecordingAsker(), lambda e: None)
+    await asyncio.wait_for(stored.wait(), DEADLINE_S)
+    await b.rename_session(on_b.id, "Renamed on B")  # numbered after A's turn
+    await until(lambda: shared._heard.get(on_a.id, 0) > heads[0])  # heard while it waits
+    answer.set()
+    assert await turn == "end_turn"
+    await until(lambda: on_a.record.title == "Renamed on B")
+    assert isinstance(seen_on_a[-1].event, TitleChanged)
+    assert [e.seq for e in seen_on_a] == list(range(1, len(seen_on_a) + 1))  # none lost
 
 
 async def test_a_cancel_and_a_steer_sent_through_one_replica_reach_the_turn_on_another(

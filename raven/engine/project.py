@@ -47,7 +47,7 @@ NONE = ProjectInstructions()
 
 def read_project_instructions(cwd: Path) -> ProjectInstructions:
     """The instructions for a session working in `cwd`; `NONE` when it has none."""
-    found = [path for folder in _folders(cwd) if (path := _first_file(folder)) is not None]
+    found = [Path(file) for folder in _folders(str(cwd)) if (file := _first_file(folder))]
     if not found:
         return NONE
     sections, left = [_LEAD], MAX_BYTES
@@ -66,22 +66,26 @@ def read_project_instructions(cwd: Path) -> ProjectInstructions:
     return ProjectInstructions(tuple(found), redact("\n\n".join(sections)))
 
 
-def _folders(cwd: Path) -> list[Path]:
-    """`cwd` and its parents up to the repository's root, root first; `[cwd]` outside one."""
-    chain = [cwd, *cwd.parents]
+def _folders(cwd: str) -> list[str]:
+    """`cwd` and its parents up to the repository's root, root first; `[cwd]` outside one.
+    Strings and `os.path`, not `Path`: read as every turn starts, a few stats each."""
+    chain, folder = [cwd], cwd
+    while (parent := os.path.dirname(folder)) != folder:
+        chain.append(parent)
+        folder = parent
     for depth, folder in enumerate(chain):
-        if os.path.exists(folder / ".git"):  # a directory, or a worktree's file
+        if os.path.exists(os.path.join(folder, ".git")):  # a directory, or a worktree's file
             return chain[depth::-1]
     return [cwd]
 
 
-def _first_file(folder: Path) -> Path | None:
+def _first_file(folder: str) -> str | None:
+    """The first of `NAMES` that is a file in `folder` (none in a folder Raven may not
+    look into)."""
     for name in NAMES:
-        try:
-            if (folder / name).is_file():
-                return folder / name
-        except OSError:  # a folder Raven may not look into: nothing there for it
-            return None
+        path = os.path.join(folder, name)
+        if os.path.isfile(path):
+            return path
     return None
 
 

@@ -16,7 +16,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +25,7 @@ from a2a.server.cluster.task_store import ConcurrentTaskModificationError
 from a2a.server.context import ServerCallContext
 from a2a.server.events import Event
 from a2a.server.tasks import TaskManager
+from a2a.server.tasks.task_manager import append_artifact_to_task
 from a2a.types import (
     Artifact,
     Message,
@@ -40,7 +41,7 @@ from a2a.utils.errors import InternalError, TaskNotFoundError
 
 from raven.a2a.auth import Caller
 from raven.a2a.push import Push
-from raven.a2a.store import HOLDS, SETTLED, TERMINAL, version_number
+from raven.a2a.store import AFTER, HOLDS, SETTLED, TERMINAL, version_number
 from raven.a2a.turn import TaskTurn
 
 log = logging.getLogger(__name__)
@@ -101,11 +102,17 @@ class LiveTask:
     # -- writing ----------------------------------------------------------------------
 
     async def write(
-        self, event: Event, follower: Follower | None = None, snapshot: bool = True
+        self,
+        event: Event,
+        follower: Follower | None = None,
+        snapshot: bool = True,
+        after: Sequence[TaskArtifactUpdateEvent] = (),
     ) -> Task:
         """Apply `event` to the task, store it and tell the followers; the task as it is
         then (a copy, with `snapshot`), `follower` following from there. A finished task
-        is not written."""
+        is not written. `after`: artifact updates that come first, applied and stored
+        with `event` in its one write (each keeps a version of its own)."""
+        events = [*after, event]
         async with self.lock:
             for _ in range(WRITE_ATTEMPTS):
                 current = None if self.fresh else await self.manager.get_task()
@@ -116,8 +123,8 @@ class LiveTask:
                     break
                 try:
                     assert not isinstance(event, Message)
-                    self._writing = version_number(self.manager.current_version) + 1
-                    current = await self.manager.save_task_event(event)
+                    self._writing = version_number(self.manager.current_version) + len(events)
+                    current = await self._save(event, after)
                 except ConcurrentTaskModificationError:
                     self.fresh = False
                     await self.reload()
@@ -127,8 +134,10 @@ class LiveTask:
                 assert current is not None
                 self.fresh = False
                 self.ended_here = current.status.state in TERMINAL
-                self._tell(event, current)
-                self._push.notify(self.id, event)
+                for told in events:
+                    self._hand(told)
+                    self._push.notify(self.id, told)
+                self._settle(current)
                 break
             else:
                 raise InternalError(message=f"Task {self.id} keeps changing; try again")
@@ -149,29 +158,41 @@ class LiveTask:
         current = self.manager.current_version
         return not current.is_missing and version <= version_number(current)
 
-    async def update(self, state: int, text: str | None = None, metadata: Any = None) -> None:
-        """The task's state becomes `state`, with the agent's message `text` if given."""
+    async def update(
+        self,
+        state: int,
+        text: str | None = None,
+        metadata: Any = None,
+        after: Sequence[TaskArtifactUpdateEvent] = (),
+    ) -> None:
+        """The task's state becomes `state`, with the agent's message `text` if given (and
+        the artifact updates `after` first, in the same write)."""
         said = None if text is None else agent_said(self.id, self.context_id, text, metadata)
-        await self.write(status_event(self.id, self.context_id, state, said), snapshot=False)
+        event = status_event(self.id, self.context_id, state, said)
+        await self.write(event, snapshot=False, after=after)
 
     async def answer_chunk(self, text: str, last: bool) -> None:
         """Append `text` to the task's one `response` artifact."""
-        part = new_text_part(text)
-        await self.add_artifact(part, self.artifact_id, "response", self.streamed > 0, last)
-        self.streamed += len(text)
+        await self.write(self.chunk(text, last), snapshot=False)
 
-    async def add_artifact(
-        self, part: Part, artifact_id: str, name: str, append: bool = False, last: bool = False
-    ) -> None:
-        artifact = Artifact(artifact_id=artifact_id, name=name, parts=[part])
-        event = TaskArtifactUpdateEvent(
+    def chunk(self, text: str, last: bool) -> TaskArtifactUpdateEvent:
+        """The update appending `text` to the task's one `response` artifact (counted as
+        streamed from now on: write it)."""
+        event = self.artifact(new_text_part(text), self.artifact_id, "response", self.streamed > 0)
+        event.last_chunk = last
+        self.streamed += len(text)
+        return event
+
+    def artifact(
+        self, part: Part, artifact_id: str, name: str, append: bool = False
+    ) -> TaskArtifactUpdateEvent:
+        """The update adding `part` to the task's artifact `artifact_id`."""
+        return TaskArtifactUpdateEvent(
             task_id=self.id,
             context_id=self.context_id,
-            artifact=artifact,
+            artifact=Artifact(artifact_id=artifact_id, name=name, parts=[part]),
             append=append,
-            last_chunk=last,
         )
-        await self.write(event, snapshot=False)
 
     async def cached(self) -> Task:
         current = await self.manager.get_task()
@@ -237,12 +258,34 @@ class LiveTask:
             with contextlib.suppress(ValueError):
                 self.followers.remove(follower)
 
+    async def _save(self, event: Event, after: Sequence[TaskArtifactUpdateEvent]) -> Task | None:
+        """`after`, then `event`, applied to the task and stored in one write (the store is
+        told of `after` through the call's state, `AFTER`)."""
+        assert not isinstance(event, Message)
+        if not after:
+            return await self.manager.save_task_event(event)
+        task = await self.manager.ensure_task(event)
+        for update in after:
+            append_artifact_to_task(task, update)  # the manager's own task, in place
+        self.context.state[AFTER] = after
+        try:
+            return await self.manager.save_task_event(event)
+        finally:
+            del self.context.state[AFTER]
+
     def _tell(self, event: Event, current: Task) -> None:
         """Hand `event` to the followers; `current` is the task after it."""
+        self._hand(event)
+        self._settle(current)
+
+    def _hand(self, event: Event) -> None:
         told = copy_task(event) if isinstance(event, Task) else event  # the store's own changes
         for follower in self.followers:
             if follower.events:
                 follower.queue.put_nowait(told)
+
+    def _settle(self, current: Task) -> None:
+        """The followers' stream ends with a task that has ended or waits (`current`)."""
         if current.status.state in TERMINAL:
             self.close(ended=True, final=current)
         elif current.status.state in SETTLED:

@@ -121,7 +121,6 @@ class TaskRunner:
             await task.update(TaskState.TASK_STATE_FAILED, FAILED_MESSAGE)
             return
         reply = end.text or "(no answer)"
-        await task.answer_chunk(reply[task.streamed :], last=True)
-        for part in end.attachments:
-            await task.add_artifact(part, str(uuid.uuid4()), part.filename)
-        await task.update(TaskState.TASK_STATE_COMPLETED, reply)
+        artifacts = [task.chunk(reply[task.streamed :], last=True)]  # one write with the end
+        artifacts += [task.artifact(p, str(uuid.uuid4()), p.filename) for p in end.attachments]
+        await task.update(TaskState.TASK_STATE_COMPLETED, reply, after=artifacts)

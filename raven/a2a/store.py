@@ -66,6 +66,9 @@ TERMINAL_NAMES = frozenset(TaskState.Name(s) for s in TERMINAL)
 RUNNING_NAMES = frozenset(TaskState.Name(s) for s in RUNNING)
 HOLDS = "raven.holds"
 """In a call context's state: its writes hold the task for this process (its runner's)."""
+AFTER = "raven.after"
+"""In a call context's state: the artifact updates a write applied before its event, stored
+with it (`LiveTask.write(..., after=)`)."""
 
 
 def unreachable(exc: BaseException) -> bool:
@@ -156,7 +159,9 @@ class RowsTaskStore(VersionedTaskStore):
             stamp,
             task.SerializeToString(),
         )
-        told = _event_bytes(event) if self._shared and event is not None else None
+        told: list[bytes] = []
+        if self._shared and event is not None:
+            told = [_event_bytes(e) for e in (*context.state.get(AFTER, ()), event)]
         cancel = state == TaskState.TASK_STATE_CANCELED
         try:
             saved = await self.rows.task_save(

@@ -10,7 +10,7 @@ trigger (`raven_task_counts`). Never decodes a task.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -41,15 +41,16 @@ _HOLD = (
 
 
 def _write(guard: str) -> str:
-    """The UPDATE of a task allowed under `guard` ($8), its event ($6) and, when the task
-    ends ($7), its end noted (`task_prune` lets go of its earlier events later); the
-    hold taken as `_HOLD` says."""
+    """The UPDATE of a task allowed under `guard` ($8), its events ($6, a version each)
+    and, when the task ends ($7), its end noted (`task_prune` lets go of its earlier
+    events later); the hold taken as `_HOLD` says."""
     return (
         "WITH t AS (UPDATE raven_tasks SET state = $3, updated_us = $4, body = $5,"
-        f" version = version + 1, {_HOLD}"
+        f" version = version + GREATEST(1, cardinality($6::bytea[])), {_HOLD}"
         f" WHERE id = $1 AND owner = $2 AND {guard} RETURNING version, pushes),"
         " e AS (INSERT INTO raven_task_events (task_id, version, body)"
-        " SELECT $1, version, $6 FROM t WHERE $6::bytea IS NOT NULL),"
+        " SELECT $1, t.version - cardinality($6::bytea[]) + x.n, x.b"
+        " FROM t, unnest($6::bytea[]) WITH ORDINALITY AS x(b, n)),"
         " d AS (INSERT INTO raven_task_ends (task_id, version, at)"
         f" SELECT $1, version, {NOW} FROM t WHERE $7"
         " ON CONFLICT (task_id) DO UPDATE SET version = excluded.version, at = excluded.at)"
@@ -64,7 +65,7 @@ _INSERT = (
     " (SELECT count(*) FROM raven_task_push_configs WHERE task_id = $1))"
     " ON CONFLICT (id) DO NOTHING RETURNING version, pushes),"
     " e AS (INSERT INTO raven_task_events (task_id, version, body)"
-    " SELECT $1, version, $7 FROM t WHERE $7::bytea IS NOT NULL)"
+    " SELECT $1, t.version, x.b FROM t, unnest($7::bytea[]) AS x(b))"
     f" SELECT version, pushes, pg_notify('{TASK_CHANNEL}', $1 || ' ' || version) FROM t"
 )
 _ON_VERSION = _write("version = $8")
@@ -92,12 +93,14 @@ class PostgresTasks:
         self,
         row: TaskRow,
         version: int,
-        event: bytes | None = None,
+        events: Sequence[bytes] = (),
         unless: Collection[str] | None = None,
         final: bool = False,
         hold: bool = False,
     ) -> Saved:
-        change = (row.state, row.updated_us, row.body, event)
+        if version == 0 and unless is None and len(events) > 1:
+            raise ValueError("a task's first write has one event")
+        change = (row.state, row.updated_us, row.body, list(events))
         hold_it = (self._me if hold else None, self.lease_s)
         async with self._conn() as conn:
             if unless is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
 from raven.sessions.records import process_alive
@@ -35,15 +35,17 @@ class SqliteTasks:
         self,
         row: TaskRow,
         version: int,
-        event: bytes | None = None,
+        events: Sequence[bytes] = (),
         unless: Collection[str] | None = None,
         final: bool = False,
         hold: bool = False,
     ) -> Saved:
-        """`event` and `final` mean nothing here: no other replica follows the task."""
+        """`events` are only counted and `final` means nothing here: no other replica
+        follows the task."""
         # Staged: committed with the next write or at the end of the loop's step, before
         # anyone told of the change runs.
-        return await self.db.stage(self._task_save, row, version, unless, hold, final)
+        steps = max(1, len(events))
+        return await self.db.stage(self._task_save, row, version, unless, hold, final, steps)
 
     async def task_release(self, task_id: str) -> None:
         await self.db.call(self._task_release, task_id, os.getpid())
@@ -97,7 +99,13 @@ class SqliteTasks:
         return TaskRow(*found[:6]), int(found[6])
 
     def _task_save(
-        self, row: TaskRow, version: int, unless: Collection[str] | None, hold: bool, final: bool
+        self,
+        row: TaskRow,
+        version: int,
+        unless: Collection[str] | None,
+        hold: bool,
+        final: bool,
+        steps: int,
     ) -> Saved:
         holder = os.getpid() if hold else None
         with self.db.writing() as db:
@@ -115,13 +123,14 @@ class SqliteTasks:
                 return Saved(1, found[0] > 0)
             guard, args = _guard(version, unless)
             found = db.execute(
-                "UPDATE tasks SET state = ?, updated_us = ?, body = ?, version = version + 1, "
+                "UPDATE tasks SET state = ?, updated_us = ?, body = ?, version = version + ?, "
                 "holder = CASE WHEN ? THEN NULL ELSE COALESCE(?, holder) END "
                 f"WHERE id = ? AND owner = ? AND {guard} RETURNING version, pushes",
                 (
                     row.state,
                     row.updated_us,
                     row.body,
+                    steps,
                     hold and final,
                     holder,
                     row.id,

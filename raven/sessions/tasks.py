@@ -15,7 +15,7 @@ deliveries. Knows nothing of what a task means.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
@@ -88,17 +88,19 @@ class TaskRows(Protocol):
         self,
         row: TaskRow,
         version: int,
-        event: bytes | None = None,
+        events: Sequence[bytes] = (),
         unless: Collection[str] | None = None,
         final: bool = False,
         hold: bool = False,
     ) -> Saved:
         """Write `row` based on `version` (0: the first write); its new version. With
         `unless`, overwrite whatever version is stored, but not a task in one of the
-        states `unless` names. Raises `TaskStale`. A shared store keeps `event` for
-        followers elsewhere (`final`: the task ends, see `task_prune`) and tells
-        them. With `hold`, this process holds the task from now on (with `final` too,
-        its hold ends with the write)."""
+        states `unless` names. Raises `TaskStale`. A shared store keeps `events` (what
+        the write did, in order; one for a first write) for followers elsewhere, each
+        under a version of its own, so the task's version advances by one per event (by
+        one with none); `final`: the task ends, see `task_prune`. It tells them. With
+        `hold`, this process holds the task from now on (with `final` too, its hold
+        ends with the write)."""
         ...
 
     async def task_release(self, task_id: str) -> None:

@@ -42,6 +42,11 @@ async def test_a_write_based_on_an_old_version_is_refused(store: Sessions) -> No
     found = await store.task_get("t", "ann")
     assert found is not None and found[0].body == b"t:TASK_STATE_WORKING" and found[1] == 2
     assert await store.task_get("t", "bob") is None  # each owner sees only their own
+    # A write of two events (an answer and the end) is a version for each, on every store.
+    done = row("t", "TASK_STATE_COMPLETED", 3)
+    assert (await store.task_save(done, 2, events=[b"answer", b"end"])).version == 4
+    with pytest.raises(TaskStale):
+        await store.task_save(done, 3)
 
 
 async def test_an_overwrite_never_changes_an_ended_task(store: Sessions) -> None:
@@ -175,11 +180,12 @@ async def test_a_follower_reading_late_still_sees_every_state_until_the_end_is_o
     writer = open_sessions(SessionsConfig(url=pg_url), paths)
     follower = open_sessions(SessionsConfig(url=pg_url), paths)
     try:
-        await writer.task_save(row("t", "TASK_STATE_SUBMITTED", 1), 0, event=b"submitted")
-        await writer.task_save(row("t", "TASK_STATE_WORKING", 2), 1, event=b"working")
-        done = row("t", "TASK_STATE_COMPLETED", 3)
-        await writer.task_save(done, 2, event=b"completed", final=True)
-        events = [b"working", b"completed"]
+        await writer.task_save(row("t", "TASK_STATE_SUBMITTED", 1), 0, events=[b"submitted"])
+        await writer.task_save(row("t", "TASK_STATE_WORKING", 2), 1, events=[b"working"])
+        done = row("t", "TASK_STATE_COMPLETED", 3)  # its answer, then its end: one write
+        saved = await writer.task_save(done, 2, events=[b"answer", b"completed"], final=True)
+        assert saved.version == 4  # a version for each event
+        events = [b"working", b"answer", b"completed"]
         assert [e for _, e in await follower.task_events("t", 1)] == events
         await follower.task_prune()  # the end is new: nothing goes
         assert [e for _, e in await follower.task_events("t", 1)] == events
@@ -189,7 +195,7 @@ async def test_a_follower_reading_late_still_sees_every_state_until_the_end_is_o
         finally:
             await conn.close()
         await follower.task_prune()
-        assert await follower.task_events("t", 0) == [(3, b"completed")]
+        assert await follower.task_events("t", 0) == [(4, b"completed")]
     finally:
         await writer.aclose()
         await follower.aclose()

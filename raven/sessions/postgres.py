@@ -24,6 +24,7 @@ import asyncpg
 
 from raven.holders import gone, on_this_machine, parse, this_holder
 from raven.messages import MESSAGE_ADAPTER, Message
+from raven.sessions.pg_connections import Connections
 from raven.sessions.postgres_schema import NOW, migrate
 from raven.sessions.postgres_tasks import TASK_CHANNEL, PostgresTasks
 from raven.sessions.records import (
@@ -172,7 +173,7 @@ class PostgresSessions(PostgresTasks):
         self.listening = settings.listen
         self.poll_s = settings.poll_s
         self._me = this_holder()
-        self._pool: asyncpg.Pool | None = None
+        self._pool: Connections | None = None
         self._opening = asyncio.Lock()
         self._order: dict[str, tuple[asyncio.Lock, int]] = {}
         """Per session: the lock that keeps its appends in call order, and its users."""
@@ -188,24 +189,20 @@ class PostgresSessions(PostgresTasks):
 
     # -- connections ---------------------------------------------------------------------
 
-    async def _connect(self) -> asyncpg.Pool:
+    async def _connect(self) -> Connections:
         if self._pool is None:
             async with self._opening:
                 if self._pool is None:
                     if self._closed:
                         raise StoreUnavailable("the session store is closed")
+                    pool = Connections(self._dsn, POOL_SIZE, CONNECT_TIMEOUT_S, COMMAND_TIMEOUT_S)
                     try:
-                        pool = await asyncpg.create_pool(
-                            self._dsn,
-                            min_size=1,
-                            max_size=POOL_SIZE,
-                            timeout=CONNECT_TIMEOUT_S,
-                            command_timeout=COMMAND_TIMEOUT_S,
-                            reset=_keep,
-                        )
-                        async with pool.acquire() as conn:
+                        conn = await pool.acquire(CONNECT_TIMEOUT_S)
+                        try:
                             await migrate(conn)
-                    except (*_UNREACHABLE, asyncpg.PostgresError) as exc:
+                        finally:
+                            pool.release(conn, reuse=True)
+                    except (*_UNREACHABLE, TimeoutError, asyncpg.PostgresError) as exc:
                         raise StoreUnavailable(
                             f"cannot open the session store at {_safe(self._dsn)}: {exc}"
                         ) from None
@@ -214,16 +211,28 @@ class PostgresSessions(PostgresTasks):
 
     @contextlib.asynccontextmanager
     async def _conn(self, transaction: bool = False) -> AsyncIterator[asyncpg.Connection]:
+        """A connection of the pool for the block; a block left by a cancel or a timeout
+        (a statement perhaps half-done) closes it."""
         pool = await self._connect()
         try:
-            async with pool.acquire(timeout=COMMAND_TIMEOUT_S) as conn:
-                if transaction:
-                    async with conn.transaction():
-                        yield conn
-                else:
-                    yield conn
+            conn = await pool.acquire(COMMAND_TIMEOUT_S)
         except (*_UNREACHABLE, TimeoutError) as exc:
             raise StoreUnavailable(f"the session store is unreachable: {exc}") from None
+        reuse = False
+        try:
+            if transaction:
+                async with conn.transaction():
+                    yield conn
+            else:
+                yield conn
+            reuse = True
+        except (*_UNREACHABLE, TimeoutError) as exc:
+            raise StoreUnavailable(f"the session store is unreachable: {exc}") from None
+        except Exception:
+            reuse = True  # a statement's error, or the caller's own: the connection is sound
+            raise
+        finally:
+            pool.release(conn, reuse)
 
     async def aclose(self) -> None:
         for session_id in list(self._staged):
@@ -236,11 +245,7 @@ class PostgresSessions(PostgresTasks):
             with contextlib.suppress(asyncio.CancelledError):
                 await self._listener
         if self._pool is not None:
-            try:
-                async with asyncio.timeout(COMMAND_TIMEOUT_S):
-                    await self._pool.close()
-            except TimeoutError:
-                self._pool.terminate()
+            await self._pool.aclose(COMMAND_TIMEOUT_S)
             self._pool = None
 
     # -- sessions and transcripts --------------------------------------------------------
@@ -725,11 +730,6 @@ def _columns(rows: list[NewEvent]) -> tuple[list[int], list[str], list[str]]:
 def _crossed(head: int, added: int, every: int) -> bool:
     """The log's numbers passed a multiple of `every` with the `added` newest."""
     return head // every != (head - added) // every
-
-
-async def _keep(conn: asyncpg.Connection) -> None:
-    """A connection goes back to the pool as it is: none of them holds session state
-    (the listening connection is not the pool's), so asyncpg's reset query is saved."""
 
 
 async def _insert_session(

@@ -400,8 +400,9 @@ class PostgresSessions(PostgresTasks):
             log.error("session %s: a message could not be stored: %s", session_id, exc)
 
     async def _staged_written(self, session_id: str) -> None:
-        """Before a write that must come after the session's messages (its turn's end)."""
-        if session_id in self._staged:
+        """Before a write that must come after the session's messages (its turn's end):
+        what is staged is stored, and a write of staged messages under way has ended."""
+        if session_id in self._staged or session_id in self._order:
             await self._write(session_id, [])
 
     @contextlib.asynccontextmanager

@@ -11,7 +11,8 @@ import pytest
 
 from raven.config import Paths, SessionsConfig
 from raven.messages import AssistantMessage, TextPart, UserMessage
-from raven.sessions import NewEvent, SharedSessions, TurnLost, open_sessions, postgres
+from raven.messages import ToolResultMessage as ToolResult
+from raven.sessions import NewEvent, Sessions, SharedSessions, TurnLost, open_sessions, postgres
 
 
 @pytest.fixture
@@ -81,8 +82,8 @@ def said(text: str) -> UserMessage:
     return UserMessage(parts=[TextPart(text=text)])
 
 
-async def texts(store: SharedSessions, session_id: str) -> list[str]:
-    return [m.text for m in await store.messages(session_id)]
+async def texts(store: Sessions, session_id: str) -> list[str]:
+    return [m.text for m in await store.messages(session_id) if not isinstance(m, ToolResult)]
 
 
 async def test_a_message_appended_soon_goes_with_the_next_append_or_at_the_steps_end(
@@ -105,12 +106,20 @@ async def test_a_message_appended_soon_goes_with_the_next_append_or_at_the_steps
     await store.end_turn(record.id, None, [])  # the turn's end comes after its messages
     assert (await texts(store, record.id))[-1] == "one more"
 
+    await store.claim_turn(record.id)
+    await store.append(record.id, said("under way"), soon=True)
+    async with asyncio.timeout(10):  # the step ended: its write is under way
+        while record.id in store._staged:  # type: ignore[attr-defined]
+            await asyncio.sleep(0)
+    await store.end_turn(record.id, None, [])  # ...and the turn's end waits for it
+    assert (await texts(store, record.id))[-1] == "under way"
+
     await store.append(record.id, said("last words"), soon=True)
     await store.aclose()  # closing stores what is staged
     paths = Paths(config_file=tmp_path / "config.json", data_dir=tmp_path / "data")
     again = open_sessions(SessionsConfig(url=pg_url), paths)
     try:
         assert (await texts(again, record.id))[-1] == "last words"
-        assert await again.version(record.id) == 5
+        assert await again.version(record.id) == 6
     finally:
         await again.aclose()

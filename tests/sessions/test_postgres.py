@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from raven.config import Paths, SessionsConfig
-from raven.messages import AssistantMessage, TextPart, UserMessage
-from raven.messages import ToolResultMessage as ToolResult
+from raven.messages import AssistantMessage, TextPart, ToolResultMessage, UserMessage
 from raven.sessions import NewEvent, Sessions, SharedSessions, TurnLost, open_sessions, postgres
 
 
@@ -83,7 +82,8 @@ def said(text: str) -> UserMessage:
 
 
 async def texts(store: Sessions, session_id: str) -> list[str]:
-    return [m.text for m in await store.messages(session_id) if not isinstance(m, ToolResult)]
+    messages = await store.messages(session_id)
+    return [m.text for m in messages if not isinstance(m, ToolResultMessage)]
 
 
 async def test_a_message_appended_soon_goes_with_the_next_append_or_at_the_steps_end(

@@ -69,6 +69,7 @@ RECONNECT_S = 1.0
 _UNREACHABLE = (
     OSError,
     asyncpg.InterfaceError,
+    asyncpg.InternalClientError,  # a statement sent as the server dropped the connection
     asyncpg.PostgresConnectionError,
     asyncpg.exceptions.OperatorInterventionError,
 )

@@ -1,7 +1,7 @@
 """The PostgreSQL store's connections, reused without a task or a timer for each use.
 
 asyncpg's own pool shields each release in a task of its own and times each acquire: about
-30 µs of CPU a statement, a tenth of what an A2A task costs Raven. Here an idle connection
+30 µs of CPU a statement against a real server, where a list takes 0.05. Here an idle connection
 is taken and given back in place; a new one is opened while fewer than `size` are open;
 otherwise the caller waits, within the deadline it gives, for one given back. A connection
 that a cancel, a timeout or a lost server may have left mid-statement is closed, never

@@ -181,6 +181,7 @@ class PostgresSessions(PostgresTasks):
         self._staged: dict[str, list[_Staged]] = {}
         """Per session: messages appended `soon`, for the next append's statement."""
         self._writing_staged: set[asyncio.Task[None]] = set()
+        """Writes of staged messages sent at a step's end (awaited by `aclose`)."""
         self._created: dict[str, str] = {}
         """Sessions this process created and neither wrote nor opened the log of since:
         their log's epoch. Their log is empty: no other replica knows the new id before

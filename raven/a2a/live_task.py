@@ -41,7 +41,7 @@ from a2a.utils.errors import InternalError, TaskNotFoundError
 
 from raven.a2a.auth import Caller
 from raven.a2a.push import Push
-from raven.a2a.store import AFTER, HOLDS, SETTLED, TERMINAL, version_number
+from raven.a2a.store import AHEAD, HOLDS, SETTLED, TERMINAL, version_number
 from raven.a2a.turn import TaskTurn
 
 log = logging.getLogger(__name__)
@@ -106,13 +106,13 @@ class LiveTask:
         event: Event,
         follower: Follower | None = None,
         snapshot: bool = True,
-        after: Sequence[TaskArtifactUpdateEvent] = (),
+        ahead: Sequence[TaskArtifactUpdateEvent] = (),
     ) -> Task:
         """Apply `event` to the task, store it and tell the followers; the task as it is
         then (a copy, with `snapshot`), `follower` following from there. A finished task
-        is not written. `after`: artifact updates that come first, applied and stored
+        is not written. `ahead`: artifact updates that come first, applied and stored
         with `event` in its one write (each keeps a version of its own)."""
-        events = [*after, event]
+        events = [*ahead, event]
         async with self.lock:
             for _ in range(WRITE_ATTEMPTS):
                 current = None if self.fresh else await self.manager.get_task()
@@ -122,9 +122,8 @@ class LiveTask:
                     )
                     break
                 try:
-                    assert not isinstance(event, Message)
                     self._writing = version_number(self.manager.current_version) + len(events)
-                    current = await self._save(event, after)
+                    current = await self._save(event, ahead)
                 except ConcurrentTaskModificationError:
                     self.fresh = False
                     await self.reload()
@@ -163,13 +162,13 @@ class LiveTask:
         state: int,
         text: str | None = None,
         metadata: Any = None,
-        after: Sequence[TaskArtifactUpdateEvent] = (),
+        ahead: Sequence[TaskArtifactUpdateEvent] = (),
     ) -> None:
         """The task's state becomes `state`, with the agent's message `text` if given (and
-        the artifact updates `after` first, in the same write)."""
+        the artifact updates `ahead` first, in the same write)."""
         said = None if text is None else agent_said(self.id, self.context_id, text, metadata)
         event = status_event(self.id, self.context_id, state, said)
-        await self.write(event, snapshot=False, after=after)
+        await self.write(event, snapshot=False, ahead=ahead)
 
     async def answer_chunk(self, text: str, last: bool) -> None:
         """Append `text` to the task's one `response` artifact."""
@@ -258,20 +257,20 @@ class LiveTask:
             with contextlib.suppress(ValueError):
                 self.followers.remove(follower)
 
-    async def _save(self, event: Event, after: Sequence[TaskArtifactUpdateEvent]) -> Task | None:
-        """`after`, then `event`, applied to the task and stored in one write (the store is
-        told of `after` through the call's state, `AFTER`)."""
+    async def _save(self, event: Event, ahead: Sequence[TaskArtifactUpdateEvent]) -> Task | None:
+        """`ahead`, then `event`, applied to the task and stored in one write (the store is
+        told of `ahead` through the call's state, `AHEAD`)."""
         assert not isinstance(event, Message)
-        if not after:
+        if not ahead:
             return await self.manager.save_task_event(event)
         task = await self.manager.ensure_task(event)
-        for update in after:
+        for update in ahead:
             append_artifact_to_task(task, update)  # the manager's own task, in place
-        self.context.state[AFTER] = after
+        self.context.state[AHEAD] = ahead
         try:
             return await self.manager.save_task_event(event)
         finally:
-            del self.context.state[AFTER]
+            del self.context.state[AHEAD]
 
     def _tell(self, event: Event, current: Task) -> None:
         """Hand `event` to the followers; `current` is the task after it."""

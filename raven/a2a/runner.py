@@ -123,4 +123,4 @@ class TaskRunner:
         reply = end.text or "(no answer)"
         artifacts = [task.chunk(reply[task.streamed :], last=True)]  # one write with the end
         artifacts += [task.artifact(p, str(uuid.uuid4()), p.filename) for p in end.attachments]
-        await task.update(TaskState.TASK_STATE_COMPLETED, reply, after=artifacts)
+        await task.update(TaskState.TASK_STATE_COMPLETED, reply, ahead=artifacts)

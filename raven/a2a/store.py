@@ -66,9 +66,9 @@ TERMINAL_NAMES = frozenset(TaskState.Name(s) for s in TERMINAL)
 RUNNING_NAMES = frozenset(TaskState.Name(s) for s in RUNNING)
 HOLDS = "raven.holds"
 """In a call context's state: its writes hold the task for this process (its runner's)."""
-AFTER = "raven.after"
+AHEAD = "raven.ahead"
 """In a call context's state: the artifact updates a write applied before its event, stored
-with it (`LiveTask.write(..., after=)`)."""
+with it (`LiveTask.write(..., ahead=)`)."""
 
 
 def unreachable(exc: BaseException) -> bool:
@@ -161,7 +161,7 @@ class RowsTaskStore(VersionedTaskStore):
         )
         told: list[bytes] = []
         if self._shared and event is not None:
-            told = [_event_bytes(e) for e in (*context.state.get(AFTER, ()), event)]
+            told = [_event_bytes(e) for e in (*context.state.get(AHEAD, ()), event)]
         cancel = state == TaskState.TASK_STATE_CANCELED
         try:
             saved = await self.rows.task_save(

@@ -3,18 +3,28 @@
 A replica follows a task another one runs by reading the events stored with the task
 (`tail`), each time the store says the task changed (PostgreSQL's NOTIFY, which the
 runtime hands on: `Runtime.on_task_change`). The replica running a task learns at once
-that another wrote it (a follow-up, a cancel) and re-reads it (`LiveTask.reload`). A task
-whose holder is gone, or whose hold lapsed, ends FAILED (`sweep`): at start, and with
-replicas each time the engine has renewed this process's claims and holds and ended the
-lapsed turns (`Runtime.on_sweep`), so the cadence is the engine's. Never runs a turn and
-never speaks a wire format.
+that another wrote it (a follow-up, a cancel) and re-reads it (`LiveTask.reload`).
+
+A task has no lease of its own: its turn is its session's, and the session's claim says
+who runs it (`TaskRows.tasks_unrun`). A task nobody runs ends FAILED (`sweep`): at start,
+and with replicas each time the engine has renewed this process's claims and ended the
+lapsed turns (`Runtime.on_sweep`), so the cadence is the engine's. Which tasks nobody
+runs:
+- one whose runner is gone (a process of this machine that exited, killed or not);
+- one working in a session whose lapsed turn the engine just ended here;
+- one working while its runner does not hold its session's claim, on two sweeps in a
+  row at one version (its claim lapsed, and another replica ended the turn; the second
+  look leaves alone a turn that just let go of its claim and is writing the task's end);
+- one submitted for longer than a runner waits for its turn (it fails itself then).
+Never runs a turn and never speaks a wire format.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from typing import Any
 
 from a2a.server.cluster.version import TaskVersion
@@ -44,12 +54,18 @@ class Elsewhere:
         runtime: Runtime,
         live: dict[str, LiveTask],
         write_stored: WriteStored,
+        longest_wait_s: float,
     ) -> None:
-        """`live`: the tasks this process runs, by id (the service's own dict)."""
+        """`live`: the tasks this process runs, by id (the service's own dict);
+        `longest_wait_s`: past it, a task still submitted was left behind."""
         self._rows = rows
         self._runtime = runtime
         self._live = live
         self._write_stored = write_stored
+        self._longest_wait_us = int(longest_wait_s * 1e6)
+        self._shared = False
+        self._suspects: dict[str, int] = {}
+        """Working tasks nobody ran at the last sweep, and their versions then."""
         self._heard: dict[str, set[asyncio.Event]] = {}
         """Per task followed from another replica, its tails' events: set when the store
         says it changed."""
@@ -58,7 +74,8 @@ class Elsewhere:
 
     async def start(self, shared: bool) -> None:
         """End the tasks whose runner is gone; with replicas (`shared`), hear the store,
-        and sweep again each time the engine has renewed this process's holds."""
+        and sweep again each time the engine has renewed this process's claims."""
+        self._shared = shared
         await self.sweep()
         if shared:
             self._runtime.on_task_change(self.changed)
@@ -129,23 +146,40 @@ class Elsewhere:
         except Exception:
             log.exception("A2A task %s: reading another replica's write failed", task.id)
 
-    async def sweep(self) -> None:
-        """End FAILED every submitted or working task no live process holds."""
-        ended = 0
-        for task_id, owner in await self._rows.rows.tasks_unheld(RUNNING_NAMES):
-            if task_id in self._live:
+    async def sweep(self, lapsed: Collection[str] = ()) -> None:
+        """End FAILED every task nobody runs any more (see the module's docstring);
+        `lapsed`: the sessions whose lapsed turns the engine just ended here."""
+        now_us = time.time_ns() // 1000
+        suspects, ended = {}, 0
+        for unrun in await self._rows.rows.tasks_unrun(RUNNING_NAMES):
+            if unrun.id in self._live:
                 continue
-            context = ServerCallContext(user=Caller(owner))
-            stored = await self._rows.get(task_id, context)
-            if stored is None or stored.task.status.state in TERMINAL:
-                continue
-            context_id = stored.task.context_id
-            said = agent_said(task_id, context_id, STOPPED_MESSAGE)
-            failed = status_event(task_id, context_id, TaskState.TASK_STATE_FAILED, said)
-            await self._write_stored(task_id, context, failed)
-            ended += 1
+            if not unrun.gone:
+                if not self._shared:
+                    continue  # a process of this machine, which will end it
+                if unrun.state == "TASK_STATE_WORKING":
+                    seen = self._suspects.get(unrun.id) == unrun.version
+                    if not seen and unrun.session_id not in lapsed:
+                        suspects[unrun.id] = unrun.version
+                        continue
+                elif now_us - unrun.updated_us <= self._longest_wait_us:
+                    continue  # waits for its turn
+            if await self._fail(unrun.id, unrun.owner):
+                ended += 1
+        self._suspects = suspects
         if ended:
-            log.warning("%d A2A task(s) whose Raven stopped ended failed", ended)
+            log.warning("%d A2A task(s) whose turn was gone ended failed", ended)
+
+    async def _fail(self, task_id: str, owner: str) -> bool:
+        context = ServerCallContext(user=Caller(owner))
+        stored = await self._rows.get(task_id, context)
+        if stored is None or stored.task.status.state in TERMINAL:
+            return False
+        context_id = stored.task.context_id
+        said = agent_said(task_id, context_id, STOPPED_MESSAGE)
+        failed = status_event(task_id, context_id, TaskState.TASK_STATE_FAILED, said)
+        await self._write_stored(task_id, context, failed)
+        return True
 
 
 def _state(event: Event) -> int | None:

@@ -41,7 +41,7 @@ from a2a.utils.errors import InternalError, TaskNotFoundError
 
 from raven.a2a.auth import Caller
 from raven.a2a.push import Push
-from raven.a2a.store import AHEAD, HOLDS, SETTLED, TERMINAL, version_number
+from raven.a2a.store import AHEAD, RUNS, SETTLED, TERMINAL, version_number
 from raven.a2a.turn import TaskTurn
 
 log = logging.getLogger(__name__)
@@ -70,13 +70,21 @@ class LiveTask:
     resumed it here) until it settles for good."""
 
     def __init__(
-        self, task_id: str, context_id: str, owner: str, store: Any, push: Push, prompt: Prompter
+        self,
+        task_id: str,
+        context_id: str,
+        owner: str,
+        session_id: str,
+        store: Any,
+        push: Push,
+        prompt: Prompter,
     ) -> None:
         self.id = task_id
         self.context_id = context_id
         self.owner = owner
-        # Never the request's headers; its writes hold the task for this process.
-        self.context = ServerCallContext(user=Caller(owner), state={HOLDS: True})
+        # Never the request's headers; its writes say this process runs the task, in the
+        # turns of the conversation's session.
+        self.context = ServerCallContext(user=Caller(owner), state={RUNS: session_id})
         self.manager = TaskManager(store, self.context, task_id, context_id, None)
         self._push = push
         self._prompt = prompt
@@ -94,8 +102,6 @@ class LiveTask:
         """Terminal: nothing more is written or told."""
         self.fresh = False
         """Not written yet: its first write has nothing to read first."""
-        self.ended_here = False
-        """Its end was written here (which ended this process's hold on it)."""
         self._writing: int | None = None
         """While a write is under way: the version it gives the task if it wins."""
 
@@ -132,7 +138,6 @@ class LiveTask:
                     self._writing = None
                 assert current is not None
                 self.fresh = False
-                self.ended_here = current.status.state in TERMINAL
                 for told in events:
                     self._hand(told)
                     self._push.notify(self.id, told)

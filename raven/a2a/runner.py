@@ -2,13 +2,17 @@
 
 `TaskRunner.run` opens the conversation's session, waits for a turn slot
 (`raven.a2a.admission`), runs the turn (`raven.a2a.turn.TaskTurn`) and writes what it
-says to the task through its writer (`raven.a2a.live_task.LiveTask`): answer chunks,
-progress lines, a question (input-required, then an answer or its timing out) and the
-end. Never takes a peer's message and never speaks a wire format.
+says to the task through its writer (`raven.a2a.live_task.LiveTask`): that it works
+(once the turn holds its session's claim), answer chunks, progress lines, a question
+(input-required, then an answer or its timing out) and the end. A task waits for its
+turn (a slot, then the claim) at most `inputTimeoutS`; then it fails, and every replica
+can tell one that waits longer was left behind. Never takes a peer's message and never
+speaks a wire format.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -19,7 +23,16 @@ from a2a.types import Message, TaskState
 from raven.a2a.admission import Admission, Admitted
 from raven.a2a.live_task import LiveTask
 from raven.a2a.store import SETTLED
-from raven.a2a.turn import Asked, Chunk, Conversations, Ended, LocalAsker, Progress, TaskTurn
+from raven.a2a.turn import (
+    Asked,
+    Chunk,
+    Conversations,
+    Ended,
+    LocalAsker,
+    Progress,
+    Started,
+    TaskTurn,
+)
 from raven.config import A2AServerConfig
 from raven.engine import Runtime
 
@@ -29,6 +42,7 @@ PROGRESS_METADATA = {"raven": {"progress": True}}
 """Marks the working-status messages that report progress (GetTask shows them on request)."""
 FAILED_MESSAGE = "Raven could not complete this task. The operator can find the details in its log."
 STOPPED_MESSAGE = "Raven stopped before this task finished; send it again."
+BUSY_MESSAGE = "Raven was too busy to start this task in time; send it again."
 NO_ANSWER = "(no answer: the question timed out)"
 ANSWERED_ELSEWHERE = "(answered by a person at Raven)"
 
@@ -65,14 +79,22 @@ class TaskRunner:
             if refusal is not None:
                 await task.update(TaskState.TASK_STATE_REJECTED, refusal)
                 return
-            admitted = await self.admission.enter(session.id, task.cancelled)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + self._settings.input_timeout_s
+            try:
+                async with asyncio.timeout_at(deadline):
+                    admitted = await self.admission.enter(session.id, task.cancelled)
+            except TimeoutError:
+                log.warning("A2A task %s: no turn slot came in time", task.id)
+                await task.update(TaskState.TASK_STATE_FAILED, BUSY_MESSAGE)
+                return
             if admitted is None:
                 return  # cancelled while it waited: the cancel wrote CANCELED
             prompt = await self._conversations.prompt(message, task.context_id, data)
             turn = TaskTurn(session, self._local(session.id) if self._local else None)
-            turn.start(prompt, self._settings.approvals, self._settings.input_timeout_s)
+            wait_s = max(0.0, deadline - loop.time())  # for another replica's turn to end
+            turn.start(prompt, self._settings.approvals, wait_s)
             task.turn = turn
-            await task.update(TaskState.TASK_STATE_WORKING)
             await self._publish(task, turn)
         except Exception:
             log.exception("A2A task %s: its turn failed", task.id)
@@ -90,7 +112,9 @@ class TaskRunner:
             step = await turn.next()
             if task.cancelled.is_set() and not isinstance(step, Ended):
                 continue  # a stopped turn's last words (its cancelled tool call) are not told
-            if isinstance(step, Chunk):
+            if isinstance(step, Started):
+                await task.update(TaskState.TASK_STATE_WORKING)
+            elif isinstance(step, Chunk):
                 await task.answer_chunk(step.text, last=False)
             elif isinstance(step, Progress):
                 working = TaskState.TASK_STATE_WORKING

@@ -15,9 +15,11 @@ Rules it keeps for every face of the task:
   whose turn is gone; sent to a replica that does not run the task, it is written to
   the store, and the running replica hears of it at once (the store's NOTIFY, which
   the runtime hands on), and so of a cancel.
-- In the session store, the process running a task holds it (`TaskRows.task_save`,
-  renewed with the sessions' `leaseS` when replicas share the store); a task whose
-  holder is gone, or whose hold lapsed, ends FAILED within `leaseS` + a third of it.
+- A task's turn is its conversation's session's: the process running it is the one that
+  holds the session's claim (the engine's, renewed with the sessions' `leaseS` when
+  replicas share the store), and a task has no lease of its own. A task waits SUBMITTED
+  until its turn has the claim, and works from then on; one whose runner is gone, or no
+  longer holds the claim, ends FAILED (`raven.a2a.elsewhere`).
 
 Never speaks a wire format (`raven.a2a.routes` does) and never runs a model itself (the
 engine does, through `raven.a2a.turn`).
@@ -116,7 +118,13 @@ class TaskService:
         self._elsewhere = (
             None
             if self._rows is None
-            else Elsewhere(self._rows, runtime, self._live, self._write_stored)
+            else Elsewhere(
+                self._rows,
+                runtime,
+                self._live,
+                self._write_stored,
+                settings.input_timeout_s + runtime.config.sessions.lease_s,
+            )
         )
 
     # -- lifetime ---------------------------------------------------------------------
@@ -325,9 +333,9 @@ class TaskService:
         local = self._live.get(message.task_id)
         if local is not None:
             return await self._follow_up(local, message, data, follower)
-        if self._rows is not None and await self._rows.rows.tasks_held_elsewhere([stored.id]):
-            if stored.status.state == TaskState.TASK_STATE_SUBMITTED:
-                raise _queued(stored.id)  # as its own replica would say
+        if stored.status.state == TaskState.TASK_STATE_SUBMITTED:
+            raise _queued(stored.id)  # as the replica it waits in would say
+        if self._rows is not None and await self._rows.rows.tasks_run_elsewhere([stored.id]):
             if not self._shared:  # a process of this machine that would not hear of it
                 raise UnsupportedOperationError(
                     message=f"Task {stored.id} runs in another Raven on this machine; "
@@ -378,7 +386,7 @@ class TaskService:
     ) -> tuple[Task, AsyncIterator[Event] | None]:
         """A message to a task running here: its question's answer, or steering."""
         turn = task.turn
-        if turn is None:
+        if turn is None or not turn.started:
             raise _queued(task.id)
         prompt = await self._conversations.prompt(message, task.context_id, data)
         parked = (await task.cached()).status.state == TaskState.TASK_STATE_INPUT_REQUIRED
@@ -402,13 +410,14 @@ class TaskService:
         follower: Follower | None,
     ) -> tuple[Task, AsyncIterator[Event] | None]:
         """A message to a task whose turn is gone (an earlier run, a replica that stopped):
-        a new turn, here, in the task's conversation."""
+        a new turn, here, in the task's conversation, which the task waits for again."""
         task = self._live_task(stored.id, stored.context_id, owner)
         task.seen.update(m.message_id for m in stored.history)
         task.seen.add(message.message_id)
         self._live[task.id] = task
+        waits = status_event(task.id, task.context_id, TaskState.TASK_STATE_SUBMITTED, message)
         try:
-            snapshot = await task.write(working(task, message), follower)
+            snapshot = await task.write(waits, follower)
         except BaseException:
             self._live.pop(task.id, None)
             raise
@@ -435,16 +444,20 @@ class TaskService:
     # -- a task run here --------------------------------------------------------------
 
     def _live_task(self, task_id: str, context_id: str, owner: str) -> LiveTask:
+        session_id = self._conversations.session_id(owner, context_id)
         return LiveTask(
-            task_id, context_id, owner, self.tasks, self.push, self._conversations.prompt
+            task_id,
+            context_id,
+            owner,
+            session_id,
+            self.tasks,
+            self.push,
+            self._conversations.prompt,
         )
 
     async def _settle(self, task: LiveTask) -> None:
-        """The runner is done: the task leaves this process unless it still waits here."""
+        """The runner is done: the task leaves this process."""
         self._live.pop(task.id, None)
-        if self._rows is not None and not task.ended_here:
-            with contextlib.suppress(Exception):
-                await self._rows.rows.task_release(task.id)
         task.close(ended=True)
 
     # -- writing a task run elsewhere ----------------------------------------------

@@ -64,8 +64,9 @@ SETTLED = TERMINAL | {TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_
 RUNNING = (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
 TERMINAL_NAMES = frozenset(TaskState.Name(s) for s in TERMINAL)
 RUNNING_NAMES = frozenset(TaskState.Name(s) for s in RUNNING)
-HOLDS = "raven.holds"
-"""In a call context's state: its writes hold the task for this process (its runner's)."""
+RUNS = "raven.runs"
+"""In a call context's state: the session in whose turns this process runs the task (its
+runner's writes say so)."""
 AHEAD = "raven.ahead"
 """In a call context's state: the artifact updates a write applied before its event, stored
 with it (`LiveTask.write(..., ahead=)`)."""
@@ -129,8 +130,8 @@ class BoundedMemoryTaskStore(TaskStore):
 class RowsTaskStore(VersionedTaskStore):
     """The tasks as rows of the session store: each write compared and set on its version
     (a CANCELED one overwrites any version of a task that has not ended), with its event
-    when other replicas may follow the task; a write under a context whose state says
-    `HOLDS` holds the task for this process."""
+    when other replicas may follow the task; a write under a context whose state names a
+    session (`RUNS`) says this process runs the task in that session's turns."""
 
     def __init__(self, rows: TaskRows, shared: bool) -> None:
         self.rows = rows
@@ -170,7 +171,7 @@ class RowsTaskStore(VersionedTaskStore):
                 told,
                 unless=TERMINAL_NAMES if cancel else None,
                 final=state in TERMINAL,
-                hold=bool(context.state.get(HOLDS)),
+                runner=context.state.get(RUNS),
             )
         except TaskStale:
             raise ConcurrentTaskModificationError(task.id) from None

@@ -1,13 +1,15 @@
 """A task's turn: one A2A task's work as one Raven turn on the engine.
 
 `TaskTurn` runs the turn and turns what happens in it into what a peer is told, in
-order: answer text in chunks at most every `STREAM_INTERVAL_S`, lines of progress (a
-tool call's title and state, the plan; never arguments or output), a question (the task
-waits for input) and the end. The peer's answer to a question goes where every face's
-does, the engine's own registry of askings (`LiveSession.answer`), as a decision or a
-text; whoever answers first wins. It also owns the conversation's session (one per caller
-and context id), the peer's message as a prompt and the files the turn attaches. It
-never writes a task: the task service does, from what `next()` returns.
+order: that it started (the session is this process's: the task works from then on,
+not while it waits for another turn of its conversation), answer text in chunks at most
+every `STREAM_INTERVAL_S`, lines of progress (a tool call's title and state, the plan;
+never arguments or output), a question (the task waits for input) and the end. The
+peer's answer to a question goes where every face's does, the engine's own registry of
+askings (`LiveSession.answer`), as a decision or a text; whoever answers first wins.
+It also owns the conversation's session (one per caller and context id), the peer's
+message as a prompt and the files the turn attaches. It never writes a task: the task
+service does, from what `next()` returns.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from raven.engine import (
     ToolCallUpdated,
     TurnEnded,
     TurnEvent,
+    TurnStarted,
     Unanswered,
     preview_lines,
     start_turn,
@@ -62,6 +65,11 @@ _ALWAYS = {"a", "always", "allow always"}
 
 LocalAsker = Callable[[str], Asker | None]
 """For a session id, an asker that reaches people right here (the gateway's UIs), if any."""
+
+
+@dataclass
+class Started:
+    """The turn holds its session's claim and works: what the log says from here is its."""
 
 
 @dataclass
@@ -95,7 +103,7 @@ class Ended:
     attachments: list[Part]
 
 
-Step = Asked | Chunk | Progress | Ended
+Step = Started | Asked | Chunk | Progress | Ended
 
 
 class MintedContexts:
@@ -191,6 +199,10 @@ class TaskTurn:
         """The last question the peer was asked was answered by someone else (a person
         at a UI), so the task works again without the peer's answer."""
         self._stop_following: Callable[[], None] = _following_nothing
+        self._prompt: TextPart | None = None
+        self.started = False
+        """The turn holds its session's claim (its own `TurnStarted` is in the log): until
+        then, what the log says is another turn's (one of another replica, say)."""
 
     def start(self, prompt: str, approvals: ApprovalPolicy, wait_s: float) -> None:
         """Start the turn; raises the engine's `SessionBusy` or `SessionClosed`. A turn of
@@ -199,10 +211,11 @@ class TaskTurn:
         What the turn says is read from the session's ordered log, as every face reads it
         (the engine appends each event once, in order); its end, as the engine tells it."""
         stop_following = self.session.follow(lambda logged: self._emit(logged.event))
+        self._prompt = TextPart(text=prompt)
         try:
             work = start_turn(
                 self.session,
-                [TextPart(text=prompt)],
+                [self._prompt],
                 _TaskAsker(self, self._local),
                 self._told,
                 approvals=approvals,  # the engine applies it, after the mode's
@@ -262,7 +275,11 @@ class TaskTurn:
         return not pending
 
     def _emit(self, event: LogEvent) -> None:
-        if isinstance(event, AgentText):  # pieces the engine cut whole: each masked alone
+        if isinstance(event, TurnStarted):
+            self._begin(event)
+        elif not self.started:
+            return  # the log is the session's: until this turn's start, another's events
+        elif isinstance(event, AgentText):  # pieces the engine cut whole: each masked alone
             piece = redact(event.text)
             self._text.append(piece)
             self._buffer.append(piece)
@@ -270,6 +287,21 @@ class TaskTurn:
                 self._flush = asyncio.get_running_loop().call_later(STREAM_INTERVAL_S, self._chunk)
         elif (line := _progress_line(event, self._titles)) is not None:
             self._steps.put_nowait(Progress(redact(line)))
+
+    def _begin(self, event: TurnStarted) -> None:
+        """A turn started in the session: this one, if it is on this turn's prompt. Events
+        come in the log's order, so another replica's turn on the same words, told late,
+        comes before this one's start, which begins the answer again."""
+        ours = self._prompt
+        first = event.parts[0] if event.parts else None
+        if ours is None or not (first is ours or getattr(first, "text", None) == ours.text):
+            return
+        self._text.clear()
+        self._buffer.clear()
+        self._titles.clear()
+        if not self.started:
+            self.started = True
+            self._steps.put_nowait(Started())
 
     def _chunk(self) -> None:
         self._flush = None

@@ -253,7 +253,8 @@ class A2AServerConfig(_Model):
     cwd: str | None = None
     """Working directory of inbound sessions; default `<data dir>/a2a-work`."""
     input_timeout_s: float = Field(default=300.0, gt=0)
-    """How long a task waits in input-required before its question gets "no answer"."""
+    """How long a task waits in input-required before its question gets "no answer", and
+    at most for its turn (a slot, then its conversation's other turn) before it fails."""
     max_body_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
     max_file_bytes: int = Field(default=20 * 1024 * 1024, ge=1)
     """Largest file a peer may send inline (and `attach_file` may return)."""

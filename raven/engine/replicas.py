@@ -4,12 +4,12 @@ For a runtime on a shared store (PostgreSQL), `Replicas`:
 - hears the store's changes: a session's log grew (its live copy here reads it), or
   something was sent to a turn running here (a cancel, a steer, an answer: done at once);
 - every third of `leaseS`, renews the claims of the turns running here (a turn whose
-  claim was lost meanwhile is stopped) and this process's holds on the tasks kept beside
-  the sessions, and ends every turn whose claim lapsed: its
+  claim was lost meanwhile is stopped) and ends every turn whose claim lapsed: its
   replica died or stopped renewing. The session's dangling tool calls get results, its
   log gets the turn's end, and the session keeps the failure, so nothing stays stuck
-  longer than `leaseS` plus a third of it; then whoever keeps tasks ends those whose
-  hold lapsed (`Runtime.on_sweep`);
+  longer than `leaseS` plus a third of it; then whoever keeps tasks ends those no turn
+  runs any more (`Runtime.on_sweep`): a task's turn is its session's, and has no lease
+  of its own;
 - hands on what it hears of the tasks kept beside the sessions (`raven.sessions.tasks`)
   to whoever keeps them (`Runtime.on_task_change`: A2A): a task's id and new version, or
   None when any may have changed;
@@ -52,7 +52,7 @@ class Replicas:
         logs: SharedLog,
         live: Callable[[], list[LiveSession]],
         tasks: Callable[[str | None, int], None],
-        swept: Callable[[], Awaitable[None]],
+        swept: Callable[[list[str]], Awaitable[None]],
     ) -> None:
         self._store = store
         self._logs = logs
@@ -122,10 +122,8 @@ class Replicas:
                 if loop.time() >= due:
                     due = loop.time() + every
                     await self._renew()
-                    await self._store.task_renew()
                     await self._store.task_prune()
-                    await self._sweep()
-                    await self._swept()
+                    await self._swept(await self._sweep())
             except StoreUnavailable as exc:
                 log.warning("the shared session store cannot be reached: %s", exc)
             except Exception:
@@ -154,12 +152,16 @@ class Replicas:
                 log.warning("session %s: its claim lapsed; the turn is stopped", live.id)
                 live.cancel_turn()
 
-    async def _sweep(self) -> None:
+    async def _sweep(self) -> list[str]:
+        """End every lapsed turn; the sessions whose turns this process ended."""
+        ended = []
         for session_id in await self._store.lapsed():
             try:
                 await self._end_lapsed(session_id)
             except (TurnElsewhere, SessionNotFound):
                 continue  # another replica ended it first, or it is gone
+            ended.append(session_id)
+        return ended
 
     async def _end_lapsed(self, session_id: str) -> None:
         """Take over a lapsed claim and end its turn: results for its dangling tool calls,

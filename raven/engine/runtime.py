@@ -88,7 +88,7 @@ class Runtime:
                 self._swept,
             )
         self._task_listeners: list[Callable[[str | None, int], None]] = []
-        self._sweepers: list[Callable[[], Awaitable[None]]] = []
+        self._sweepers: list[Callable[[list[str]], Awaitable[None]]] = []
 
     @property
     def shared(self) -> bool:
@@ -110,15 +110,16 @@ class Runtime:
         for listener in self._task_listeners:
             listener(task_id, version)
 
-    def on_sweep(self, sweeper: Callable[[], Awaitable[None]]) -> None:
+    def on_sweep(self, sweeper: Callable[[list[str]], Awaitable[None]]) -> None:
         """With a shared store: await `sweeper` every third of `leaseS`, once this
-        process's claims and task holds are renewed and the lapsed turns ended: a face ends
-        what of its own has lapsed (A2A: the tasks whose hold lapsed)."""
+        process's claims are renewed and the lapsed turns ended (it is given the sessions
+        whose turns this process just ended so): a face ends what of its own no turn runs
+        any more (A2A: the tasks whose session's turn is gone)."""
         self._sweepers.append(sweeper)
 
-    async def _swept(self) -> None:
+    async def _swept(self, lapsed: list[str]) -> None:
         for sweeper in self._sweepers:
-            await sweeper()
+            await sweeper(lapsed)
 
     async def start(self) -> None:
         """With a shared store: begin hearing the other replicas, keeping this process's

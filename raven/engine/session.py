@@ -181,7 +181,8 @@ class LiveSession:
         processes wrote since; raises `SessionBusy` while another process has a turn here,
         once `wait_s` has passed (or the turn was cancelled) without it ending."""
         if self.deferred:
-            turn.claimed(held=False)  # stored with its first message: no one else has it
+            # No one else has it: it is stored with its first message, claimed for this turn.
+            turn.claimed(held=True)
             return
         deadline = asyncio.get_running_loop().time() + wait_s
         while True:
@@ -224,7 +225,7 @@ class LiveSession:
         `failure`; shared, the turn's last events and `end` are stored with the release."""
         claimed = turn.release()
         failure = end.error
-        if claimed or (failure is not None and not self.deferred):
+        if (claimed or failure is not None) and not self.deferred:
             self.record = dataclasses.replace(self.record, failure=failure)
             if self.shared is not None:
                 release = self.shared.end_turn(self, end)
@@ -381,7 +382,8 @@ class LiveSession:
         self.version += 1
         if title is not None:
             self.record = dataclasses.replace(self.record, title=title)
-        await self.store.append(self.id, message, title, create, soon)
+        claimed = create is not None and self.claimed
+        await self.store.append(self.id, message, title, create, soon, claimed)
 
     async def set_title(self, title: str) -> None:
         self.record = await self.store.update(self.id, title=title)

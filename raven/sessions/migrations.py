@@ -238,6 +238,12 @@ def _m009_pending_words_come_with_their_text(db: sqlite3.Connection) -> None:
     )
 
 
+def _m010_tasks_run_in_their_sessions_turns(db: sqlite3.Connection) -> None:
+    """`session_id` is the session whose turns run the task: its runner (`holder`) runs
+    it while it holds that session's claim."""
+    db.execute("ALTER TABLE tasks ADD COLUMN session_id TEXT")
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("sessions_and_messages", _m001_sessions_and_messages),
     ("tool_calls_keep_title_and_kind", _m002_tool_calls_keep_title_and_kind),
@@ -248,6 +254,7 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("tasks_beside_the_sessions", _m007_tasks_beside_the_sessions),
     ("forks_name_their_parent", _m008_forks_name_their_parent),
     ("pending_words_come_with_their_text", _m009_pending_words_come_with_their_text),
+    ("tasks_run_in_their_sessions_turns", _m010_tasks_run_in_their_sessions_turns),
 ]
 
 

@@ -354,6 +354,7 @@ class PostgresSessions(PostgresTasks):
         title: str | None = None,
         create: SessionRecord | None = None,
         soon: bool = False,
+        claimed: bool = False,
     ) -> None:
         staged = _Staged(MESSAGE_ADAPTER.dump_json(message).decode(), _searchable(message), title)
         if soon and create is None:  # the next append's statement, or one at the step's end
@@ -362,10 +363,14 @@ class PostgresSessions(PostgresTasks):
             if len(waiting) == 1:
                 asyncio.get_running_loop().call_soon(self._write_staged_soon, session_id)
             return
-        await self._write(session_id, [staged], create)
+        await self._write(session_id, [staged], create, claimed)
 
     async def _write(
-        self, session_id: str, messages: list[_Staged], create: SessionRecord | None = None
+        self,
+        session_id: str,
+        messages: list[_Staged],
+        create: SessionRecord | None = None,
+        claimed: bool = False,
     ) -> None:
         """Append what was staged for the session, then `messages`, in one statement."""
         async with self._in_order(session_id):
@@ -382,7 +387,8 @@ class PostgresSessions(PostgresTasks):
             )
             async with self._conn(transaction=create is not None) as conn:
                 if create is not None:
-                    await _insert_session(conn, create)
+                    claim = (self._me, self.lease_s) if claimed else None
+                    await _insert_session(conn, create, claim=claim)
                 added = await conn.execute(_APPEND, *args)
         if added.endswith(" 0"):
             raise SessionNotFound(session_id)
@@ -736,14 +742,19 @@ def _crossed(head: int, added: int, every: int) -> bool:
 
 
 async def _insert_session(
-    conn: asyncpg.Connection, record: SessionRecord, if_new: bool = False
+    conn: asyncpg.Connection,
+    record: SessionRecord,
+    if_new: bool = False,
+    claim: tuple[str, float] | None = None,
 ) -> str:
-    """Insert the session; returns its log's epoch."""
+    """Insert the session (`claim`: claimed by that holder for that lease); returns its
+    log's epoch."""
     epoch = secrets.token_hex(4)
+    holder, lease_s = claim if claim is not None else (None, None)
     await conn.execute(
-        "INSERT INTO raven_sessions"
-        " (id, cwd, title, mode, model, face, created_at, updated_at, parent, log_epoch)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+        "INSERT INTO raven_sessions (id, cwd, title, mode, model, face, created_at,"
+        " updated_at, parent, log_epoch, turn_holder, turn_until)"
+        f" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, {NOW} + $12)"
         + (" ON CONFLICT (id) DO NOTHING" if if_new else ""),
         record.id,
         record.cwd,
@@ -755,6 +766,8 @@ async def _insert_session(
         record.updated_at,
         record.parent,
         epoch,
+        holder,
+        lease_s,
     )
     return epoch
 

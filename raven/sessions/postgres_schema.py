@@ -167,10 +167,20 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX raven_task_ends_by_time ON raven_task_ends (at);
         """,
     ),
+    (
+        "tasks_run_in_their_sessions_turns",
+        """
+        -- A task's runner (`holder`) runs it while it holds the claim of the session
+        -- whose turns run it: the session's claim is the one lease.
+        ALTER TABLE raven_tasks ADD COLUMN session_id TEXT;
+        DROP INDEX raven_tasks_held;
+        ALTER TABLE raven_tasks DROP COLUMN held_until;
+        """,
+    ),
 ]
 
 NOW = "extract(epoch FROM clock_timestamp())"
-"""The database's clock, in seconds: claims and holds are judged by it, whatever the
+"""The database's clock, in seconds: claims are judged by it, whatever the
 replicas' clocks say."""
 _LOCK = 0x7261_7665_6E00  # "raven\0": one advisory lock for every replica's migrations
 

@@ -2,10 +2,11 @@
 
 Each write is one statement (one round trip): the row, compared and set on its version,
 the event it came with (for followers on other replicas, read with `task_events`), and a
-NOTIFY on `raven_task` with the task's id and new version. A hold names its holder and
-lasts the store's lease past its last renewal, by the database's clock, as a session's
-claim. The counts of each owner's (and context's) tasks in each state are kept by a
-trigger (`raven_task_counts`). Never decodes a task.
+NOTIFY on `raven_task` with the task's id and new version. A task's runner (`holder`)
+runs it in the turns of one session (`session_id`) while it holds that session's claim,
+which is the one lease: a task has none of its own. The counts of each owner's (and
+context's) tasks in each state are kept by a trigger (`raven_task_counts`). Never
+decodes a task.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from raven.sessions.tasks import (
     TaskPage,
     TaskRow,
     TaskStale,
+    Unrun,
     counted,
 )
 
@@ -32,21 +34,21 @@ TASK_CHANNEL = "raven_task"
 _COLUMNS = "id, owner, context_id, state, updated_us, body"
 
 
-_HOLD = (
-    # $9 the holder taking the task (NULL: the hold stays as it is), $10 the lease; the
-    # holder's own final write ($7) ends its hold
-    "holder = CASE WHEN $7 AND $9::text IS NOT NULL THEN NULL ELSE COALESCE($9, holder) END,"
-    f" held_until = CASE WHEN $9::text IS NULL THEN held_until ELSE {NOW} + $10 END"
+_RUNNER = (
+    # $9 the runner taking the task (NULL: it stays as it is), in the turns of session
+    # $10; nobody runs a task that ended ($7)
+    "holder = CASE WHEN $7 THEN NULL ELSE COALESCE($9, holder) END,"
+    " session_id = COALESCE($10, session_id)"
 )
 
 
 def _write(guard: str) -> str:
     """The UPDATE of a task allowed under `guard` ($8), its events ($6, a version each)
     and, when the task ends ($7), its end noted (`task_prune` lets go of its earlier
-    events later); the hold taken as `_HOLD` says."""
+    events later); its runner as `_RUNNER` says."""
     return (
         "WITH t AS (UPDATE raven_tasks SET state = $3, updated_us = $4, body = $5,"
-        f" version = version + GREATEST(1, cardinality($6::bytea[])), {_HOLD}"
+        f" version = version + GREATEST(1, cardinality($6::bytea[])), {_RUNNER}"
         f" WHERE id = $1 AND owner = $2 AND {guard} RETURNING version, pushes),"
         " e AS (INSERT INTO raven_task_events (task_id, version, body)"
         " SELECT $1, t.version - cardinality($6::bytea[]) + x.n, x.b"
@@ -60,8 +62,8 @@ def _write(guard: str) -> str:
 
 _INSERT = (
     "WITH t AS (INSERT INTO raven_tasks"
-    " (id, owner, context_id, state, updated_us, body, version, holder, held_until, pushes)"
-    f" VALUES ($1, $2, $3, $4, $5, $6, 1, $8, {NOW} + $9,"
+    " (id, owner, context_id, state, updated_us, body, version, holder, session_id, pushes)"
+    " VALUES ($1, $2, $3, $4, $5, $6, 1, $8, $9,"
     " (SELECT count(*) FROM raven_task_push_configs WHERE task_id = $1))"
     " ON CONFLICT (id) DO NOTHING RETURNING version, pushes),"
     " e AS (INSERT INTO raven_task_events (task_id, version, body)"
@@ -78,7 +80,6 @@ class PostgresTasks:
     _conn: Callable[..., AbstractAsyncContextManager[Any]]
     """A pooled connection (`PostgresSessions._conn`)."""
     _me: str
-    lease_s: float
 
     async def task_get(self, task_id: str, owner: str) -> tuple[TaskRow, int] | None:
         async with self._conn() as conn:
@@ -96,24 +97,24 @@ class PostgresTasks:
         events: Sequence[bytes] = (),
         unless: Collection[str] | None = None,
         final: bool = False,
-        hold: bool = False,
+        runner: str | None = None,
     ) -> Saved:
         if version == 0 and unless is None and len(events) > 1:
             raise ValueError("a task's first write has one event")
         change = (row.state, row.updated_us, row.body, list(events))
-        hold_it = (self._me if hold else None, self.lease_s)
+        runs = (None if runner is None else self._me, runner)
         async with self._conn() as conn:
             if unless is not None:
                 found = await conn.fetchrow(
-                    _UNLESS, row.id, row.owner, *change, final, list(unless), *hold_it
+                    _UNLESS, row.id, row.owner, *change, final, list(unless), *runs
                 )
             elif version == 0:
                 found = await conn.fetchrow(
-                    _INSERT, row.id, row.owner, row.context_id, *change, *hold_it
+                    _INSERT, row.id, row.owner, row.context_id, *change, *runs
                 )
             else:
                 found = await conn.fetchrow(
-                    _ON_VERSION, row.id, row.owner, *change, final, version, *hold_it
+                    _ON_VERSION, row.id, row.owner, *change, final, version, *runs
                 )
         if found is None:
             raise TaskStale(row.id)
@@ -153,23 +154,6 @@ class PostgresTasks:
                     "DELETE FROM raven_task_push_configs WHERE task_id = $1", task_id
                 )
 
-    async def task_release(self, task_id: str) -> None:
-        async with self._conn() as conn:
-            await conn.execute(
-                "UPDATE raven_tasks SET holder = NULL, held_until = NULL"
-                " WHERE id = $1 AND holder = $2",
-                task_id,
-                self._me,
-            )
-
-    async def task_renew(self) -> None:
-        async with self._conn() as conn:
-            await conn.execute(
-                f"UPDATE raven_tasks SET held_until = {NOW} + $2 WHERE holder = $1",
-                self._me,
-                self.lease_s,
-            )
-
     async def task_prune(self) -> None:
         async with self._conn() as conn:
             await conn.execute(
@@ -180,29 +164,34 @@ class PostgresTasks:
                 ENDED_EVENTS_KEPT_S,
             )
 
-    async def tasks_held_elsewhere(self, task_ids: list[str]) -> set[str]:
+    async def tasks_run_elsewhere(self, task_ids: list[str]) -> set[str]:
         async with self._conn() as conn:
             rows = await conn.fetch(
-                "SELECT id, holder FROM raven_tasks WHERE id = ANY($1::text[])"
-                f" AND holder IS NOT NULL AND holder <> $2 AND held_until >= {NOW}",
+                "SELECT t.id, t.holder FROM raven_tasks t"
+                " JOIN raven_sessions s ON s.id = t.session_id"
+                " WHERE t.id = ANY($1::text[]) AND t.holder <> $2"
+                f" AND s.turn_holder = t.holder AND s.turn_until >= {NOW}",
                 task_ids,
                 self._me,
             )
         return {r["id"] for r in rows if not gone(parse(r["holder"]))}
 
-    async def tasks_unheld(self, states: Collection[str]) -> list[tuple[str, str]]:
+    async def tasks_unrun(self, states: Collection[str]) -> list[Unrun]:
         async with self._conn() as conn:
             rows = await conn.fetch(
-                f"SELECT id, owner, holder, held_until < {NOW} AS lapsed FROM raven_tasks"
-                " WHERE state = ANY($1::text[])",
+                "SELECT t.id, t.owner, t.session_id, t.state, t.version, t.updated_us, t.holder,"
+                f" s.turn_holder = t.holder AND s.turn_until >= {NOW} AS claims"
+                " FROM raven_tasks t LEFT JOIN raven_sessions s ON s.id = t.session_id"
+                " WHERE t.state = ANY($1::text[])",
                 list(states),
             )
-        return [
-            (r["id"], r["owner"])
-            for r in rows
-            if r["holder"] is None
-            or (r["holder"] != self._me and (r["lapsed"] or gone(parse(r["holder"]))))
-        ]
+        unrun = []
+        for r in rows:
+            away = r["holder"] is None or gone(parse(r["holder"]))
+            if away or not r["claims"]:
+                task = (r["id"], r["owner"], r["session_id"], r["state"], r["version"])
+                unrun.append(Unrun(*task, r["updated_us"], away))
+        return unrun
 
     async def push_set(self, task_id: str, owner: str, config_id: str, body: bytes) -> None:
         async with self._conn() as conn:

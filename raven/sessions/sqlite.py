@@ -485,18 +485,19 @@ class SqliteStore:
         message: Message,
         title: str | None = None,
         create: SessionRecord | None = None,
+        claimant: int | None = None,
     ) -> None:
         """Commit one message at the end of the transcript (and a new title, if given).
 
         With `create`, the session row is inserted in the same transaction first, as it is
-        with this message.
+        with this message (claimed for a turn of process `claimant`, if given).
         """
         body = MESSAGE_ADAPTER.dump_json(message).decode()
         stamp = now_iso()
         with self.writing() as db:
             if create is not None:
                 named = create.title if title is None else title
-                _insert_session(db, create, named, stamp, version=1)
+                _insert_session(db, create, named, stamp, version=1, turn_pid=claimant)
             else:
                 touched = db.execute(
                     "UPDATE sessions SET updated_at = ?, title = COALESCE(?, title), "
@@ -638,12 +639,17 @@ def _refuse_elsewhere(session_id: str, holder: int | None, pid: int) -> None:
 
 
 def _insert_session(
-    db: sqlite3.Connection, record: SessionRecord, title: str, updated_at: str, version: int = 0
+    db: sqlite3.Connection,
+    record: SessionRecord,
+    title: str,
+    updated_at: str,
+    version: int = 0,
+    turn_pid: int | None = None,
 ) -> None:
     db.execute(
         "INSERT INTO sessions"
-        " (id, cwd, title, mode, model, face, created_at, updated_at, version, parent)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " (id, cwd, title, mode, model, face, created_at, updated_at, version, parent, turn_pid)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             record.id,
             record.cwd,
@@ -655,6 +661,7 @@ def _insert_session(
             updated_at,
             version,
             record.parent,
+            turn_pid,
         ),
     )
 
@@ -739,9 +746,11 @@ class SqliteSessions(SqliteTasks):
         title: str | None = None,
         create: SessionRecord | None = None,
         soon: bool = False,
+        claimed: bool = False,
     ) -> None:
         call = self.db.stage if soon else self.db.call
-        await call(self.db.append, session_id, message, title, create)
+        claimant = os.getpid() if claimed else None
+        await call(self.db.append, session_id, message, title, create, claimant)
 
     async def messages(self, session_id: str, last: int | None = None) -> list[Message]:
         return await self.db.call(self.db.messages, session_id, last)

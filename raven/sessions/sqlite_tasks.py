@@ -1,10 +1,11 @@
 """Task rows in raven.db (`raven.sessions.tasks.TaskRows`), beside the sessions.
 
 The processes of one machine share the file; a write is refused when the task is not at
-the version it was based on. A hold names its process (`holder`, a pid) and lasts as
-long as that process does. The count of each owner's (and each context's) tasks in
-each state is kept by triggers (`task_counts`), so a page's total costs the same however
-many tasks there are. Never decodes a task.
+the version it was based on. A task's runner is a process (`holder`, a pid) that runs
+it in the turns of one session (`session_id`) while it holds that session's claim. The
+count of each owner's (and each context's) tasks in each state is kept by triggers
+(`task_counts`), so a page's total costs the same however many tasks there are. Never
+decodes a task.
 """
 
 from __future__ import annotations
@@ -12,10 +13,18 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Callable, Collection, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from raven.sessions.records import process_alive
-from raven.sessions.tasks import Saved, TaskFilter, TaskPage, TaskRow, TaskStale, counted
+from raven.sessions.tasks import (
+    Saved,
+    TaskFilter,
+    TaskPage,
+    TaskRow,
+    TaskStale,
+    Unrun,
+    counted,
+)
 
 if TYPE_CHECKING:
     from raven.sessions.sqlite import SqliteStore
@@ -38,25 +47,18 @@ class SqliteTasks:
         events: Sequence[bytes] = (),
         unless: Collection[str] | None = None,
         final: bool = False,
-        hold: bool = False,
+        runner: str | None = None,
     ) -> Saved:
-        """`events` are only counted and `final` means nothing here: no other replica
-        follows the task."""
+        """`events` are only counted here: no other replica follows the task."""
         # Staged: committed with the next write or at the end of the loop's step, before
         # anyone told of the change runs.
         steps = max(1, len(events))
-        return await self.db.stage(self._task_save, row, version, unless, hold, final, steps)
+        return await self.db.stage(self._task_save, row, version, unless, runner, final, steps)
 
-    async def task_release(self, task_id: str) -> None:
-        await self.db.call(self._task_release, task_id, os.getpid())
-
-    async def task_renew(self) -> None:
-        """Nothing to renew: a hold here lasts as long as its process."""
-
-    async def tasks_held_elsewhere(self, task_ids: list[str]) -> set[str]:
-        held = await self.db.call(self._holders, task_ids)
+    async def tasks_run_elsewhere(self, task_ids: list[str]) -> set[str]:
+        found = await self.db.call(self._runners, task_ids)
         me = os.getpid()
-        return {t for t, pid in held if pid != me and process_alive(pid)}
+        return {t for t, pid in found if pid != me and process_alive(pid)}
 
     async def task_page(self, where: TaskFilter, limit: int) -> TaskPage:
         return await self.db.call(self._task_page, where, limit)
@@ -64,10 +66,16 @@ class SqliteTasks:
     async def task_delete(self, task_id: str, owner: str) -> None:
         await self.db.call(self._task_delete, task_id, owner)
 
-    async def tasks_unheld(self, states: Collection[str]) -> list[tuple[str, str]]:
+    async def tasks_unrun(self, states: Collection[str]) -> list[Unrun]:
         found = await self.db.call(self._tasks_in, list(states))
-        me = os.getpid()
-        return [(t, o) for t, o, pid in found if pid != me and not process_alive(pid)]
+        unrun = []
+        for task_id, owner, session_id, state, version, updated_us, pid, claimant in found:
+            alive = process_alive(pid)
+            if not (alive and claimant == pid):
+                unrun.append(
+                    Unrun(task_id, owner, session_id, state, version, updated_us, not alive)
+                )
+        return unrun
 
     async def push_set(self, task_id: str, owner: str, config_id: str, body: bytes) -> None:
         await self.db.call(self._push_set, task_id, owner, config_id, body)
@@ -103,20 +111,20 @@ class SqliteTasks:
         row: TaskRow,
         version: int,
         unless: Collection[str] | None,
-        hold: bool,
+        runner: str | None,
         final: bool,
         steps: int,
     ) -> Saved:
-        holder = os.getpid() if hold else None
+        holder = os.getpid() if runner is not None else None
         with self.db.writing() as db:
             if version == 0 and unless is None:
                 try:
                     found = db.execute(
-                        f"INSERT INTO tasks ({_COLUMNS}, version, holder, pushes) "
-                        "VALUES (?, ?, ?, ?, ?, ?, 1, ?, "
+                        f"INSERT INTO tasks ({_COLUMNS}, version, holder, session_id, pushes) "
+                        "VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, "
                         "(SELECT count(*) FROM task_push_configs WHERE task_id = ?)) "
                         "RETURNING pushes",
-                        (*_values(row), holder, row.id),
+                        (*_values(row), holder, runner, row.id),
                     ).fetchone()
                 except sqlite3.IntegrityError:
                     raise TaskStale(row.id) from None
@@ -124,15 +132,17 @@ class SqliteTasks:
             guard, args = _guard(version, unless)
             found = db.execute(
                 "UPDATE tasks SET state = ?, updated_us = ?, body = ?, version = version + ?, "
-                "holder = CASE WHEN ? THEN NULL ELSE COALESCE(?, holder) END "
+                "holder = CASE WHEN ? THEN NULL ELSE COALESCE(?, holder) END, "
+                "session_id = COALESCE(?, session_id) "
                 f"WHERE id = ? AND owner = ? AND {guard} RETURNING version, pushes",
                 (
                     row.state,
                     row.updated_us,
                     row.body,
                     steps,
-                    hold and final,
+                    final,
                     holder,
+                    runner,
                     row.id,
                     row.owner,
                     *args,
@@ -159,23 +169,26 @@ class SqliteTasks:
             if found.rowcount:
                 db.execute("DELETE FROM task_push_configs WHERE task_id = ?", (task_id,))
 
-    def _task_release(self, task_id: str, pid: int) -> None:
-        with self.db.writing() as db:
-            db.execute("UPDATE tasks SET holder = NULL WHERE id = ? AND holder = ?", (task_id, pid))
-
-    def _holders(self, task_ids: list[str]) -> list[tuple[str, int]]:
+    def _runners(self, task_ids: list[str]) -> list[tuple[str, int]]:
+        """(id, runner) of those of `task_ids` whose runner holds their session's claim."""
         marks = ", ".join("?" * len(task_ids))
         with self.db.reading() as db:
             return db.execute(
-                f"SELECT id, holder FROM tasks WHERE id IN ({marks}) AND holder IS NOT NULL",
+                "SELECT t.id, t.holder FROM tasks t JOIN sessions s ON s.id = t.session_id "
+                f"WHERE t.id IN ({marks}) AND s.turn_pid = t.holder",
                 task_ids,
             ).fetchall()
 
-    def _tasks_in(self, states: list[str]) -> list[tuple[str, str, int | None]]:
+    def _tasks_in(self, states: list[str]) -> list[tuple[Any, ...]]:
+        """Each task in one of `states`, with its runner and its session's claimant."""
         marks = ", ".join("?" * len(states))
         with self.db.reading() as db:
             return db.execute(
-                f"SELECT id, owner, holder FROM tasks WHERE state IN ({marks})", states
+                "SELECT t.id, t.owner, t.session_id, t.state, t.version, t.updated_us, "
+                "t.holder, s.turn_pid "
+                "FROM tasks t LEFT JOIN sessions s ON s.id = t.session_id "
+                f"WHERE t.state IN ({marks})",
+                states,
             ).fetchall()
 
     def _push_set(self, task_id: str, owner: str, config_id: str, body: bytes) -> None:

@@ -83,9 +83,11 @@ class Sessions(TaskRows, Protocol):
         title: str | None = None,
         create: SessionRecord | None = None,
         soon: bool = False,
+        claimed: bool = False,
     ) -> None:
         """Commit one message at the end of the transcript (and a new title); with
-        `create`, the session is inserted first, in the same transaction. Appends to one
+        `create`, the session is inserted first, in the same transaction (`claimed`: with
+        this process's claim for its turn, as `claim_turn` takes it). Appends to one
         session commit in the order they were called.
 
         With `soon`, the commit may wait for this process's next append to the session,

@@ -7,10 +7,11 @@ status. Every write names the version it is based on and a stale one is refused
 replicas share also keeps each write's event, for followers on other replicas, and says
 when a task changed (`Watcher.task_changed`).
 
-The process that runs a task's work holds it (`task_save(..., hold=True)`), as a
-session's claim is held: in a store replicas share, the hold lapses unless renewed
-within the store's lease. Beside the tasks: their push configs and what became of their
-deliveries. Knows nothing of what a task means.
+A task's work runs in the turns of one session, and the process that runs it names
+itself and that session (`task_save(..., runner=)`): it runs the task while it holds the
+session's claim, and no longer once it does not (`tasks_unrun`). The session's claim is
+the one lease; a task has none of its own. Beside the tasks: their push configs and what
+became of their deliveries. Knows nothing of what a task means.
 """
 
 from __future__ import annotations
@@ -53,6 +54,22 @@ class TaskRow:
     body: bytes
 
 
+class Unrun(NamedTuple):
+    """A task that no live process runs now (`TaskRows.tasks_unrun`)."""
+
+    id: str
+    owner: str
+    session_id: str | None
+    """The session whose turns run it (None: none was named)."""
+    state: str
+    version: int
+    updated_us: int
+    gone: bool
+    """Its runner is known to be gone: a process of this machine that no longer runs, or
+    none is named. (One of another machine that does not hold the claim may be waiting
+    for it.)"""
+
+
 class Saved(NamedTuple):
     version: int
     pushes: bool
@@ -91,28 +108,21 @@ class TaskRows(Protocol):
         events: Sequence[bytes] = (),
         unless: Collection[str] | None = None,
         final: bool = False,
-        hold: bool = False,
+        runner: str | None = None,
     ) -> Saved:
         """Write `row` based on `version` (0: the first write); its new version. With
         `unless`, overwrite whatever version is stored, but not a task in one of the
         states `unless` names. Raises `TaskStale`. A shared store keeps `events` (what
         the write did, in order; one for a first write) for followers elsewhere, each
         under a version of its own, so the task's version advances by one per event (by
-        one with none); `final`: the task ends, see `task_prune`. It tells them. With
-        `hold`, this process holds the task from now on (with `final` too, its hold
-        ends with the write)."""
+        one with none); `final`: the task ends (nobody runs it any more; see
+        `task_prune`). It tells them. With `runner` (a session id), this process runs the
+        task in that session's turns from now on."""
         ...
 
-    async def task_release(self, task_id: str) -> None:
-        """Let go of this process's hold on the task, if it has one."""
-        ...
-
-    async def task_renew(self) -> None:
-        """Keep every hold of this process from lapsing."""
-        ...
-
-    async def tasks_held_elsewhere(self, task_ids: list[str]) -> set[str]:
-        """Those of `task_ids` another live process holds."""
+    async def tasks_run_elsewhere(self, task_ids: list[str]) -> set[str]:
+        """Those of `task_ids` another live process runs now: it holds the claim of the
+        session the task runs in."""
         ...
 
     async def task_page(self, where: TaskFilter, limit: int) -> TaskPage:
@@ -122,9 +132,9 @@ class TaskRows(Protocol):
 
     async def task_delete(self, task_id: str, owner: str) -> None: ...
 
-    async def tasks_unheld(self, states: Collection[str]) -> list[tuple[str, str]]:
-        """(id, owner) of every task in one of `states` that no live process holds (its
-        holder is gone, or its hold lapsed), this process's own holds left out."""
+    async def tasks_unrun(self, states: Collection[str]) -> list[Unrun]:
+        """Every task in one of `states` whose runner does not hold the claim of the
+        session it runs in (or is gone)."""
         ...
 
     async def push_set(self, task_id: str, owner: str, config_id: str, body: bytes) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -56,6 +57,8 @@ async def test_a_conversation_a_question_and_a_killed_replica_through_the_balanc
         Reply(events=openai_stream(text="You told me v1.2.")),
         Reply(events=openai_stream(tool_calls=[("q1", "ask_user", '{"question": "Branch?"}')])),
         Reply(events=openai_stream(text="Deploying main.")),
+        Reply(events=openai_stream(text="Built it."), held_until=(built := threading.Event())),
+        Reply(events=openai_stream(text="Tested it.")),
         Reply(events=openai_stream(text="never said"), delay_s=60),
     )
     with topology(env, tmp_path, pg_url, model_server.url + "/v1") as top:
@@ -90,17 +93,51 @@ async def test_a_conversation_a_question_and_a_killed_replica_through_the_balanc
         users = [text for role, text in said_to_model(model_server, 3) if role == "user"]
         assert users[-1] == "Deploy."  # the answer was no new turn
 
-        # The replica running a turn is killed: the task ends failed, the session's turn
-        # ends with it, and the conversation goes on on the other replica.
+        # A task of the conversation sent to the other replica while a turn runs waits
+        # for that turn (submitted: its turn is the session's, which is taken), then
+        # answers for itself alone.
+        build, builder = top.call(
+            "SendMessage", a2a_message("Build.", contextId=context) | IMMEDIATELY
+        )
+        await state_reaches(top, build["task"]["id"], "TASK_STATE_WORKING")
+        await until_requests(model_server, 5)
+        other = top.other(builder).name
+        test, tester = top.call(
+            "SendMessage", a2a_message("Test.", contextId=context) | IMMEDIATELY, other
+        )
+        assert tester == other
+        waiting, _ = top.call("GetTask", {"id": test["task"]["id"]}, other)
+        assert waiting["status"]["state"] == "TASK_STATE_SUBMITTED"
+        built.set()
+        done = await state_reaches(top, build["task"]["id"], "TASK_STATE_COMPLETED")
+        assert done["status"]["message"]["parts"][0]["text"].strip() == "Built it."
+        tested = await state_reaches(top, test["task"]["id"], "TASK_STATE_COMPLETED")
+        assert tested["status"]["message"]["parts"][0]["text"].strip() == "Tested it."
+        (response,) = [a for a in tested["artifacts"] if a["name"] == "response"]
+        assert "".join(p["text"] for p in response["parts"]).strip() == "Tested it."
+        assert said_to_model(model_server, 5)[-3:] == [
+            ("user", "Build."),
+            ("assistant", "Built it."),
+            ("user", "Test."),
+        ]
+
+        # The replica running a turn is killed: the task ends failed, and so does the one
+        # that waited there for its turn; the session's turn ends with them, and the
+        # conversation goes on on the other replica.
         slow, runner = top.call(
             "SendMessage", a2a_message("Slow.", contextId=context) | IMMEDIATELY
         )
         await state_reaches(top, slow["task"]["id"], "TASK_STATE_WORKING")
-        await until_requests(model_server, 5)
+        await until_requests(model_server, 7)
+        queued, _ = top.call(
+            "SendMessage", a2a_message("Then this.", contextId=context) | IMMEDIATELY, runner
+        )
+        assert queued["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
         top.replica(runner).kill()
         killed_at = time.monotonic()
-        failed = await state_reaches(top, slow["task"]["id"], "TASK_STATE_FAILED")
-        assert "stopped" in failed["status"]["message"]["parts"][0]["text"]
+        for task in (slow, queued):
+            failed = await state_reaches(top, task["task"]["id"], "TASK_STATE_FAILED")
+            assert "stopped" in failed["status"]["message"]["parts"][0]["text"]
         session = await session_of(top, top.other(runner).name)
         while session["failure"] != LAPSED_TURN and time.monotonic() - killed_at < DEADLINE_S:
             await asyncio.sleep(0.1)

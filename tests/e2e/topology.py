@@ -91,11 +91,13 @@ class Topology:
             timeout=DEADLINE_S,
         )
 
-    def call(self, method: str, params: dict[str, Any]) -> tuple[dict[str, Any], str]:
-        """An A2A JSON-RPC call through the balancer: its result and the replica that
-        answered."""
+    def call(
+        self, method: str, params: dict[str, Any], replica: str | None = None
+    ) -> tuple[dict[str, Any], str]:
+        """An A2A JSON-RPC call through the balancer (to `replica`, if named): its result
+        and the replica that answered."""
         body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-        response = self.a2a.post("/a2a", json=body)
+        response = self.a2a.post("/a2a" + (f"?replica={replica}" if replica else ""), json=body)
         assert response.status_code == 200, response.text
         reply = response.json()
         assert "result" in reply, reply

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 from pathlib import Path
 
 import pytest
@@ -390,8 +391,9 @@ async def test_the_prompt_is_stored_before_the_turn_waits_for_the_model(
     make_runtime: MakeRuntime, tmp_path: Path
 ) -> None:
     """However its commit is grouped with the answer's, a prompt is in the store (for
-    another process) by the time the model is thinking, a new session's too."""
-    from raven.sessions import SqliteStore
+    another process) by the time the model is thinking, a new session's too, which is
+    stored claimed by its turn: no other process runs a turn beside it."""
+    from raven.sessions import SqliteStore, TurnElsewhere
 
     runtime = make_runtime([{"text": "slow", "delayMs": 60_000}])
     session = await runtime.new_session(tmp_path, deferred=True)
@@ -408,10 +410,13 @@ async def test_the_prompt_is_stored_before_the_turn_waits_for_the_model(
     other = SqliteStore(runtime.paths.database)
     try:
         assert [m.text for m in other.messages(session.id)] == ["remember me"]  # type: ignore[union-attr]
+        with pytest.raises(TurnElsewhere):
+            other.claim_turn(session.id, os.getppid())  # a live process that is not this one
+        assert session.cancel_turn()
+        assert await asyncio.wait_for(turn, 10) == "cancelled"
+        other.claim_turn(session.id, os.getppid())  # the turn let go of it
     finally:
         other.close()
-    assert session.cancel_turn()
-    assert await asyncio.wait_for(turn, 10) == "cancelled"
 
 
 async def test_provider_failure_ends_the_turn_with_an_explanation(

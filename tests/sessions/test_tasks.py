@@ -108,42 +108,66 @@ async def test_push_configs_and_their_deliveries(store: Sessions) -> None:
     assert await store.push_list("t", None) == []
 
 
-async def test_a_hold_of_a_process_that_is_gone_is_no_hold(store: Sessions, tmp_path: Path) -> None:
-    await store.task_save(row("mine", "TASK_STATE_WORKING", 1), 0, hold=True)
-    await store.task_save(row("free", "TASK_STATE_WORKING", 1), 0)
+async def test_a_task_is_run_only_while_its_runner_holds_its_sessions_claim(
+    store: Sessions, tmp_path: Path
+) -> None:
+    """A task has no lease of its own: its runner runs it while it holds the claim of the
+    session the task runs in, and a runner that is gone runs nothing."""
+    for session_id in ("s-mine", "s-theirs", "s-waiting"):
+        await store.create(str(tmp_path), "a2a", session_id=session_id)
+    await store.claim_turn("s-mine")
+    await store.task_save(row("mine", "TASK_STATE_WORKING", 1), 0, runner="s-mine")
+    await store.task_save(row("free", "TASK_STATE_WORKING", 1), 0)  # nobody runs it
     await store.task_save(row("theirs", "TASK_STATE_WORKING", 1), 0)
+    await store.task_save(row("waiting", "TASK_STATE_SUBMITTED", 1), 0)
     # Off the loop: a write this process just made commits as the loop's step ends.
-    other = await asyncio.to_thread(hold_from_another_process, store, tmp_path, "theirs")
+    other = await asyncio.to_thread(run_from_another_process, store, tmp_path)
+    working = ["TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"]
     try:
-        assert await store.tasks_held_elsewhere(["mine", "free", "theirs"]) == {"theirs"}
-        unheld = await store.tasks_unheld(["TASK_STATE_WORKING"])
-        assert [t for t, _ in unheld] == ["free"]
+        tasks = ["mine", "free", "theirs", "waiting"]
+        assert await store.tasks_run_elsewhere(tasks) == {"theirs"}
+        unrun = {t.id: t for t in await store.tasks_unrun(working)}
+        assert set(unrun) == {"free", "waiting"}
+        assert unrun["free"].gone  # none named
+        # Its runner lives, waiting for its session's turn: not known to be gone.
+        assert not unrun["waiting"].gone and unrun["waiting"].state == "TASK_STATE_SUBMITTED"
+        assert unrun["waiting"].version == 2
     finally:
         assert other.stdin is not None and other.stdout is not None
         other.stdin.close()
         other.wait(30)
         other.stdout.close()
-    assert await store.tasks_held_elsewhere(["theirs"]) == set()  # its process is gone
-    assert {t for t, _ in await store.tasks_unheld(["TASK_STATE_WORKING"])} == {"free", "theirs"}
-    await store.task_release("mine")
-    assert "mine" in {t for t, _ in await store.tasks_unheld(["TASK_STATE_WORKING"])}
+    # Its process is gone (without letting go of anything): nobody runs its tasks.
+    assert await store.tasks_run_elsewhere(["theirs"]) == set()
+    unrun = {t.id: t for t in await store.tasks_unrun(working)}
+    assert set(unrun) == {"free", "theirs", "waiting"} and unrun["theirs"].gone
+    await store.release_turn("s-mine")  # the turn ended before the task was written
+    assert "mine" in {t.id for t in await store.tasks_unrun(working)}
+    await store.task_save(row("mine", "TASK_STATE_COMPLETED", 2), 1, final=True)
+    [ended] = await store.tasks_unrun(DONE)
+    assert ended.id == "mine" and ended.gone  # an ended task has no runner
 
 
-def hold_from_another_process(
-    store: Sessions, tmp_path: Path, task_id: str
-) -> subprocess.Popen[str]:
-    """A process that holds the task through a store like `store` until its stdin closes
-    (then exits without letting go)."""
+def run_from_another_process(store: Sessions, tmp_path: Path) -> subprocess.Popen[str]:
+    """A process that runs task `theirs` in its session's turn, and has task `waiting`
+    wait for another, through a store like `store` until its stdin closes (then exits
+    without letting go)."""
     body = (
-        '    row = TaskRow(key, "ann", "c", "TASK_STATE_WORKING", 2, b"held")\n'
-        "    await store.task_save(row, 1, hold=True)"
+        '    await store.claim_turn("s-theirs")\n'
+        '    row = TaskRow("theirs", "ann", "c", "TASK_STATE_WORKING", 2, b"run")\n'
+        '    await store.task_save(row, 1, runner="s-theirs")\n'
+        '    row = TaskRow("waiting", "ann", "c", "TASK_STATE_SUBMITTED", 2, b"waits")\n'
+        '    await store.task_save(row, 1, runner="s-waiting")\n'
+        '    await store.task_get("waiting", "ann")  # committed before it says it is ready'
     )
-    return another_process(store, tmp_path, task_id, body)
+    return another_process(store, tmp_path, "", body)
 
 
-async def test_a_hold_another_machine_stops_renewing_lapses(pg_url: str, tmp_path: Path) -> None:
-    """A replica on another machine is judged by its hold's expiry alone: renewed, the hold
-    stands; once its lease passed unrenewed, the task is free to be ended."""
+async def test_a_task_run_on_another_machine_is_run_while_its_claim_is_renewed(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """A replica on another machine is judged by its session's claim alone: renewed, it
+    runs the task; once the claim's lease passed unrenewed, nobody does."""
     import asyncpg
 
     paths = Paths(config_file=tmp_path / "config.json", data_dir=tmp_path / "data")
@@ -151,16 +175,20 @@ async def test_a_hold_another_machine_stops_renewing_lapses(pg_url: str, tmp_pat
     there = open_sessions(SessionsConfig(url=pg_url), paths)
     there._me = '{"boot": "b", "host": "another-machine", "pid": 1}'  # type: ignore[attr-defined]
     try:
-        await there.task_save(row("t", "TASK_STATE_WORKING", 1), 0, hold=True)
-        assert await here.tasks_held_elsewhere(["t"]) == {"t"}
+        await there.create(str(tmp_path), "a2a", session_id="s")
+        await there.claim_turn("s")
+        await there.task_save(row("t", "TASK_STATE_WORKING", 1), 0, runner="s")
+        assert await here.tasks_run_elsewhere(["t"]) == {"t"}
+        assert await here.tasks_unrun(["TASK_STATE_WORKING"]) == []
         conn = await asyncpg.connect(pg_url)
         try:
-            await conn.execute("UPDATE raven_tasks SET held_until = 0")  # its lease passed
-            assert await here.tasks_held_elsewhere(["t"]) == set()
-            assert [t for t, _ in await here.tasks_unheld(["TASK_STATE_WORKING"])] == ["t"]
-            await there.task_renew()
-            assert await here.tasks_held_elsewhere(["t"]) == {"t"}
-            assert await here.tasks_unheld(["TASK_STATE_WORKING"]) == []
+            await conn.execute("UPDATE raven_sessions SET turn_until = 0")  # its lease passed
+            assert await here.tasks_run_elsewhere(["t"]) == set()
+            [unrun] = await here.tasks_unrun(["TASK_STATE_WORKING"])
+            assert unrun.id == "t" and not unrun.gone  # another machine's: not known
+            assert await there.renew_claims(["s"]) == ["s"]
+            assert await here.tasks_run_elsewhere(["t"]) == {"t"}
+            assert await here.tasks_unrun(["TASK_STATE_WORKING"]) == []
         finally:
             await conn.close()
     finally:

@@ -4,9 +4,10 @@
 the task's lock, and hands it, in order and once, to the task's followers (a send
 waiting for its answer, a stream, SubscribeToTask), who start from a snapshot taken
 under the same lock. A terminal state never changes: a write to a finished task is
-dropped, and a write the store refuses as stale (another replica wrote the task) is
-retried once the writer has learnt what was written (`reload`: a follow-up to answer
-or steer with, or the task's end). Never runs a turn and never speaks a wire format.
+dropped, and a write the store refuses as stale (another replica wrote the task: a
+follow-up it took, or the task's end) is retried once the writer has read what was
+written (`reload`). What a follow-up says reaches the turn through the runtime, not
+through the task. Never runs a turn and never speaks a wire format.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,9 +50,6 @@ log = logging.getLogger(__name__)
 WRITE_ATTEMPTS = 4
 """Writes of one change, each after learning what another replica wrote meanwhile."""
 
-Prompter = Callable[[Message, str, list[Any] | None], Awaitable[str]]
-"""A peer's message in a context as a prompt (`Conversations.prompt`)."""
-
 
 @dataclass
 class Follower:
@@ -77,7 +75,6 @@ class LiveTask:
         session_id: str,
         store: Any,
         push: Push,
-        prompt: Prompter,
     ) -> None:
         self.id = task_id
         self.context_id = context_id
@@ -87,14 +84,11 @@ class LiveTask:
         self.context = ServerCallContext(user=Caller(owner), state={RUNS: session_id})
         self.manager = TaskManager(store, self.context, task_id, context_id, None)
         self._push = push
-        self._prompt = prompt
         self.lock = asyncio.Lock()
         self.followers: list[Follower] = []
         self.turn: TaskTurn | None = None
         self.runner: asyncio.Task[None] | None = None
         self.cancelled = asyncio.Event()
-        self.seen: set[str] = set()
-        """Ids of the messages this task's writer knows of."""
         self.artifact_id = uuid.uuid4().hex
         self.streamed = 0
         """Characters of the answer already sent as `response` artifact chunks."""
@@ -205,9 +199,8 @@ class LiveTask:
         return current
 
     async def reload(self) -> None:
-        """Another replica wrote the task (under `lock`): learn what it did."""
-        before = await self.manager.get_task()
-        parked = before is not None and before.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        """Another replica wrote the task (under `lock`): read it; if it ended (a cancel),
+        stop its turn and tell the followers."""
         self.manager.invalidate()
         stored = await self.manager.get_task()
         if stored is None or stored.status.state in TERMINAL:
@@ -217,21 +210,16 @@ class LiveTask:
             if stored is not None:
                 self._tell(status_of(stored), stored)
             self.close(ended=True)
-            return
-        messages = [
-            *stored.history,
-            *([stored.status.message] if stored.status.HasField("message") else []),
-        ]
-        for message in messages:
-            if message.role != Role.ROLE_USER or message.message_id in self.seen:
-                continue
-            self.seen.add(message.message_id)
-            if self.turn is None:
-                continue
-            prompt = await self._prompt(message, self.context_id, None)
-            if not (parked and self.turn.answer(prompt)):
-                self.turn.steer(prompt)
-            parked = False
+
+    async def peer_replied(self) -> bool:
+        """Whether the task's question was answered by the peer through another replica,
+        which wrote the peer's reply to the task before handing it to the turn."""
+        async with self.lock:
+            await self.reload()
+            current = await self.manager.get_task()
+        if current is None or current.status.state != TaskState.TASK_STATE_WORKING:
+            return False
+        return current.status.message.role == Role.ROLE_USER
 
     # -- telling ----------------------------------------------------------------------
 

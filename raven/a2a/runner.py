@@ -120,14 +120,17 @@ class TaskRunner:
                 working = TaskState.TASK_STATE_WORKING
                 await task.update(working, step.text, metadata=PROGRESS_METADATA)
             elif isinstance(step, Asked):
-                await task.update(TaskState.TASK_STATE_INPUT_REQUIRED, step.text)
+                asking = {"requestId": step.request_id, "approval": step.approval}
+                required = TaskState.TASK_STATE_INPUT_REQUIRED
+                await task.update(required, step.text, metadata={"raven": {"asking": asking}})
                 if not await turn.wait_answer(self._settings.input_timeout_s):
                     log.info("A2A task %s: the question timed out unanswered", task.id)
                     if turn.answer(None):
                         await task.update(TaskState.TASK_STATE_WORKING, NO_ANSWER)
                 elif turn.answered_elsewhere:
                     turn.answered_elsewhere = False
-                    await task.update(TaskState.TASK_STATE_WORKING, ANSWERED_ELSEWHERE)
+                    if not await task.peer_replied():  # through another replica
+                        await task.update(TaskState.TASK_STATE_WORKING, ANSWERED_ELSEWHERE)
             else:
                 await self._end(task, step)
                 return

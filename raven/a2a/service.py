@@ -12,9 +12,11 @@ Rules it keeps for every face of the task:
   not based on the latest version is refused by the store (the writer reloads and
   learns why).
 - A follow-up answers the task's question, steers its running turn, or resumes a task
-  whose turn is gone; sent to a replica that does not run the task, it is written to
-  the store, and the running replica hears of it at once (the store's NOTIFY, which
-  the runtime hands on), and so of a cancel.
+  whose turn is gone. Sent to a replica that does not run the task, it is written to
+  the task and handed to the turn through the runtime (`Runtime.answer`, `steer`),
+  which reaches the replica holding the session's claim at once; a cancel is written
+  to the task, and the running replica hears of it at once (the store's NOTIFY, which
+  the runtime hands on) and stops the turn.
 - A task's turn is its conversation's session's: the process running it is the one that
   holds the session's claim (the engine's, renewed with the sessions' `leaseS` when
   replicas share the store), and a task has no lease of its own. A task waits SUBMITTED
@@ -81,7 +83,7 @@ from raven.a2a.store import (
     TERMINAL,
     RowsTaskStore,
 )
-from raven.a2a.turn import Conversations, LocalAsker
+from raven.a2a.turn import Conversations, LocalAsker, reply_value
 from raven.config import A2AServerConfig
 from raven.deadlines import finish_within
 from raven.engine import Runtime
@@ -341,7 +343,7 @@ class TaskService:
                     message=f"Task {stored.id} runs in another Raven on this machine; "
                     "send the follow-up there"
                 )
-            return await self._relay(message, context, follower)
+            return await self._relay(stored, message, context, data, follower)
         return await self._resume(stored, owner, message, data, follower)
 
     async def _start(
@@ -356,7 +358,6 @@ class TaskService:
         message.task_id = str(uuid.uuid4())
         task = self._live_task(message.task_id, message.context_id, owner)
         task.fresh = True
-        task.seen.add(message.message_id)  # the prompt: never taken again for a follow-up
         if push is not None:  # before the task is written: its first state is pushed too
             await self._push_config(task.id, push, task.context)
         self._live[task.id] = task
@@ -392,10 +393,7 @@ class TaskService:
         parked = (await task.cached()).status.state == TaskState.TASK_STATE_INPUT_REQUIRED
         answers = parked and turn.asking
         if not answers and not turn.steer(prompt):
-            raise UnsupportedOperationError(
-                message=f"Task {task.id} is finishing; send the message again once it ends"
-            )
-        task.seen.add(message.message_id)
+            raise _finishing(task.id)
         snapshot = await task.write(working(task, message), follower)
         if answers:
             turn.answer(prompt)
@@ -412,8 +410,6 @@ class TaskService:
         """A message to a task whose turn is gone (an earlier run, a replica that stopped):
         a new turn, here, in the task's conversation, which the task waits for again."""
         task = self._live_task(stored.id, stored.context_id, owner)
-        task.seen.update(m.message_id for m in stored.history)
-        task.seen.add(message.message_id)
         self._live[task.id] = task
         waits = status_event(task.id, task.context_id, TaskState.TASK_STATE_SUBMITTED, message)
         try:
@@ -427,15 +423,35 @@ class TaskService:
         return snapshot, task.drain(follower) if follower else None
 
     async def _relay(
-        self, message: Message, context: ServerCallContext, follower: Follower | None
+        self,
+        stored: Task,
+        message: Message,
+        context: ServerCallContext,
+        data: list[Any] | None,
+        follower: Follower | None,
     ) -> tuple[Task, AsyncIterator[Event] | None]:
-        """A message to a task another replica runs: written to the store for it."""
+        """A message to a task another replica runs: kept in the task, and handed to its
+        turn through the runtime, as the answer to the question the task waits on or as
+        steering. An answer is written first (the turn then knows the peer gave it); a
+        steer is handed on first (a turn that just ended takes none, and the task keeps
+        no message nobody took)."""
+        session_id = self._conversations.session_id(context.user.user_name, stored.context_id)
+        prompt = await self._conversations.prompt(message, stored.context_id, data)
+        asking = _asking(stored)
+        if asking is None and not await self._runtime.steer(session_id, prompt):
+            raise _finishing(stored.id)
         event = status_event(
             message.task_id, message.context_id, TaskState.TASK_STATE_WORKING, message
         )
         task, version = await self._write_stored(message.task_id, context, event)
         if task.status.state in TERMINAL:
             raise _terminal(task)
+        if asking is not None:
+            request_id, approval = asking
+            if not await self._runtime.answer(
+                session_id, request_id, reply_value(prompt, approval)
+            ):
+                raise _finishing(stored.id)
         if follower is None:
             return task, None
         assert self._elsewhere is not None
@@ -445,15 +461,7 @@ class TaskService:
 
     def _live_task(self, task_id: str, context_id: str, owner: str) -> LiveTask:
         session_id = self._conversations.session_id(owner, context_id)
-        return LiveTask(
-            task_id,
-            context_id,
-            owner,
-            session_id,
-            self.tasks,
-            self.push,
-            self._conversations.prompt,
-        )
+        return LiveTask(task_id, context_id, owner, session_id, self.tasks, self.push)
 
     async def _settle(self, task: LiveTask) -> None:
         """The runner is done: the task leaves this process."""
@@ -511,6 +519,26 @@ def _queued(task_id: str) -> UnsupportedOperationError:
     return UnsupportedOperationError(
         message=f"Task {task_id} is waiting for its turn; send follow-ups once it is working"
     )
+
+
+def _finishing(task_id: str) -> UnsupportedOperationError:
+    return UnsupportedOperationError(
+        message=f"Task {task_id} is finishing; send the message again once it ends"
+    )
+
+
+def _asking(task: Task) -> tuple[str, bool] | None:
+    """The asking a task waiting for input waits on, as its turn told it: (request id,
+    whether it is an approval); None for a task that waits for nothing."""
+    if task.status.state != TaskState.TASK_STATE_INPUT_REQUIRED:
+        return None
+    said = task.status.message
+    raven = said.metadata.fields.get("raven") if said.HasField("metadata") else None
+    asking = raven.struct_value.fields.get("asking") if raven is not None else None
+    if asking is None:
+        return None
+    fields = asking.struct_value.fields
+    return fields["requestId"].string_value, fields["approval"].bool_value
 
 
 def _terminal(task: Task) -> UnsupportedOperationError:

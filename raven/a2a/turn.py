@@ -32,6 +32,7 @@ from raven.a2a_parts import safe_name
 from raven.config.schema import ApprovalPolicy
 from raven.engine import (
     AgentText,
+    Answer,
     ApprovalRequest,
     Asker,
     Decision,
@@ -74,9 +75,13 @@ class Started:
 
 @dataclass
 class Asked:
-    """The turn asks the peer: the task waits for input until `TaskTurn.answer`."""
+    """The turn asks the peer: the task waits for input until the engine has the answer
+    to its asking `request_id` (`TaskTurn.answer` here, `Runtime.answer` from anywhere)."""
 
     text: str
+    request_id: str
+    approval: bool
+    """An approval (answered yes, always or no, `reply_value`) rather than a question."""
 
 
 @dataclass
@@ -253,7 +258,7 @@ class TaskTurn:
         pending = self._asking
         if pending is None or pending.settled.is_set():
             return False
-        value = _decision(text) if pending.approval else text
+        value = reply_value(text, pending.approval)
         self._peer_answered = self.session.answer(pending.request_id, value)
         return self._peer_answered
 
@@ -347,7 +352,7 @@ class TaskTurn:
         """Ask the peer: the task waits for input until the engine has the answer (the
         peer's, through `answer`, or anyone's), and stops this wait."""
         pending = self._asking = _Pending(request_id, approval)
-        self._steps.put_nowait(Asked(redact(text)))
+        self._steps.put_nowait(Asked(redact(text), request_id, approval))
         try:
             await asyncio.get_running_loop().create_future()  # until the engine stops it
             raise AssertionError("an asking ends when the engine stops it")
@@ -395,8 +400,11 @@ class _TaskAsker:
         await self._turn._ask(text, question.request_id, False)
 
 
-def _decision(text: str | None) -> Decision | Unanswered:
-    """A peer's answer to an approval, as the engine takes it."""
+def reply_value(text: str | None, approval: bool) -> Answer:
+    """A peer's reply to an asking, as the engine takes it: a question's text, or an
+    approval's decision (None: nobody answered)."""
+    if not approval:
+        return text
     if text is None:
         return "unanswered"
     word = text.strip().lower().rstrip(".!")

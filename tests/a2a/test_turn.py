@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from raven.a2a.turn import Asked, Ended, MintedContexts, TaskTurn
+from raven.a2a.turn import Asked, Ended, MintedContexts, TaskTurn, reply_value
 from raven.config import Paths, RavenConfig
 from raven.engine import Asking, Runtime
 from raven.messages import ToolResultMessage
@@ -71,3 +71,14 @@ async def test_the_peers_answer_and_anyones_go_to_the_engines_one_registry(
         stop()
     finally:
         await runtime.aclose()
+
+
+def test_a_peers_reply_is_taken_in_the_engines_vocabulary() -> None:
+    """What a peer writes back reaches the engine as the asking wants it, wherever it
+    arrives: a question's text as it is, an approval's as a decision."""
+    assert reply_value("the blue one", approval=False) == "the blue one"
+    assert reply_value(None, approval=False) is None
+    assert reply_value("Yes.", approval=True) == "allow_once"
+    assert reply_value("always", approval=True) == "allow_always"
+    assert reply_value("no way", approval=True) == "reject_once"
+    assert reply_value(None, approval=True) == "unanswered"

@@ -950,6 +950,7 @@ async def test_replicas_on_postgresql_reach_the_running_turn_and_never_change_an
             assert first.task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
             reply = b.call("SendMessage", message("main", taskId=task["id"]))["result"]
             assert reply["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+            assert "answered by a person" not in json.dumps(reply)  # the peer did
             assert reply["task"]["status"]["message"]["parts"][0]["text"] == "Deployed main."
             states = [u.status_update.status.state async for u in watched if u.status_update]
             assert states[-1] == TaskState.TASK_STATE_COMPLETED
@@ -988,7 +989,7 @@ async def test_replicas_on_postgresql_reach_the_running_turn_and_never_change_an
         said = await user_messages(pg_url)
         assert "check the tests too" in said  # the model saw it, in the conversation
 
-        # A killed mid-turn: its hold lapses and B ends the task failed.
+        # A killed mid-turn: B ends the task failed (A, of this machine, is gone).
         left = a.call("SendMessage", message("work") | IMMEDIATELY)["result"]["task"]
         await pid_from(pidfile)
         watch = {"taskId": left["id"], "id": "watch", "url": receiver.url("/left")}

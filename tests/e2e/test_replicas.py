@@ -85,6 +85,7 @@ async def test_a_conversation_a_question_and_a_killed_replica_through_the_balanc
         )
         assert answered_by != parked_on
         assert answered["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert "answered by a person" not in json.dumps(answered)  # the peer did
         assert (
             answered["task"]["status"]["message"]["parts"][0]["text"].strip() == "Deploying main."
         )

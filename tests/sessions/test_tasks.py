@@ -115,6 +115,8 @@ async def test_a_task_is_run_only_while_its_runner_holds_its_sessions_claim(
     session the task runs in, and a runner that is gone runs nothing."""
     for session_id in ("s-mine", "s-theirs", "s-waiting"):
         await store.create(str(tmp_path), "a2a", session_id=session_id)
+    if hasattr(store, "lease_s"):  # claims, not their expiry: never lapsing while it runs
+        store.lease_s = 600.0
     await store.claim_turn("s-mine")
     await store.task_save(row("mine", "TASK_STATE_WORKING", 1), 0, runner="s-mine")
     await store.task_save(row("free", "TASK_STATE_WORKING", 1), 0)  # nobody runs it

@@ -70,13 +70,15 @@ def build_mount(
     settings: A2AServerConfig,
     env: Mapping[str, str] = os.environ,
     local: LocalAsker | None = None,
+    needs_token: bool = True,
 ) -> A2AMount:
     """The A2A face over `runtime`; raises `SubagentRefused` or `ConfigError`. `local` lets
     people at hand (the gateway's UIs) answer a task's questions before the peer is asked
-    (they watch the tasks' turns in the sessions' logs)."""
+    (they watch the tasks' turns in the sessions' logs). Without `needs_token`, the peer
+    is the process that started this one (stdio), which no token is asked of."""
     if is_subagent(env):
         raise SubagentRefused()
-    if not settings.token:
+    if needs_token and not settings.token:
         raise ConfigError("a2a.server.token is empty; run `raven a2a enable` to mint one")
     workdir = runtime.paths.data_dir / "a2a-work"
     if settings.cwd:

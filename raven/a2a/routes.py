@@ -65,7 +65,7 @@ UNAUTHORIZED = "Unauthorized: a valid bearer token is required"
 CARD_MAX_AGE_S = 300
 """How long a client may keep the agent card (it changes only with the config)."""
 _READ_CHUNK = 65536
-_REQUESTS: dict[str, type[Any]] = {
+REQUESTS: dict[str, type[Any]] = {
     "SendMessage": a2a_types.SendMessageRequest,
     "SendStreamingMessage": a2a_types.SendMessageRequest,
     "GetTask": a2a_types.GetTaskRequest,
@@ -198,15 +198,15 @@ class Binding:
             return web.Response(status=204)
         request_id = message.get("id") if isinstance(message, dict) else None
         try:
-            method, params = _envelope(message)
+            method, params = envelope(message)
             context = _call_context(request, caller, method, request_id)
             if method == "GetExtendedAgentCard":  # the one answer that names the URL
                 context.state["rpc_url"] = rpc_url(request, self._mount.settings)
-            if method not in _REQUESTS:
+            if method not in REQUESTS:
                 raise MethodNotFoundError(message=f"Method not found: {method}")
             # As the SDK's JSON-RPC dispatcher: an unknown method and params that do not
             # parse are JSON-RPC's errors, whatever the version; then the version.
-            typed = _params(method, params)
+            typed = typed_params(method, params)
             await _check_version(context)
             data = self.checked(typed, params)
             if method in self._streaming:
@@ -215,12 +215,12 @@ class Binding:
                 return await self._stream(
                     request,
                     events,
-                    lambda event: {"jsonrpc": "2.0", "id": request_id, "result": _event(event)},
+                    lambda event: {"jsonrpc": "2.0", "id": request_id, "result": event_json(event)},
                     lambda exc: build_error_response(rid, exc),
                 )
             result = await self._unary[method](typed, context, data)
             return _json(
-                {"jsonrpc": "2.0", "id": request_id, "result": _result(method, typed, result)}
+                {"jsonrpc": "2.0", "id": request_id, "result": result_json(method, typed, result)}
             )
         except A2AError as exc:
             return _json(build_error_response(_safe_id(request_id), exc))
@@ -263,9 +263,9 @@ class Binding:
             typed, data = self._typed(method, params, request)
             if method in self._streaming:
                 events = await self._streaming[method](typed, context, data)
-                return await self._stream(request, events, _event, build_rest_error_payload)
+                return await self._stream(request, events, event_json, build_rest_error_payload)
             result = await self._unary[method](typed, context, data)
-            return _json({} if result is None else _result(method, typed, result))
+            return _json({} if result is None else result_json(method, typed, result))
         except A2AError as exc:
             payload = build_rest_error_payload(exc)
             status = _REST_STATUS.get(type(exc), payload["error"]["code"])
@@ -281,7 +281,7 @@ class Binding:
     ) -> tuple[Any, list[Any] | None]:
         """The method's request from a REST request's body, path and query, checked; with
         the data parts' JSON as sent."""
-        typed = _params(method, params)
+        typed = typed_params(method, params)
         _from_path(typed, request)
         return typed, self.checked(typed, params)
 
@@ -295,11 +295,22 @@ class Binding:
             return sent_data(params) if params is not None else None
         return None
 
-    async def call(self, method: str, typed: Any, context: ServerCallContext) -> Any:
-        """`method` for a request another binding (gRPC) typed: checked, then the service's
-        answer (the task, the page, the card), or for a streaming method its events."""
+    def streams(self, method: str) -> bool:
+        """Whether `method` answers with a stream of events."""
+        return method in self._streaming
+
+    async def call(
+        self,
+        method: str,
+        typed: Any,
+        context: ServerCallContext,
+        params: dict[str, Any] | None = None,
+    ) -> Any:
+        """`method` for a request another binding (gRPC, stdio) typed (from JSON `params`,
+        if it came so): checked, then the service's answer (the task, the page, the card),
+        or for a streaming method its events."""
         await _check_version(context)
-        data = self.checked(typed)
+        data = self.checked(typed, params)
         if method in self._streaming:
             return await self._streaming[method](typed, context, data)
         return await self._unary[method](typed, context, data)
@@ -362,7 +373,7 @@ class Binding:
         return response
 
 
-def _event(event: Any) -> Any:
+def event_json(event: Any) -> Any:
     return to_json(to_stream_response(event))
 
 
@@ -448,7 +459,7 @@ def _is_notification(message: Any) -> bool:
     )
 
 
-def _envelope(message: Any) -> tuple[str, dict[str, Any]]:
+def envelope(message: Any) -> tuple[str, dict[str, Any]]:
     if isinstance(message, list):
         raise InvalidRequestError(message="Batch requests are not supported")
     if not isinstance(message, dict):
@@ -469,9 +480,9 @@ def _envelope(message: Any) -> tuple[str, dict[str, Any]]:
     return method, params
 
 
-def _params(method: str, params: dict[str, Any]) -> Any:
+def typed_params(method: str, params: dict[str, Any]) -> Any:
     try:
-        typed = from_json(params, _REQUESTS[method]())
+        typed = from_json(params, REQUESTS[method]())
     except Exception as exc:
         raise InvalidParamsError(message=f"Invalid params for {method}: {exc}") from None
     if method == "ListTasks" and isinstance(params.get("status"), str):
@@ -490,7 +501,7 @@ def _call_context(
     )
 
 
-def _result(method: str, typed: Any, result: Any) -> Any:
+def result_json(method: str, typed: Any, result: Any) -> Any:
     if method == "SendMessage":  # a SendMessageResponse with the task (not copied into one)
         return {"task": to_json(result)}
     if result is None:  # DeleteTaskPushNotificationConfig

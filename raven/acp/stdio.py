@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -26,14 +25,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SHUTDOWN_TIMEOUT_S = 3.5
-
-
-def reserve_stdout() -> int:
-    """A private duplicate of fd 1 for frames; fd 1 and sys.stdout now go to stderr."""
-    frames_fd = os.dup(1)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    return frames_fd
 
 
 async def serve_stdio(runtime_factory: Callable[[], Runtime], frames_fd: int) -> int:

@@ -1,4 +1,4 @@
-"""`raven a2a enable | disable | status | card | serve`."""
+"""`raven a2a enable | disable | status | card | serve | stdio | send`."""
 
 from __future__ import annotations
 
@@ -188,6 +188,40 @@ def serve_command(
             await runtime.aclose()
 
     asyncio.run(main())
+
+
+@app.command("stdio")
+def stdio_command(config: ConfigOption = None) -> None:
+    """Serve A2A to the process that started Raven, on stdin and stdout: no port, no token."""
+    import asyncio
+
+    from raven.jsonrpc.stdio import reserve_stdout
+
+    frames_fd = reserve_stdout()  # before anything can print: stdout carries frames only
+    from raven.cli.options import load
+    from raven.config import is_subagent
+    from raven.providers import pick_model
+
+    if is_subagent():
+        from raven.a2a import SubagentRefused
+
+        raise SubagentRefused()
+    cfg, paths = load(config, "a2a")
+    pick_model(cfg, None, config_file=paths.config_file)
+
+    async def main() -> int:
+        from raven.a2a import build_mount
+        from raven.a2a.stdio import serve_stdio
+        from raven.compose import build_runtime
+
+        runtime = build_runtime(cfg, paths, face="a2a")
+        try:
+            mount = build_mount(runtime, cfg.a2a.server, needs_token=False)
+            return await serve_stdio(mount, frames_fd)
+        finally:
+            await runtime.aclose()
+
+    raise typer.Exit(asyncio.run(main()))
 
 
 EXIT_INPUT_REQUIRED = 4

@@ -47,8 +47,9 @@ def launch(config: str | None, model: str | None, mode: str | None) -> int:
     """Serve ACP on stdin/stdout until end of input or a stop signal; the exit code."""
     import asyncio
 
-    from raven.acp.stdio import reserve_stdout, serve_stdio
+    from raven.acp.stdio import serve_stdio
     from raven.config.paths import resolve_paths
+    from raven.jsonrpc.stdio import reserve_stdout
     from raven.logs import setup_logging
 
     paths = resolve_paths(config)

@@ -10,12 +10,22 @@ from __future__ import annotations
 import asyncio
 import os
 import stat
+import sys
 import threading
 from collections.abc import Awaitable, Callable
 
 from raven.jsonrpc.framing import READ_LIMIT_BYTES
 
 WriteFn = Callable[[bytes], Awaitable[None]]
+
+
+def reserve_stdout() -> int:
+    """A private duplicate of fd 1 for frames; fd 1 and sys.stdout now go to stderr, so a
+    stray print or a library's output can never corrupt the protocol stream."""
+    frames_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return frames_fd
 
 
 async def open_stdio(in_fd: int, out_fd: int) -> tuple[asyncio.StreamReader, WriteFn]:

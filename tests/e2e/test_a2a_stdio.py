@@ -1,0 +1,249 @@
+"""`raven a2a stdio` as a parent process launches it: A2A over its pipes, framed with
+Content-Length, a handshake first, several requests at once, streams that end or are
+cancelled, bad frames answered without ending the session, and no port opened."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import RAVEN, write_config
+
+DEADLINE_S = 30
+
+
+class Peer:
+    """The parent: Raven's pipes, read frame by frame."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.frames: list[dict[str, Any]] = []
+        self._more = asyncio.Event()
+        self._reading = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        out = self.proc.stdout
+        assert out is not None
+        while True:
+            try:
+                header = await out.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError as end:
+                assert not end.partial  # nothing but whole frames
+                break
+            name, _, value = header.decode().strip().partition(":")
+            assert name == "Content-Length", header  # stdout holds frames and nothing else
+            self.frames.append(json.loads(await out.readexactly(int(value))))
+            self._more.set()
+
+    async def frame(self, wanted: Any) -> dict[str, Any]:
+        """The first frame `wanted(frame)` accepts, waiting for it."""
+        async with asyncio.timeout(DEADLINE_S):
+            while True:
+                found = [f for f in self.frames if wanted(f)]
+                if found:
+                    return found[0]
+                self._more.clear()
+                await self._more.wait()
+
+    async def send(self, message: dict[str, Any] | bytes) -> None:
+        body = message if isinstance(message, bytes) else json.dumps(message).encode()
+        await self.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+    async def write(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data)
+        await self.proc.stdin.drain()
+
+    async def call(self, request_id: Any, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        await self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        return await self.answer(request_id)
+
+    async def answer(self, request_id: Any) -> dict[str, Any]:
+        return await self.frame(lambda f: f.get("id") == request_id and "streamEnd" not in f)
+
+    def stream(self, request_id: Any) -> list[dict[str, Any]]:
+        return [f for f in self.frames if f.get("id") == request_id]
+
+    async def ended(self) -> int:
+        async with asyncio.timeout(DEADLINE_S):
+            code = await self.proc.wait()
+            await self._reading
+        return code
+
+
+def message(text: str, **fields: Any) -> dict[str, Any]:
+    parts = [{"text": text}]
+    return {
+        "message": {"messageId": os.urandom(8).hex(), "role": "ROLE_USER", "parts": parts, **fields}
+    }
+
+
+async def launch(
+    home: Path, env: dict[str, str], steps: list[dict[str, Any]], **server: Any
+) -> Peer:
+    (home / "script.json").write_text(json.dumps(steps))
+    models = [{"id": "s", "provider": "scripted", "script": "script.json"}]
+    write_config(home, {"models": models, "a2a": {"server": server}})  # no token at all
+    proc = await asyncio.create_subprocess_exec(
+        *RAVEN,
+        "a2a",
+        "stdio",
+        env=env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+        limit=64 * 1024 * 1024,
+    )
+    return Peer(proc)
+
+
+def ports_of(pid: int) -> set[int]:
+    """The inodes of `pid`'s sockets that are TCP or UDP ones (any state)."""
+    mine = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        target = (
+            os.readlink(f"/proc/{pid}/fd/{fd}") if os.path.exists(f"/proc/{pid}/fd/{fd}") else ""
+        )
+        if target.startswith("socket:["):
+            mine.add(int(target[8:-1]))
+    inet = set()
+    for table in ("tcp", "tcp6", "udp", "udp6"):
+        for line in Path(f"/proc/net/{table}").read_text().splitlines()[1:]:
+            inet.add(int(line.split()[9]))
+    return mine & inet
+
+
+async def test_a_parent_drives_raven_over_its_pipes_with_no_port(
+    home: Path, env: dict[str, str]
+) -> None:
+    gate = home / "go on"
+    steps = [
+        {"text": "the first answer"},
+        {"text": "slow and steady", "waitFor": str(gate)},
+        {"text": "after the stream"},
+    ]
+    peer = await launch(home, env, steps, maxBodyBytes=4096)
+    hello = await peer.frame(lambda f: f.get("type") == "handshake")
+    assert hello["protocol"] == "a2a-stdio" and hello["supportedVariants"] == ["stdio-json"]
+    assert hello["pid"] == peer.proc.pid and peer.frames[0] is hello  # it speaks first
+    await peer.send(
+        {
+            "type": "handshakeAck",
+            "sessionId": hello["sessionId"],
+            "selectVariant": "stdio-json",
+            "accept": True,
+        }
+    )
+
+    card = (await peer.call(1, "GetExtendedAgentCard", {}))["result"]
+    assert card["supportedInterfaces"] == [
+        {"url": "stdio", "protocolBinding": "STDIO", "protocolVersion": "1.0"}
+    ]
+    assert "securityRequirements" not in card  # the parent is the peer: no token
+
+    done = (await peer.call(2, "SendMessage", message("hello")))["result"]["task"]
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert done["status"]["message"]["parts"][0]["text"] == "the first answer"
+
+    # A stream and other requests at once, each answered under its own id.
+    await peer.send(
+        {
+            "jsonrpc": "2.0",
+            "id": "s",
+            "method": "SendStreamingMessage",
+            "params": message("stream it"),
+        }
+    )
+    first = await peer.answer("s")
+    task_id = first["result"]["task"]["id"]
+    got = (await peer.call(3, "GetTask", {"id": task_id}))["result"]
+    assert got["status"]["state"] in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING")
+    listed = (await peer.call(4, "ListTasks", {}))["result"]
+    assert {t["id"] for t in listed["tasks"]} >= {done["id"], task_id}
+    gate.touch()
+    end = await peer.frame(lambda f: f.get("id") == "s" and f.get("streamEnd") is True)
+    stream = peer.stream("s")
+    assert stream[-1] is end
+    states = [
+        f["result"]["statusUpdate"]["status"]["state"]
+        for f in stream
+        if "statusUpdate" in f.get("result", {})
+    ]
+    assert states[-1] == "TASK_STATE_COMPLETED" and "TASK_STATE_WORKING" in states
+
+    # Bad input is answered, and the session goes on.
+    await peer.send(b"{not json")
+    parse = await peer.frame(lambda f: f.get("error", {}).get("code") == -32700)
+    assert parse["id"] is None
+    unknown = await peer.call(5, "tasks/get", {"id": task_id})
+    assert unknown["error"]["code"] == -32601
+    missing = await peer.call(6, "GetTask", {"id": "no-such-task"})
+    assert missing["error"]["code"] == -32001
+    oversized = (
+        b'{"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "pad": "' + b"x" * 5000 + b'"}'
+    )
+    await peer.send(oversized)
+    too_large = await peer.frame(lambda f: "too large" in f.get("error", {}).get("message", ""))
+    assert too_large["error"]["code"] == -32000
+    after = (await peer.call(8, "SendMessage", message("still there?")))["result"]["task"]
+    assert after["status"]["message"]["parts"][0]["text"] == "after the stream"
+
+    assert ports_of(peer.proc.pid) == set()  # nothing listens, nothing connects
+    await peer.send({"jsonrpc": "2.0", "id": 9, "method": "system/shutdown"})
+    assert (await peer.answer(9))["result"] == {}
+    assert await peer.ended() == 0
+
+
+async def test_the_end_of_stdin_stops_the_turns_answers_and_exits(
+    home: Path, env: dict[str, str]
+) -> None:
+    steps = [{"text": "never said", "waitFor": str(home / "never")}, {"text": "unused"}]
+    peer = await launch(home, env, steps, maxBodyBytes=4096)
+    await peer.frame(lambda f: f.get("type") == "handshake")
+    # A client that sends no handshake (a2a-spec#1074) is served all the same.
+    await peer.send(
+        {"jsonrpc": "2.0", "id": "w", "method": "SendMessage", "params": message("wait")}
+    )
+    await peer.send(
+        {
+            "jsonrpc": "2.0",
+            "id": "t",
+            "method": "SendStreamingMessage",
+            "params": message("and this"),
+        }
+    )
+    await peer.answer("t")  # the stream began
+    assert peer.proc.stdin is not None
+    peer.proc.stdin.close()
+    blocked = await peer.answer("w")
+    assert blocked["result"]["task"]["status"]["state"] == "TASK_STATE_FAILED"
+    assert "stopped" in blocked["result"]["task"]["status"]["message"]["parts"][0]["text"]
+    assert await peer.ended() == 0
+    assert peer.stream("t")[-1].get("streamEnd") is True
+
+
+async def test_a_stream_cancelled_by_the_client_ends_while_its_task_goes_on(
+    home: Path, env: dict[str, str]
+) -> None:
+    gate = home / "go on"
+    peer = await launch(home, env, [{"text": "done anyway", "waitFor": str(gate)}])
+    await peer.frame(lambda f: f.get("type") == "handshake")
+    await peer.send(
+        {"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": message("go")}
+    )
+    task_id = (await peer.answer(1))["result"]["task"]["id"]
+    await peer.send({"jsonrpc": "2.0", "id": 1, "cancelStream": True})
+    await peer.frame(lambda f: f.get("id") == 1 and f.get("streamEnd") is True)
+    gate.touch()
+    async with asyncio.timeout(DEADLINE_S):
+        while True:
+            task = (await peer.call(os.urandom(4).hex(), "GetTask", {"id": task_id}))["result"]
+            if task["status"]["state"] == "TASK_STATE_COMPLETED":
+                break
+            await asyncio.sleep(0.05)
+    await peer.send({"type": "handshakeAck", "accept": False})  # too late to decline: ignored
+    await peer.send({"jsonrpc": "2.0", "id": 2, "method": "system/shutdown"})
+    assert await peer.ended() == 0

@@ -70,15 +70,16 @@ def build_mount(
     settings: A2AServerConfig,
     env: Mapping[str, str] = os.environ,
     local: LocalAsker | None = None,
-    needs_token: bool = True,
+    listens: bool = True,
 ) -> A2AMount:
     """The A2A face over `runtime`; raises `SubagentRefused` or `ConfigError`. `local` lets
     people at hand (the gateway's UIs) answer a task's questions before the peer is asked
-    (they watch the tasks' turns in the sessions' logs). Without `needs_token`, the peer
-    is the process that started this one (stdio), which no token is asked of."""
-    if is_subagent(env):
+    (they watch the tasks' turns in the sessions' logs). Without `listens` (stdio), the
+    peer is the process that started this one: no token is asked of it, and a sub-agent
+    may serve it, since nothing listens."""
+    if listens and is_subagent(env):
         raise SubagentRefused()
-    if needs_token and not settings.token:
+    if listens and not settings.token:
         raise ConfigError("a2a.server.token is empty; run `raven a2a enable` to mint one")
     workdir = runtime.paths.data_dir / "a2a-work"
     if settings.cwd:

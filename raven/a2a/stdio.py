@@ -44,6 +44,7 @@ from raven.a2a.auth import OPERATOR, Caller
 from raven.a2a.card import extended_card
 from raven.a2a.mount import A2AMount
 from raven.a2a.routes import REQUESTS, Binding, envelope, event_json, result_json, typed_params
+from raven.jsonrpc.headed import FrameError, FrameTooLarge, frame, read_frame
 from raven.jsonrpc.stdio import open_stdio
 from raven.signals import StopSignals
 
@@ -53,80 +54,11 @@ PROTOCOL = "a2a-stdio"
 SESSION_ENV = "A2A_SESSION_ID"
 """The session id the parent gave (a2a-rs#138 makes it required; Raven makes one up)."""
 VARIANT = "stdio-json"
-MAX_HEADER_BYTES = 8192
 SHUTDOWN = "system/shutdown"
 TOO_LARGE = -32000
 """The binding's own error code (a2a-rs#138: framing and session failures)."""
-_SEPARATOR = b"\r\n\r\n"
-_DISCARD_CHUNK = 65536
 
 Write = Callable[[bytes], Awaitable[None]]
-
-
-class FrameError(Exception):
-    """A frame's header block cannot be read: the stream cannot be resynchronised."""
-
-
-class FrameTooLarge(Exception):
-    """A frame's body is longer than the limit (and was skipped)."""
-
-    def __init__(self, length: int, limit: int) -> None:
-        super().__init__(f"Message too large: {length} bytes, the limit is {limit}")
-
-
-async def read_frame(reader: asyncio.StreamReader, limit: int) -> bytes | None:
-    """The next frame's body; None at the end of input. Raises `FrameError` or (the body
-    skipped) `FrameTooLarge`."""
-    try:
-        block = await reader.readuntil(_SEPARATOR)
-    except asyncio.IncompleteReadError as exc:
-        if not exc.partial.strip():
-            return None
-        raise FrameError("the input ended inside a frame's headers") from None
-    except asyncio.LimitOverrunError:
-        raise FrameError("a frame's headers are too long") from None
-    if len(block) > MAX_HEADER_BYTES:
-        raise FrameError("a frame's headers are too long")
-    length = _content_length(block[: -len(_SEPARATOR)])
-    if length > limit:
-        left = length
-        while left:
-            chunk = await reader.read(min(left, _DISCARD_CHUNK))
-            if not chunk:
-                raise FrameError("the input ended inside a frame")
-            left -= len(chunk)
-        raise FrameTooLarge(length, limit)
-    try:
-        return await reader.readexactly(length)
-    except asyncio.IncompleteReadError:
-        raise FrameError("the input ended inside a frame") from None
-
-
-def _content_length(block: bytes) -> int:
-    try:
-        text = block.decode("ascii")
-    except UnicodeDecodeError:
-        raise FrameError("a frame's headers are not ASCII") from None
-    length: int | None = None
-    for line in text.split("\r\n"):
-        if not line:
-            continue
-        name, colon, value = line.partition(":")
-        if not colon or name != name.strip():
-            raise FrameError(f"malformed header line {line[:80]!r}")
-        if name.lower() == "content-length":
-            value = value.strip()
-            if not value.isdigit():
-                raise FrameError(f"bad Content-Length {value[:20]!r}")
-            length = int(value)
-    if length is None:
-        raise FrameError("a frame has no Content-Length")
-    return length
-
-
-def frame(message: dict[str, Any]) -> bytes:
-    body = json.dumps(message, ensure_ascii=False).encode()
-    return b"Content-Length: %d\r\n\r\n" % len(body) + body
 
 
 class StdioServer:

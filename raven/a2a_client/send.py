@@ -82,7 +82,7 @@ async def send_message(
         card_origin = origin_of(card_url)
     except BadOrigin as exc:
         raise PeerError(f"card URL {exc}") from None
-    file_parts = await asyncio.to_thread(_file_parts, files, settings.max_file_bytes)
+    parts = await asyncio.to_thread(file_parts, files, settings.max_file_bytes)
     peer = credential_for(peers, card_origin)
     auth = OriginScopedBearer(card_origin, peer.credential) if peer else None
     secrets = [peer.credential] if peer else []
@@ -98,7 +98,7 @@ async def send_message(
                 "jsonrpc": "2.0",
                 "id": uuid.uuid4().hex,
                 "method": "SendMessage",
-                "params": {"message": _message(text, task_id, context_id, file_parts)},
+                "params": {"message": message_json(text, task_id, context_id, parts)},
             }
             reply = await _post_json(http, rpc_url, body, settings, secrets)
     except TimeoutError:
@@ -112,10 +112,10 @@ async def send_message(
             f"cannot reach the peer at {show(card_origin)}: {type(exc).__name__}"
         ) from None
     peer_inbox = inbox / safe_name(card_origin[1], set()) if inbox is not None else None
-    return await asyncio.to_thread(_read_reply, reply, peer_inbox, settings.max_file_bytes)
+    return await asyncio.to_thread(read_reply, reply, peer_inbox, settings.max_file_bytes)
 
 
-def _file_parts(files: Sequence[Path], max_bytes: int) -> list[dict[str, Any]]:
+def file_parts(files: Sequence[Path], max_bytes: int) -> list[dict[str, Any]]:
     parts = []
     for path in files:
         if not path.is_file():
@@ -169,7 +169,7 @@ def _same_loopback(a: Origin, b: Origin) -> bool:
     return a[0] == b[0] and a[2] == b[2] and is_loopback(a[1]) and is_loopback(b[1])
 
 
-def _message(
+def message_json(
     text: str, task_id: str | None, context_id: str | None, files: list[dict[str, Any]]
 ) -> dict[str, Any]:
     message: dict[str, Any] = {
@@ -237,7 +237,7 @@ async def _read_json(
     return value
 
 
-def _read_reply(reply: dict[str, Any], inbox: Path | None, max_bytes: int) -> PeerReply:
+def read_reply(reply: dict[str, Any], inbox: Path | None, max_bytes: int) -> PeerReply:
     if "error" in reply:
         error = reply["error"] if isinstance(reply["error"], dict) else {}
         raise PeerError(

@@ -22,8 +22,8 @@ from raven.acp import protocol as p
 from raven.acp.handshake import PROTOCOL_VERSION
 from raven.acp_client.modes import NoAskingMode, asking_mode, grants
 from raven.acp_client.policy import REJECT, Judged, decide, judge, pick
-from raven.acp_client.process import ChildProcess, why_not_started
 from raven.acp_client.task import Turn, Voice
+from raven.child_process import ChildProcess, why_not_started
 from raven.config import AgentSpec
 from raven.errors import RavenError
 from raven.jsonrpc import METHOD_NOT_FOUND, Connection, ConnectionClosed, FrameReader, RpcError

@@ -12,8 +12,8 @@ import contextlib
 from pathlib import Path
 
 from raven.acp_client.agent import Outcome, SubAgentError
-from raven.acp_client.process import ChildProcess, why_not_started
 from raven.acp_client.task import MAX_ANSWER_CHARS
+from raven.child_process import ChildProcess, why_not_started
 from raven.config import AgentSpec
 from raven.tools import Capped
 

@@ -74,7 +74,8 @@ class AgentsSource:
     """Offers `delegate`; owns the sub-agent processes, one per (session, agent)."""
 
     def __init__(self, agents: Sequence[AgentSpec]) -> None:
-        self.agents = [a for a in agents if a.enabled]
+        # An A2A agent over stdio is asked with a2a_send, not delegated to.
+        self.agents = [a for a in agents if a.enabled and a.protocol != "a2a-stdio"]
         self._tools: list[Tool] = [DelegateTool(self)] if self.agents else []
         self._children: dict[tuple[str, str], SubAgent] = {}
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}

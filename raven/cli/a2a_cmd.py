@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from raven.cli.help import Typer
 from raven.cli.options import ConfigOption
+
+if TYPE_CHECKING:
+    from raven.a2a_client.send import PeerReply
 
 app = Typer(help="Serve Raven to remote agents over A2A.", no_args_is_help=True)
 
@@ -192,20 +195,16 @@ def serve_command(
 
 @app.command("stdio")
 def stdio_command(config: ConfigOption = None) -> None:
-    """Serve A2A to the process that started Raven, on stdin and stdout: no port, no token."""
+    """Serve A2A to the process that started Raven, on stdin and stdout: no port, no token
+    (a sub-agent may: nothing listens)."""
     import asyncio
 
     from raven.jsonrpc.stdio import reserve_stdout
 
     frames_fd = reserve_stdout()  # before anything can print: stdout carries frames only
     from raven.cli.options import load
-    from raven.config import is_subagent
     from raven.providers import pick_model
 
-    if is_subagent():
-        from raven.a2a import SubagentRefused
-
-        raise SubagentRefused()
     cfg, paths = load(config, "a2a")
     pick_model(cfg, None, config_file=paths.config_file)
 
@@ -216,7 +215,7 @@ def stdio_command(config: ConfigOption = None) -> None:
 
         runtime = build_runtime(cfg, paths, face="a2a")
         try:
-            mount = build_mount(runtime, cfg.a2a.server, needs_token=False)
+            mount = build_mount(runtime, cfg.a2a.server, listens=False)
             return await serve_stdio(mount, frames_fd)
         finally:
             await runtime.aclose()
@@ -229,7 +228,12 @@ EXIT_INPUT_REQUIRED = 4
 
 @app.command("send")
 def send_command(
-    card_url: Annotated[str, typer.Argument(help="The peer's agent card URL.")],
+    card_url: Annotated[
+        str,
+        typer.Argument(
+            help="The peer's agent card URL, or the name of an agent with protocol a2a-stdio."
+        ),
+    ],
     message: Annotated[str, typer.Argument(help="What to ask the peer.")],
     task_id: Annotated[str | None, typer.Option("--task-id", help="Answer this task.")] = None,
     context_id: Annotated[
@@ -241,9 +245,11 @@ def send_command(
     ] = None,
     config: ConfigOption = None,
 ) -> None:
-    """Ask a remote A2A agent; its text on stdout (exit 4 when it needs input).
+    """Ask an A2A agent, remote or started here over stdio; its text on stdout (exit 4 when
+    it needs input).
 
-    Files in the reply are saved under ./a2a-inbox/<peer host>/.
+    Files in the reply are saved under ./a2a-inbox/<peer host or agent name>/. An agent
+    started here runs for this one call.
     """
     import asyncio
     import json
@@ -252,19 +258,38 @@ def send_command(
     from raven.cli.options import load
 
     cfg, _ = load(config, "cli")
-    try:
-        reply = asyncio.run(
-            send_message(
-                card_url,
-                message,
-                cfg.a2a.peers,
-                cfg.a2a.client,
-                task_id,
-                context_id,
-                files=files or [],
-                inbox=Path.cwd() / "a2a-inbox",
+    inbox = Path.cwd() / "a2a-inbox"
+
+    async def ask_local(cwd: Path) -> PeerReply:
+        from raven.a2a_client.stdio import StdioAgents
+
+        agents = StdioAgents(cfg.agents, cfg.a2a.client)
+        try:
+            return await agents.send(
+                "cli", card_url, cwd, message, task_id, context_id, files or [], inbox
             )
-        )
+        finally:
+            await agents.aclose()
+
+    local = [a for a in cfg.agents if a.enabled and a.protocol == "a2a-stdio"]
+    spec = next((a for a in local if a.name == card_url), None)
+    try:
+        if spec is not None:
+            where = Path(spec.cwd).expanduser().resolve() if spec.cwd else Path.cwd()
+            reply = asyncio.run(ask_local(where))
+        else:
+            reply = asyncio.run(
+                send_message(
+                    card_url,
+                    message,
+                    cfg.a2a.peers,
+                    cfg.a2a.client,
+                    task_id,
+                    context_id,
+                    files=files or [],
+                    inbox=inbox,
+                )
+            )
     except PeerError as exc:
         typer.echo(f"raven: {exc}", err=True)
         raise typer.Exit(1) from None

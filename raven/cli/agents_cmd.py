@@ -84,6 +84,8 @@ async def _probe(spec: AgentSpec) -> dict[str, Any]:
         return {**row, "status": f"command not found: {spec.command}"}
     if spec.protocol == "cli":
         return {**row, "status": "ready"}
+    if spec.protocol == "a2a-stdio":
+        return {**row, **await _probe_a2a(spec)}
     agent = SubAgent(spec, Path.cwd())
     try:
         info = await agent.start()  # a session: its modes say which one Raven keeps it in
@@ -99,6 +101,26 @@ async def _probe(spec: AgentSpec) -> dict[str, Any]:
         "agentVersion": info.version,
         "capabilities": info.capabilities,
     }
+
+
+async def _probe_a2a(spec: AgentSpec) -> dict[str, Any]:
+    """An A2A agent over stdio started, greeted and asked for its card."""
+    from raven.a2a_client.send import PeerError
+    from raven.a2a_client.stdio import StdioAgent
+
+    try:
+        agent = await StdioAgent.start(spec, Path.cwd(), 1024 * 1024)
+    except PeerError as exc:
+        return {"status": f"failed: {exc}"}
+    try:
+        card = (await agent.call("GetExtendedAgentCard", {}, spec.ready_timeout_s)).get("result")
+    except PeerError as exc:
+        return {"status": f"failed: {exc}"}
+    finally:
+        await agent.stop()
+    if not isinstance(card, dict):
+        return {"status": "failed: it answered no agent card"}
+    return {"status": "ready", "agentName": card.get("name"), "agentVersion": card.get("version")}
 
 
 @app.command("run")

@@ -16,19 +16,21 @@ def build_runtime(
 ) -> Runtime:
     """The runtime for `face`; `mcp` and `a2a` load only when configured.
 
-    `a2a_send` is offered when peers are configured, `delegate` when sub-agents are;
-    neither inside a sub-agent.
+    `a2a_send` is offered when peers or A2A agents over stdio are configured, `delegate`
+    when other sub-agents are; neither inside a sub-agent.
     """
     sources: list[Any] = []
     if any(s.enabled for s in config.mcp_servers):
         from raven.mcp import McpScope
 
         sources.append(McpScope(config.mcp_servers, paths.logs_dir))
-    if config.a2a.peers and not is_subagent(env):
+    stdio_agents = [a for a in config.agents if a.enabled and a.protocol == "a2a-stdio"]
+    if (config.a2a.peers or stdio_agents) and not is_subagent(env):
         from raven.a2a_client.tool import A2ASendSource
 
-        sources.append(A2ASendSource(config.a2a))
-    if any(a.enabled for a in config.agents) and not is_subagent(env):
+        sources.append(A2ASendSource(config.a2a, stdio_agents))
+    delegates = any(a.enabled and a.protocol != "a2a-stdio" for a in config.agents)
+    if delegates and not is_subagent(env):
         from raven.acp_client import AgentsSource
 
         sources.append(AgentsSource(config.agents))

@@ -171,8 +171,10 @@ class AgentSpec(_Model):
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     description: str = ""
-    protocol: Literal["acp", "cli"] = "acp"
-    """`acp`: an ACP agent over stdio; `cli`: a one-shot command (`{task}` in args, or stdin)."""
+    protocol: Literal["acp", "cli", "a2a-stdio"] = "acp"
+    """`acp`: an ACP agent over stdio (`delegate`); `cli`: a one-shot command (`{task}` in
+    args, or stdin); `a2a-stdio`: an A2A agent over stdio (`raven a2a stdio`, say), asked
+    with `a2a_send` by its name and kept running for the session."""
     command: str = Field(min_length=1)
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
@@ -224,8 +226,8 @@ class A2AServerConfig(_Model):
     @model_validator(mode="before")
     @classmethod
     def _forget_lease(cls, data: Any) -> Any:
-        """`leaseS` went with the task store of its own: a task's hold lasts the sessions'
-        `leaseS`. A config that still has it loads."""
+        """`leaseS` went with the task store of its own: a task's turn is its session's,
+        claimed for the sessions' `leaseS`. A config that still has it loads."""
         if isinstance(data, dict):
             data = {k: v for k, v in data.items() if k not in ("leaseS", "lease_s")}
         return data

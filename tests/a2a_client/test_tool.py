@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from raven.a2a_client.stdio import StdioAgents
 from raven.a2a_client.tool import A2ASendArgs, A2ASendTool
 from raven.config import A2AConfig, Limits
 from raven.tools import ToolContext, ToolError
@@ -20,7 +21,7 @@ async def no_answer(question: object) -> None:
 async def test_the_preview_names_the_message_and_each_file_with_its_size(tmp_path: Path) -> None:
     (tmp_path / "plans.txt").write_text("twelve bytes")
     ctx = ToolContext(cwd=tmp_path, limits=Limits(), ask=no_answer, session_id="s")
-    tool = A2ASendTool(A2AConfig())
+    tool = A2ASendTool(A2AConfig(), StdioAgents([], A2AConfig().client))
     args = A2ASendArgs(
         card_url="https://peer.example/.well-known/agent-card.json",
         message="Review these plans\nplease",

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import RAVEN, write_config
+from tests.conftest import RAVEN, raven, write_config
 
 DEADLINE_S = 30
 
@@ -247,3 +247,86 @@ async def test_a_stream_cancelled_by_the_client_ends_while_its_task_goes_on(
     await peer.send({"type": "handshakeAck", "accept": False})  # too late to decline: ignored
     await peer.send({"jsonrpc": "2.0", "id": 2, "method": "system/shutdown"})
     assert await peer.ended() == 0
+
+
+def stdio_agent(tmp_path: Path, steps: list[dict[str, Any]], marker: str) -> dict[str, Any]:
+    """An `agents` entry for another Raven served over stdio, with a scripted model of its
+    own, marked in its environment so that the test can find it (and its children)."""
+    child = tmp_path / "child"
+    child.mkdir()
+    (child / "script.json").write_text(json.dumps(steps))
+    models = [{"id": "s", "provider": "scripted", "script": "script.json"}]
+    write_config(child, {"models": models})
+    return {
+        "name": "helper",
+        "description": "another Raven",
+        "protocol": "a2a-stdio",
+        "command": RAVEN[0],
+        "args": [*RAVEN[1:], "a2a", "stdio"],
+        "env": {"RAVEN_HOME": str(child), "RAVEN_TEST_MARK": marker},
+    }
+
+
+def marked(marker: str) -> list[int]:
+    """The processes whose environment holds `RAVEN_TEST_MARK=marker`."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+        if f"RAVEN_TEST_MARK={marker}".encode() in environ.split(b"\0"):
+            found.append(int(pid))
+    return found
+
+
+async def test_raven_asks_an_agent_it_starts_over_stdio_and_keeps_it_for_the_session(
+    home: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    marker = os.urandom(6).hex()
+    helper = stdio_agent(tmp_path, [{"text": "one"}, {"text": "two"}], marker)
+    ask = {"name": "a2a_send", "arguments": {"agent": "helper", "message": "count"}}
+    steps = [{"toolCalls": [ask]}, {"toolCalls": [ask]}, {"text": "counted"}]
+    (home / "script.json").write_text(json.dumps(steps))
+    models = [{"id": "s", "provider": "scripted", "script": "script.json"}]
+    write_config(home, {"models": models, "agents": [helper]})
+    proc = await asyncio.create_subprocess_exec(
+        *RAVEN,
+        "run",
+        "--yes",
+        "count twice",
+        env=env,
+        cwd=tmp_path,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    async with asyncio.timeout(DEADLINE_S * 2):
+        out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    assert out.decode().strip() == "counted"
+    listed = raven("sessions", "list", "--json", env=env)
+    (session,) = json.loads(listed.stdout)
+    shown = json.loads(raven("sessions", "show", session["id"], "--json", env=env).stdout)
+    results = [m for m in shown["messages"] if m["role"] == "tool"]
+    # One agent for the session: the second call is its second answer (a new process
+    # would have started its script again and said "one" twice).
+    assert [r["content"].split("\n")[0] for r in results] == ["one", "two"], results
+    assert marked(marker) == []  # stopped with the session, children and all
+
+    # From the command line, by name; a file in its reply would land in ./a2a-inbox/helper.
+    cli = await asyncio.create_subprocess_exec(
+        *RAVEN,
+        "a2a",
+        "send",
+        "helper",
+        "again",
+        env=env,
+        cwd=tmp_path,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    async with asyncio.timeout(DEADLINE_S):
+        out, err = await cli.communicate()
+    assert cli.returncode == 0, err.decode()
+    assert out.decode().strip() == "one"  # a new agent for one call
+    assert marked(marker) == []

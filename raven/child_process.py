@@ -1,4 +1,5 @@
-"""A sub-agent's process: spawned in its own process group, stderr drained, stopped for good.
+"""A sub-agent's process (an ACP agent, a CLI backend, an A2A agent over stdio): spawned in
+its own process group, stderr drained, stopped for good.
 
 Never leaves a child behind: `stop` closes stdin, waits, then TERMs and KILLs the
 whole group; if Raven is killed first, `raven.lifeline` kills it and its children.

@@ -216,7 +216,7 @@ def test_stray_prints_and_fd_1_writes_go_to_stderr_not_the_frame_stream() -> Non
 
     code = (
         "import os\n"
-        "from raven.acp.stdio import reserve_stdout\n"
+        "from raven.jsonrpc.stdio import reserve_stdout\n"
         "fd = reserve_stdout()\n"
         "print('stray print')\n"
         "os.write(1, b'raw fd write\\n')\n"

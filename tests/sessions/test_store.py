@@ -346,9 +346,10 @@ async def test_the_write_ahead_log_is_checkpointed_off_the_loop(tmp_path: Path) 
         await store.call(store.append, rec.id, user_text(f"message {i} " + "x" * 2000))
     await upkeep_done(store)  # the store's thread checkpoints; the next writer rewinds
     size = wal.stat().st_size
-    for i in range(4 * CHECKPOINT_EVERY):
-        await store.call(store.append, rec.id, user_text(f"more {i} " + "x" * 2000))
-    await upkeep_done(store)
+    for batch in range(4):  # each checkpoint done before the next batch, however loaded
+        for i in range(CHECKPOINT_EVERY):
+            await store.call(store.append, rec.id, user_text(f"more {batch} {i} " + "x" * 2000))
+        await upkeep_done(store)
     assert wal.stat().st_size <= 2 * size  # reused from its start, not grown 5-fold
     assert len(store.messages(rec.id)) == 5 * CHECKPOINT_EVERY
     store.close()

@@ -279,6 +279,12 @@ async def scenario(server: A2AServer, binding: str) -> dict[str, Any]:
     """Send, get, list, stream, subscribe, input-required and cancel, on one binding."""
     client, http = await sdk_client(server, streaming=False, binding=binding)
     streamer, http2 = await sdk_client(server, streaming=True, binding=binding)
+    return await sdk_scenario(client, http, streamer, http2)
+
+
+async def sdk_scenario(client: Any, http: Any, streamer: Any, http2: Any) -> dict[str, Any]:
+    """The scenario, by the SDK's clients (one streaming), each closed with its HTTP client
+    after; what each step saw. `SCENARIO_SCRIPT` plays the agent."""
     seen: dict[str, Any] = {}
     try:
         (sent,) = await last(client.send_message(SendMessageRequest(message=user("one"))))
@@ -318,20 +324,29 @@ async def scenario(server: A2AServer, binding: str) -> dict[str, Any]:
     return seen
 
 
+SCENARIO_SCRIPT = [
+    {"text": "Hello, peer."},
+    {"text": "Streamed."},
+    asks("Which branch?"),
+    {"text": "Deployed on dev."},
+    {"text": "never", "delayMs": 30_000},
+]
+"""The agent's side of `sdk_scenario`, once."""
+
+
 async def test_every_binding_runs_the_same_scenario_to_the_same_tasks(serve: Any) -> None:
-    script = [
-        {"text": "Hello, peer."},
-        {"text": "Streamed."},
-        asks("Which branch?"),
-        {"text": "Deployed on dev."},
-        {"text": "never", "delayMs": 30_000},
-    ]
-    server = serve(script * 3, grpc_port=free_port())  # one server, the script once a binding
+    # One server, the script once a binding.
+    server = serve(SCENARIO_SCRIPT * 3, grpc_port=free_port())
     results = {}
     for binding in (*BINDINGS, "GRPC"):
         results[binding] = await scenario(server, binding)
     rpc, rest, over_grpc = results["JSONRPC"], results["HTTP+JSON"], results["GRPC"]
     assert rpc == rest == over_grpc
+    check_scenario(rpc)
+
+
+def check_scenario(rpc: dict[str, Any]) -> None:
+    """What every binding's run of `sdk_scenario` saw."""
     assert (
         rpc["send"]["state"] == "TASK_STATE_COMPLETED" and rpc["send"]["answer"] == "Hello, peer."
     )

@@ -5,12 +5,20 @@ cancelled, bad frames answered without ending the session, and no port opened.""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
+from a2a.client import ClientConfig, ClientFactory
+from a2a.client.card_resolver import parse_agent_card
+from a2a.types import AgentInterface
+
 from tests.conftest import RAVEN, raven, write_config
+from tests.e2e.test_a2a import SCENARIO_SCRIPT, check_scenario, sdk_scenario
 
 DEADLINE_S = 30
 
@@ -21,7 +29,7 @@ class Peer:
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self.proc = proc
         self.frames: list[dict[str, Any]] = []
-        self._more = asyncio.Event()
+        self._more = asyncio.Condition()
         self._reading = asyncio.create_task(self._read())
 
     async def _read(self) -> None:
@@ -35,18 +43,30 @@ class Peer:
                 break
             name, _, value = header.decode().strip().partition(":")
             assert name == "Content-Length", header  # stdout holds frames and nothing else
-            self.frames.append(json.loads(await out.readexactly(int(value))))
-            self._more.set()
+            body = json.loads(await out.readexactly(int(value)))
+            async with self._more:
+                self.frames.append(body)
+                self._more.notify_all()
 
     async def frame(self, wanted: Any) -> dict[str, Any]:
         """The first frame `wanted(frame)` accepts, waiting for it."""
-        async with asyncio.timeout(DEADLINE_S):
-            while True:
-                found = [f for f in self.frames if wanted(f)]
-                if found:
-                    return found[0]
-                self._more.clear()
-                await self._more.wait()
+        async with asyncio.timeout(DEADLINE_S), self._more:
+            await self._more.wait_for(lambda: any(wanted(f) for f in self.frames))
+        return next(f for f in self.frames if wanted(f))
+
+    async def each(self, request_id: Any) -> AsyncIterator[dict[str, Any]]:
+        """The frames answering `request_id`, in order, as they come, to its stream's end."""
+        seen = 0
+        while True:
+            async with asyncio.timeout(DEADLINE_S), self._more:
+                await self._more.wait_for(lambda n=seen: len(self.stream(request_id)) > n)
+            for answer in self.stream(request_id)[seen:]:
+                seen += 1
+                if answer.get("streamEnd"):
+                    return
+                yield answer
+                if "error" in answer:
+                    return
 
     async def send(self, message: dict[str, Any] | bytes) -> None:
         body = message if isinstance(message, bytes) else json.dumps(message).encode()
@@ -330,3 +350,88 @@ async def test_raven_asks_an_agent_it_starts_over_stdio_and_keeps_it_for_the_ses
     assert cli.returncode == 0, err.decode()
     assert out.decode().strip() == "one"  # a new agent for one call
     assert marked(marker) == []
+
+
+async def test_a_frame_split_across_writes_is_read_whole_and_one_cut_short_ends_cleanly(
+    home: Path, env: dict[str, str]
+) -> None:
+    peer = await launch(home, env, [{"text": "pieced together"}])
+    await peer.frame(lambda f: f.get("type") == "handshake")
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": message("hi")})
+    data = b"Content-Length: %d\r\n\r\n" % len(body.encode()) + body.encode()
+    for piece in (data[:7], data[7:30], data[30:-5], data[-5:]):  # header and body split
+        await peer.write(piece)
+        await asyncio.sleep(0)  # each its own write on the pipe
+    answer = await peer.answer(1)
+    assert answer["result"]["task"]["status"]["message"]["parts"][0]["text"] == "pieced together"
+    await peer.write(b'Content-Length: 100\r\n\r\n{"jsonrpc": "2.0", "id": 2')  # then the end
+    assert peer.proc.stdin is not None
+    peer.proc.stdin.close()
+    said = await peer.frame(lambda f: "Unreadable frame" in f.get("error", {}).get("message", ""))
+    assert said["id"] is None and "ended inside a frame" in said["error"]["message"]
+    assert await peer.ended() == 2  # a clean exit with the reason; stdout held frames only
+
+
+async def test_garbage_instead_of_a_header_is_answered_and_ends_the_session(
+    home: Path, env: dict[str, str]
+) -> None:
+    peer = await launch(home, env, [])
+    await peer.frame(lambda f: f.get("type") == "handshake")
+    await peer.write(b"hello there\r\n\r\n")
+    said = await peer.frame(lambda f: "Unreadable frame" in f.get("error", {}).get("message", ""))
+    assert "malformed header" in said["error"]["message"]
+    assert await peer.ended() == 2
+
+
+class PipeTransport(httpx.AsyncBaseTransport):
+    """The A2A SDK's own JSON-RPC client, carried over Raven's pipes instead of HTTP: each
+    POST becomes a frame (under an id of its own, as two clients share the pipes), its
+    answer the response; a streaming method's frames become server-sent events."""
+
+    STREAMING = ("SendStreamingMessage", "SubscribeToTask")
+    _ids = itertools.count(1)
+    """Shared by every client on the pipes: an id is one request's only."""
+
+    def __init__(self, peer: Peer) -> None:
+        self._peer = peer
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        body = json.loads(await request.aread())
+        own, theirs = f"sdk-{next(self._ids)}", body.get("id")
+        await self._peer.send({**body, "id": own})
+        if body.get("method") in self.STREAMING:
+            events = _Events(self._peer.each(own), theirs)
+            return httpx.Response(200, headers={"Content-Type": "text/event-stream"}, stream=events)
+        return httpx.Response(200, json={**await self._peer.answer(own), "id": theirs})
+
+
+class _Events(httpx.AsyncByteStream):
+    def __init__(self, frames: AsyncIterator[dict[str, Any]], request_id: Any) -> None:
+        self._frames, self._id = frames, request_id
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for answer in self._frames:
+            yield b"data: " + json.dumps({**answer, "id": self._id}).encode() + b"\n\n"
+
+
+async def test_the_sdks_own_client_runs_the_whole_scenario_over_stdio(
+    home: Path, env: dict[str, str]
+) -> None:
+    """The scenario every HTTP binding runs (send, get, list, stream, subscribe, a question
+    answered by the same task, cancel, a missing task), by the SDK's client, not Raven's."""
+    peer = await launch(home, env, SCENARIO_SCRIPT)
+    await peer.frame(lambda f: f.get("type") == "handshake")
+    raw = (await peer.call("card", "GetExtendedAgentCard", {}))["result"]
+    card = parse_agent_card(raw)
+    del card.supported_interfaces[:]  # the SDK's JSON-RPC client, to the pipes
+    card.supported_interfaces.append(
+        AgentInterface(url="http://pipes/a2a", protocol_binding="JSONRPC", protocol_version="1.0")
+    )
+    made = []
+    for streaming in (False, True):
+        http = httpx.AsyncClient(transport=PipeTransport(peer), headers={"A2A-Version": "1.0"})
+        config = ClientConfig(streaming=streaming, httpx_client=http)
+        made += [ClientFactory(config).create(card), http]
+    check_scenario(await sdk_scenario(*made))
+    await peer.send({"jsonrpc": "2.0", "id": "bye", "method": "system/shutdown"})
+    assert await peer.ended() == 0

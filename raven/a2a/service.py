@@ -107,7 +107,8 @@ class TaskService:
         self._rows = store if isinstance(store, RowsTaskStore) else None
         self._shared = self._rows is not None and runtime.shared
         """Other replicas may run (and write) the tasks: they are followed through the
-        store's events, and holds lapse unless renewed."""
+        store's events, and a task whose runner no longer holds its session's claim is
+        ended (`raven.a2a.elsewhere`)."""
         self.tasks: TaskStore | RowsTaskStore = store
         self.push = (
             Push(settings.push)

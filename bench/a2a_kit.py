@@ -4,6 +4,11 @@
     git clone -b 1.0-dev https://github.com/a2aproject/a2a-tck /tmp/tck
     (cd /tmp/tck && uv sync && uv pip install pytest-timeout)
     uv run python bench/a2a_kit.py /tmp/tck answer must    # or ask; must, should, may
+    uv run python bench/a2a_kit.py /tmp/tck answer must --stdio
+
+With `--stdio`, the kit drives `raven a2a stdio` over its pipes through
+`bench/stdio_bridge.py` (an HTTP front that only carries frames), on the JSON-RPC
+binding alone.
 
 The kit sends no credentials, and Raven wants its bearer token on every call: this
 puts a `sitecustomize.py` in the kit's environment that adds `Authorization` to
@@ -90,7 +95,7 @@ def model(mode: str) -> web.Application:
     return app
 
 
-async def main(kit: Path, mode: str, level: str, extra: list[str]) -> int:
+async def main(kit: Path, mode: str, level: str, extra: list[str], stdio: bool) -> int:
     (site,) = kit.glob(".venv/lib/python*/site-packages")
     (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
     runner = web.AppRunner(model(mode))
@@ -114,14 +119,12 @@ async def main(kit: Path, mode: str, level: str, extra: list[str]) -> int:
     (home / "config.json").write_text(json.dumps(config))
     (home / "config.json").chmod(0o600)
     port = free_port()
+    command = ["-m", "raven", "a2a", "serve", "--port", str(port)]
+    if stdio:
+        command = [str(Path(__file__).with_name("stdio_bridge.py")), str(port)]
     raven = await asyncio.create_subprocess_exec(
         sys.executable,
-        "-m",
-        "raven",
-        "a2a",
-        "serve",
-        "--port",
-        str(port),
+        *command,
         env={**os.environ, "RAVEN_HOME": str(home)},
         stdout=asyncio.subprocess.PIPE,
     )
@@ -155,4 +158,6 @@ async def main(kit: Path, mode: str, level: str, extra: list[str]) -> int:
 
 if __name__ == "__main__":
     kit_dir, run_mode, run_level, *rest = sys.argv[1:]
-    sys.exit(asyncio.run(main(Path(kit_dir), run_mode, run_level, rest)))
+    over_stdio = "--stdio" in rest
+    rest = [r for r in rest if r != "--stdio"]
+    sys.exit(asyncio.run(main(Path(kit_dir), run_mode, run_level, rest, over_stdio)))

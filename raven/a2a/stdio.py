@@ -44,6 +44,7 @@ from raven.a2a.auth import OPERATOR, Caller
 from raven.a2a.card import extended_card
 from raven.a2a.mount import A2AMount
 from raven.a2a.routes import REQUESTS, Binding, envelope, event_json, result_json, typed_params
+from raven.deadlines import finish_within
 from raven.jsonrpc.headed import FrameError, FrameTooLarge, frame, read_frame
 from raven.jsonrpc.stdio import open_stdio
 from raven.signals import StopSignals
@@ -55,6 +56,8 @@ SESSION_ENV = "A2A_SESSION_ID"
 """The session id the parent gave (a2a-rs#138 makes it required; Raven makes one up)."""
 VARIANT = "stdio-json"
 SHUTDOWN = "system/shutdown"
+ANSWER_S = 10.0
+"""Once the turns are stopped, how long what was asked gets to be answered."""
 TOO_LARGE = -32000
 """The binding's own error code (a2a-rs#138: framing and session failures)."""
 
@@ -210,9 +213,7 @@ class StdioServer:
         for stream in list(self._streams.values()):
             stream.cancel()
         await self._mount.aclose()
-        pending = [*self._requests, *self._streams.values()]
-        if pending:
-            await asyncio.wait(pending)
+        await finish_within([*self._requests, *self._streams.values()], ANSWER_S)
 
     # -- what goes out -----------------------------------------------------------------
 

@@ -199,6 +199,8 @@ class StdioAgents:
 
     async def release(self, session_id: str) -> None:
         """Stop the session's agents."""
+        for key in [key for key in self._starting if key[0] == session_id]:
+            del self._starting[key]
         mine = [key for key in self._running if key[0] == session_id]
         await asyncio.gather(*(self._running.pop(key).stop() for key in mine))
 

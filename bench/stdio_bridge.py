@@ -21,6 +21,8 @@ from typing import Any
 
 from aiohttp import web
 
+from raven.jsonrpc.headed import read_frame
+
 STREAMING = ("SendStreamingMessage", "SubscribeToTask")
 DEADLINE_S = 120.0
 
@@ -55,13 +57,8 @@ class Pipes:
     async def _read(self) -> None:
         out = self.proc.stdout
         assert out is not None
-        while True:
-            try:
-                header = await out.readuntil(b"\r\n\r\n")
-            except asyncio.IncompleteReadError:
-                return
-            length = int(header.decode().split(":", 1)[1])
-            body = json.loads(await out.readexactly(length))
+        while (frame := await read_frame(out, 64 * 1024 * 1024)) is not None:
+            body = json.loads(frame)
             if body.get("type") == "handshake":
                 self.hello.set_result(body)
             elif body.get("id") in self._answers:

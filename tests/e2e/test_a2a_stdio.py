@@ -300,7 +300,7 @@ def marked(marker: str) -> list[int]:
     return found
 
 
-async def test_raven_asks_an_agent_it_starts_over_stdio_and_keeps_it_for_the_session(
+def test_raven_asks_an_agent_it_starts_over_stdio_and_keeps_it_for_the_session(
     home: Path, env: dict[str, str], tmp_path: Path
 ) -> None:
     marker = os.urandom(6).hex()
@@ -310,20 +310,9 @@ async def test_raven_asks_an_agent_it_starts_over_stdio_and_keeps_it_for_the_ses
     (home / "script.json").write_text(json.dumps(steps))
     models = [{"id": "s", "provider": "scripted", "script": "script.json"}]
     write_config(home, {"models": models, "agents": [helper]})
-    proc = await asyncio.create_subprocess_exec(
-        *RAVEN,
-        "run",
-        "--yes",
-        "count twice",
-        env=env,
-        cwd=tmp_path,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    async with asyncio.timeout(DEADLINE_S * 2):
-        out, err = await proc.communicate()
-    assert proc.returncode == 0, err.decode()
-    assert out.decode().strip() == "counted"
+    ran = raven("run", "--yes", "count twice", env=env, cwd=tmp_path, timeout=DEADLINE_S * 2)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == "counted"
     listed = raven("sessions", "list", "--json", env=env)
     (session,) = json.loads(listed.stdout)
     shown = json.loads(raven("sessions", "show", session["id"], "--json", env=env).stdout)
@@ -334,21 +323,9 @@ async def test_raven_asks_an_agent_it_starts_over_stdio_and_keeps_it_for_the_ses
     assert marked(marker) == []  # stopped with the session, children and all
 
     # From the command line, by name; a file in its reply would land in ./a2a-inbox/helper.
-    cli = await asyncio.create_subprocess_exec(
-        *RAVEN,
-        "a2a",
-        "send",
-        "helper",
-        "again",
-        env=env,
-        cwd=tmp_path,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    async with asyncio.timeout(DEADLINE_S):
-        out, err = await cli.communicate()
-    assert cli.returncode == 0, err.decode()
-    assert out.decode().strip() == "one"  # a new agent for one call
+    sent = raven("a2a", "send", "helper", "again", env=env, cwd=tmp_path, timeout=DEADLINE_S)
+    assert sent.returncode == 0, sent.stderr
+    assert sent.stdout.strip() == "one"  # a new agent for one call
     assert marked(marker) == []
 
 

@@ -42,19 +42,25 @@ from a2a.utils.errors import (
 )
 from a2a.utils.proto_utils import (
     parse_params,
-    to_stream_response,
     validate_proto_required_fields,
 )
 from a2a.utils.version_validator import validate_version
 from aiohttp import web
-from google.api.field_behavior_pb2 import FieldBehavior, field_behavior
-from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.json_format import ParseError
 
 from raven.a2a.auth import Caller, authenticate
 from raven.a2a.mount import A2AMount
 from raven.a2a.parts import check_parts, sent_data
-from raven.a2a.wire import from_json, to_json
+from raven.a2a.requests import (
+    REQUESTS,
+    check_states,
+    complete,
+    envelope,
+    event_json,
+    result_json,
+    safe_id,
+    typed_params,
+)
 from raven.config import A2AServerConfig
 from raven.origins import is_loopback
 
@@ -65,20 +71,6 @@ UNAUTHORIZED = "Unauthorized: a valid bearer token is required"
 CARD_MAX_AGE_S = 300
 """How long a client may keep the agent card (it changes only with the config)."""
 _READ_CHUNK = 65536
-REQUESTS: dict[str, type[Any]] = {
-    "SendMessage": a2a_types.SendMessageRequest,
-    "SendStreamingMessage": a2a_types.SendMessageRequest,
-    "GetTask": a2a_types.GetTaskRequest,
-    "ListTasks": a2a_types.ListTasksRequest,
-    "CancelTask": a2a_types.CancelTaskRequest,
-    "SubscribeToTask": a2a_types.SubscribeToTaskRequest,
-    "GetExtendedAgentCard": a2a_types.GetExtendedAgentCardRequest,
-    "CreateTaskPushNotificationConfig": a2a_types.TaskPushNotificationConfig,
-    "GetTaskPushNotificationConfig": a2a_types.GetTaskPushNotificationConfigRequest,
-    "ListTaskPushNotificationConfigs": a2a_types.ListTaskPushNotificationConfigsRequest,
-    "DeleteTaskPushNotificationConfig": a2a_types.DeleteTaskPushNotificationConfigRequest,
-}
-
 _TASK = "{id:[^/:]+}"
 _PUSH_CONFIG = f"/tasks/{_TASK}/pushNotificationConfigs/{{push:[^/]+}}"
 _REST: tuple[tuple[str, str, str], ...] = (
@@ -211,7 +203,7 @@ class Binding:
             data = self.checked(typed, params)
             if method in self._streaming:
                 events = await self._streaming[method](typed, context, data)
-                rid = _safe_id(request_id)
+                rid = safe_id(request_id)
                 return await self._stream(
                     request,
                     events,
@@ -223,11 +215,11 @@ class Binding:
                 {"jsonrpc": "2.0", "id": request_id, "result": result_json(method, typed, result)}
             )
         except A2AError as exc:
-            return _json(build_error_response(_safe_id(request_id), exc))
+            return _json(build_error_response(safe_id(request_id), exc))
         except Exception:
             log.exception("A2A request failed")
             return _json(
-                build_error_response(_safe_id(request_id), InternalError(message="Internal error"))
+                build_error_response(safe_id(request_id), InternalError(message="Internal error"))
             )
 
     async def rest(self, method: str, request: web.Request) -> web.StreamResponse:
@@ -288,7 +280,7 @@ class Binding:
     def checked(self, typed: Any, params: dict[str, Any] | None = None) -> list[Any] | None:
         """Raises unless `typed` has the SDK's REQUIRED fields and a message Raven takes;
         the data parts' JSON as sent, when the request came as JSON (`params`)."""
-        if not _complete(typed):
+        if not complete(typed):
             validate_proto_required_fields(typed)  # the SDK's own error, naming the field
         if isinstance(typed, a2a_types.SendMessageRequest):
             check_parts(typed.message, self._mount.settings)
@@ -373,10 +365,6 @@ class Binding:
         return response
 
 
-def event_json(event: Any) -> Any:
-    return to_json(to_stream_response(event))
-
-
 def _check_content_type(request: web.Request) -> None:
     """A body that says it is anything but JSON is refused as the spec says (415); one
     that says nothing is read as JSON."""
@@ -389,20 +377,12 @@ def _check_content_type(request: web.Request) -> None:
         )
 
 
-def _check_states(values: list[str]) -> None:
-    """ListTasks' `status` filter must name a task state: an unknown one is an error, not a
-    filter that matches nothing (JSON-RPC and HTTP+JSON alike)."""
-    for value in values:
-        if value not in a2a_types.TaskState.keys():
-            raise InvalidParamsError(message=f"Unknown task state {value[:100]!r}")
-
-
 def _from_path(typed: Any, request: web.Request) -> None:
     """What a REST path and query say of the request: the task id, the push config's id,
     the query's fields (`historyLength`, `pageSize`, `status`, …)."""
     if request.method == "GET" and request.query:
         if isinstance(typed, a2a_types.ListTasksRequest):
-            _check_states(request.query.getall("status", []))
+            check_states(request.query.getall("status", []))
         try:
             parse_params(_Query(request.query), typed)  # type: ignore[arg-type]
         except ParseError as exc:
@@ -459,37 +439,6 @@ def _is_notification(message: Any) -> bool:
     )
 
 
-def envelope(message: Any) -> tuple[str, dict[str, Any]]:
-    if isinstance(message, list):
-        raise InvalidRequestError(message="Batch requests are not supported")
-    if not isinstance(message, dict):
-        raise InvalidRequestError(message="The request must be a JSON object")
-    request_id = message.get("id")
-    if isinstance(request_id, bool) or not isinstance(request_id, str | int | type(None)):
-        raise InvalidRequestError(message="Invalid request id")
-    if message.get("jsonrpc") != "2.0":
-        raise InvalidRequestError(message='jsonrpc must be "2.0"')
-    method = message.get("method")
-    if not isinstance(method, str):
-        raise InvalidRequestError(message="method is missing")
-    params = message.get("params")
-    if params is None:
-        params = {}
-    if not isinstance(params, dict):
-        raise InvalidParamsError(message="params must be an object")
-    return method, params
-
-
-def typed_params(method: str, params: dict[str, Any]) -> Any:
-    try:
-        typed = from_json(params, REQUESTS[method]())
-    except Exception as exc:
-        raise InvalidParamsError(message=f"Invalid params for {method}: {exc}") from None
-    if method == "ListTasks" and isinstance(params.get("status"), str):
-        _check_states([params["status"]])
-    return typed
-
-
 def _call_context(
     request: web.Request, caller: Caller, method: str, request_id: Any
 ) -> ServerCallContext:
@@ -499,62 +448,6 @@ def _call_context(
         state={"headers": headers, "method": method, "request_id": request_id},
         requested_extensions=get_requested_extensions(request.headers.getall("A2A-Extensions", [])),
     )
-
-
-def result_json(method: str, typed: Any, result: Any) -> Any:
-    if method == "SendMessage":  # a SendMessageResponse with the task (not copied into one)
-        return {"task": to_json(result)}
-    if result is None:  # DeleteTaskPushNotificationConfig
-        return None
-    if method == "ListTasks":
-        body = to_json(result, every_field=True)  # as the SDK's handler answers it
-        # The tasks in this page, as the conformance kit and other SDKs read the field; the
-        # SDK's handler echoes the size asked for instead.
-        body["pageSize"] = len(body["tasks"])
-        return body
-    return to_json(result)
-
-
-def _complete(message: Any) -> bool:
-    """True when every field the A2A proto marks REQUIRED is set, here and in every nested
-    message: the SDK's `validate_proto_required_fields` rule (its error says which field is
-    missing), answered from the descriptors' shapes, read once (the SDK reads every
-    field's options on every call: 0.1 ms a request)."""
-    required, nested = _shape(message.DESCRIPTOR)
-    for name, presence in required:
-        if not (message.HasField(name) if presence else getattr(message, name)):
-            return False
-    for name, kind in nested:
-        value = getattr(message, name)
-        if kind == "one":
-            if message.HasField(name) and not _complete(value):
-                return False
-        elif not all(_complete(v) for v in (value.values() if kind == "map" else value[:])):
-            return False
-    return True
-
-
-@functools.cache
-def _shape(descriptor: Any) -> tuple[tuple[tuple[str, bool], ...], tuple[tuple[str, str], ...]]:
-    """A message type's REQUIRED fields (with whether presence tells they are set, else
-    a value other than the default, or a repeated field's length), and its message
-    fields: one message, many, or a map of them."""
-    required, nested = [], []
-    for field in descriptor.fields:
-        repeated = getattr(field, "is_repeated", None)
-        if repeated is None:  # protobuf before 6.31
-            repeated = field.label == FieldDescriptor.LABEL_REPEATED
-        if FieldBehavior.REQUIRED in field.GetOptions().Extensions[field_behavior]:
-            required.append((field.name, field.has_presence and not repeated))
-        if field.type != FieldDescriptor.TYPE_MESSAGE:
-            continue
-        if not repeated:
-            nested.append((field.name, "one"))
-        elif not field.message_type.GetOptions().map_entry:
-            nested.append((field.name, "many"))
-        elif field.message_type.fields_by_name["value"].type == FieldDescriptor.TYPE_MESSAGE:
-            nested.append((field.name, "map"))
-    return tuple(required), tuple(nested)
 
 
 def rpc_url(request: web.Request, settings: A2AServerConfig) -> str:
@@ -584,14 +477,6 @@ def _spelling(host_header: str, listener: str, port: int) -> str | None:
     name, _, given = host_header.lower().rpartition(":")
     bare = name[1:-1] if name.startswith("[") and name.endswith("]") else name
     return name if given == str(port) and bare in ("localhost", listener) else None
-
-
-def _safe_id(request_id: Any) -> str | int | None:
-    return (
-        request_id
-        if isinstance(request_id, str | int) and not isinstance(request_id, bool)
-        else None
-    )
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False)

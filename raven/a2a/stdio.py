@@ -43,7 +43,15 @@ from a2a.utils.errors import A2AError, InternalError, InvalidRequestError, Metho
 from raven.a2a.auth import OPERATOR, Caller
 from raven.a2a.card import extended_card
 from raven.a2a.mount import A2AMount
-from raven.a2a.routes import REQUESTS, Binding, envelope, event_json, result_json, typed_params
+from raven.a2a.requests import (
+    REQUESTS,
+    envelope,
+    event_json,
+    result_json,
+    safe_id,
+    typed_params,
+)
+from raven.a2a.routes import Binding
 from raven.deadlines import finish_within
 from raven.jsonrpc.headed import FrameError, FrameTooLarge, frame, read_frame
 from raven.jsonrpc.stdio import open_stdio
@@ -171,13 +179,13 @@ class StdioServer:
             result = await self._binding.call(method, typed, context, params)
             await self._send(_result(request_id, result_json(method, typed, result)))
         except A2AError as exc:
-            await self._send(build_error_response(_safe(request_id), exc))
+            await self._send(build_error_response(safe_id(request_id), exc))
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("A2A stdio request failed")
             failed = InternalError(message="Internal error")
-            await self._send(build_error_response(_safe(request_id), failed))
+            await self._send(build_error_response(safe_id(request_id), failed))
 
     def _stream(self, request_id: Any, events: Any) -> None:
         task = asyncio.create_task(self._relay(request_id, events))
@@ -193,12 +201,12 @@ class StdioServer:
         except asyncio.CancelledError:
             pass
         except A2AError as exc:
-            await self._send(build_error_response(_safe(request_id), exc))
+            await self._send(build_error_response(safe_id(request_id), exc))
             return
         except Exception:
             log.exception("A2A stdio stream failed")
             failed = InternalError(message="Internal error")
-            await self._send(build_error_response(_safe(request_id), failed))
+            await self._send(build_error_response(safe_id(request_id), failed))
             return
         finally:
             with contextlib.suppress(Exception):
@@ -266,12 +274,6 @@ def _result(request_id: Any, result: Any) -> dict[str, Any]:
 
 def _error(request_id: Any, code: int, text: str) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": text}}
-
-
-def _safe(request_id: Any) -> str | int | None:
-    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
-        return None
-    return request_id
 
 
 async def serve_stdio(mount: A2AMount, frames_fd: int) -> int:

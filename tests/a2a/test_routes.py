@@ -257,7 +257,7 @@ def test_the_required_fields_check_agrees_with_the_sdks(kind: str, params: dict[
     from a2a.utils.proto_utils import validate_proto_required_fields
     from google.protobuf.json_format import ParseDict
 
-    from raven.a2a.routes import _complete
+    from raven.a2a.requests import complete as _complete
 
     request = ParseDict(params, getattr(types, kind)())
     try:

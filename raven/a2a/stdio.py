@@ -66,7 +66,7 @@ VARIANT = "stdio-json"
 SHUTDOWN = "system/shutdown"
 ANSWER_S = 10.0
 """Once the turns are stopped, how long what was asked gets to be answered."""
-TOO_LARGE = -32000
+BINDING_ERROR = -32000
 """The binding's own error code (a2a-rs#138: framing and session failures)."""
 
 Write = Callable[[bytes], Awaitable[None]]
@@ -96,11 +96,11 @@ class StdioServer:
                     body = await read_frame(reader, self._mount.settings.max_body_bytes)
                 except FrameTooLarge as exc:
                     log.warning("A2A stdio: %s", exc)
-                    await self._send(_error(None, TOO_LARGE, str(exc)))
+                    await self._send(_error(None, BINDING_ERROR, str(exc)))
                     continue
                 except FrameError as exc:
                     log.error("A2A stdio: %s; ending the session", exc)
-                    await self._send(_error(None, TOO_LARGE, f"Unreadable frame: {exc}"))
+                    await self._send(_error(None, BINDING_ERROR, f"Unreadable frame: {exc}"))
                     code = 2
                     break
                 if body is None:

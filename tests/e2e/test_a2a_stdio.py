@@ -322,6 +322,14 @@ def test_raven_asks_an_agent_it_starts_over_stdio_and_keeps_it_for_the_session(
     assert [r["content"].split("\n")[0] for r in results] == ["one", "two"], results
     assert marked(marker) == []  # stopped with the session, children and all
 
+    # `raven agents list` starts it, greets it and reads its card.
+    listed = raven("agents", "list", "--json", env=env, cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    (row,) = json.loads(listed.stdout)
+    assert row["protocol"] == "a2a-stdio" and row["status"] == "ready"
+    assert row["agentName"] == "Raven"
+    assert marked(marker) == []
+
     # From the command line, by name; a file in its reply would land in ./a2a-inbox/helper.
     sent = raven("a2a", "send", "helper", "again", env=env, cwd=tmp_path, timeout=DEADLINE_S)
     assert sent.returncode == 0, sent.stderr

@@ -145,6 +145,11 @@ def run_command(
     from raven.tools import Progress, ToolContext, ToolError
 
     cfg, _ = load(config, "cli")
+    if any(a.name == name and a.protocol == "a2a-stdio" for a in cfg.agents if a.enabled):
+        raise ConfigError(
+            f"{name} is an A2A agent over stdio, not one to delegate to: "
+            f'ask it with `raven a2a send {name} "…"`'
+        )
     if not any(a.name == name for a in cfg.agents if a.enabled):
         known = ", ".join(a.name for a in cfg.agents if a.enabled) or "none configured"
         raise ConfigError(f"no enabled sub-agent {name!r} (agents: {known})")

@@ -330,6 +330,9 @@ def test_raven_asks_an_agent_it_starts_over_stdio_and_keeps_it_for_the_session(
     assert row["agentName"] == "Raven"
     assert marked(marker) == []
 
+    delegated = raven("agents", "run", "helper", "hi", env=env, cwd=tmp_path)
+    assert delegated.returncode != 0 and "raven a2a send helper" in delegated.stderr
+
     # From the command line, by name; a file in its reply would land in ./a2a-inbox/helper.
     sent = raven("a2a", "send", "helper", "again", env=env, cwd=tmp_path, timeout=DEADLINE_S)
     assert sent.returncode == 0, sent.stderr

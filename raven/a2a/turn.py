@@ -297,9 +297,8 @@ class TaskTurn:
         """A turn started in the session: this one, if it is on this turn's prompt. Events
         come in the log's order, so another replica's turn on the same words, told late,
         comes before this one's start, which begins the answer again."""
-        ours = self._prompt
         first = event.parts[0] if event.parts else None
-        if ours is None or not (first is ours or getattr(first, "text", None) == ours.text):
+        if self._prompt is None or getattr(first, "text", None) != self._prompt.text:
             return
         self._text.clear()
         self._buffer.clear()

@@ -61,7 +61,7 @@ class StdioAgent:
         agent = cls(spec, child, max_bytes)
         try:
             async with asyncio.timeout(spec.ready_timeout_s):
-                hello = await asyncio.shield(agent._hello)
+                hello = await agent._hello
             if VARIANT not in hello.get("supportedVariants", []):
                 raise PeerError(f"A2A agent {spec.name} does not offer {VARIANT}")
             ack = {"sessionId": hello.get("sessionId"), "selectVariant": VARIANT}
@@ -170,7 +170,7 @@ class StdioAgents:
     """The A2A agents over stdio of every session, by name, started at first use."""
 
     def __init__(self, specs: Sequence[AgentSpec], settings: A2AClientConfig) -> None:
-        self.specs = {s.name: s for s in specs if s.enabled and s.protocol == "a2a-stdio"}
+        self.specs = {s.name: s for s in specs if s.enabled and s.over_a2a}
         self._settings = settings
         self._running: dict[tuple[str, str], StdioAgent] = {}
         self._starting: dict[tuple[str, str], asyncio.Lock] = {}

@@ -75,7 +75,7 @@ class AgentsSource:
 
     def __init__(self, agents: Sequence[AgentSpec]) -> None:
         # An A2A agent over stdio is asked with a2a_send, not delegated to.
-        self.agents = [a for a in agents if a.enabled and a.protocol != "a2a-stdio"]
+        self.agents = [a for a in agents if a.enabled and not a.over_a2a]
         self._tools: list[Tool] = [DelegateTool(self)] if self.agents else []
         self._children: dict[tuple[str, str], SubAgent] = {}
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}

@@ -259,11 +259,12 @@ def send_command(
 
     cfg, _ = load(config, "cli")
     inbox = Path.cwd() / "a2a-inbox"
+    spec = next((a for a in cfg.agents if a.enabled and a.over_a2a and a.name == card_url), None)
 
     async def ask_local(cwd: Path) -> PeerReply:
         from raven.a2a_client.stdio import StdioAgents
 
-        agents = StdioAgents(cfg.agents, cfg.a2a.client)
+        agents = StdioAgents([spec] if spec else [], cfg.a2a.client)
         try:
             return await agents.send(
                 "cli", card_url, cwd, message, task_id, context_id, files or [], inbox
@@ -271,8 +272,6 @@ def send_command(
         finally:
             await agents.aclose()
 
-    local = [a for a in cfg.agents if a.enabled and a.protocol == "a2a-stdio"]
-    spec = next((a for a in local if a.name == card_url), None)
     try:
         if spec is not None:
             where = Path(spec.cwd).expanduser().resolve() if spec.cwd else Path.cwd()

@@ -84,7 +84,7 @@ async def _probe(spec: AgentSpec) -> dict[str, Any]:
         return {**row, "status": f"command not found: {spec.command}"}
     if spec.protocol == "cli":
         return {**row, "status": "ready"}
-    if spec.protocol == "a2a-stdio":
+    if spec.over_a2a:
         return {**row, **await _probe_a2a(spec)}
     agent = SubAgent(spec, Path.cwd())
     try:
@@ -145,7 +145,7 @@ def run_command(
     from raven.tools import Progress, ToolContext, ToolError
 
     cfg, _ = load(config, "cli")
-    if any(a.name == name and a.protocol == "a2a-stdio" for a in cfg.agents if a.enabled):
+    if any(a.name == name and a.over_a2a for a in cfg.agents if a.enabled):
         raise ConfigError(
             f"{name} is an A2A agent over stdio, not one to delegate to: "
             f'ask it with `raven a2a send {name} "…"`'

@@ -24,12 +24,12 @@ def build_runtime(
         from raven.mcp import McpScope
 
         sources.append(McpScope(config.mcp_servers, paths.logs_dir))
-    stdio_agents = [a for a in config.agents if a.enabled and a.protocol == "a2a-stdio"]
+    stdio_agents = [a for a in config.agents if a.enabled and a.over_a2a]
     if (config.a2a.peers or stdio_agents) and not is_subagent(env):
         from raven.a2a_client.tool import A2ASendSource
 
         sources.append(A2ASendSource(config.a2a, stdio_agents))
-    delegates = any(a.enabled and a.protocol != "a2a-stdio" for a in config.agents)
+    delegates = any(a.enabled and not a.over_a2a for a in config.agents)
     if delegates and not is_subagent(env):
         from raven.acp_client import AgentsSource
 

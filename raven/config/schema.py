@@ -194,6 +194,11 @@ class AgentSpec(_Model):
     prompt_timeout_s: float = Field(default=600.0, gt=0)
     enabled: bool = True
 
+    @property
+    def over_a2a(self) -> bool:
+        """An A2A agent over stdio: asked with `a2a_send`, never delegated to."""
+        return self.protocol == "a2a-stdio"
+
 
 class GatewayConfig(_Model):
     host: str = "127.0.0.1"

@@ -12,7 +12,7 @@ from raven.a2a.tracing import load_sdk_telemetry
 
 load_sdk_telemetry()
 
-from raven.a2a.mount import A2AMount, SubagentRefused, build_mount  # noqa: E402
+from raven.a2a.mount import A2AMount, Served, SubagentRefused, build_mounts  # noqa: E402
 from raven.a2a.routes import add_a2a_routes  # noqa: E402
 
-__all__ = ["A2AMount", "SubagentRefused", "add_a2a_routes", "build_mount"]
+__all__ = ["A2AMount", "Served", "SubagentRefused", "add_a2a_routes", "build_mounts"]

@@ -24,13 +24,14 @@ class Caller(User):
         return self._name
 
 
-def authenticate(authorization: str | None, token: str) -> Caller | None:
-    """The caller for an `Authorization` header, or None. An empty token admits no one."""
+def authenticate(authorization: str | None, token: str, owner: str = OPERATOR) -> Caller | None:
+    """The caller for an `Authorization` header, named `owner` (the agent it asks makes it
+    one owner or another), or None. An empty token admits no one."""
     if not token or not authorization:
         return None
     scheme, _, presented = authorization.partition(" ")
     if scheme.lower() != "bearer" or not presented:
         return None
     if hmac.compare_digest(presented.strip().encode(), token.encode()):
-        return Caller(OPERATOR)
+        return Caller(owner)
     return None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from a2a.types import (
     AgentCapabilities,
@@ -19,10 +19,63 @@ from google.protobuf import struct_pb2
 
 from raven import __version__
 
+
+class About(Protocol):
+    """What a served agent says of itself, for its card."""
+
+    name: str
+
+    @property
+    def title(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def version(self) -> str: ...
+
+
 SUBAGENTS_EXTENSION_URI = "urn:raven:a2a:subagents:v1"
 BEARER = "bearer"
 OUTPUT_MODES = ["text/plain", "*/*"]
 """The answer is text; `attach_file` hands the peer files of any type as artifacts."""
+
+
+RAVEN_SKILLS = [
+    AgentSkill(
+        id="general",
+        name="General software work",
+        description="Answer questions about a code base, change files, run commands.",
+        tags=["coding", "files", "shell"],
+        examples=[
+            "Summarise what this repository does.",
+            "Run the tests and fix failures.",
+        ],
+    )
+]
+RAVEN_DESCRIPTION = (
+    "A personal software agent: reads, searches and edits files and runs commands "
+    "in its working directory, with the operator's approval policy."
+)
+
+
+def served_card(
+    rpc_url: str, agent: About, input_modes: list[str] | None = None, grpc_target: str | None = None
+) -> AgentCard:
+    """The public card of a configured agent Raven serves: its name, description and
+    version as it and the config say, one skill naming it, Raven's interfaces."""
+    title = agent.title or agent.name
+    description = agent.description or f"{title}, a local agent served by Raven"
+    skill = AgentSkill(
+        id=agent.name,
+        name=title,
+        description=f"{description} (its permission requests follow the operator's rules)",
+        tags=[agent.name],
+    )
+    card = agent_card(rpc_url, None, input_modes, grpc_target)
+    card.name, card.description = title, description
+    card.version = agent.version or __version__
+    del card.skills[:]
+    card.skills.append(skill)
+    return card
 
 
 def agent_card(
@@ -44,10 +97,7 @@ def agent_card(
         )
     return AgentCard(
         name="Raven",
-        description=(
-            "A personal software agent: reads, searches and edits files and runs commands "
-            "in its working directory, with the operator's approval policy."
-        ),
+        description=RAVEN_DESCRIPTION,
         version=__version__,
         supported_interfaces=interfaces,
         capabilities=AgentCapabilities(
@@ -61,18 +111,7 @@ def agent_card(
         security_requirements=[SecurityRequirement(schemes={BEARER: StringList()})],
         default_input_modes=input_modes or ["text/plain"],
         default_output_modes=OUTPUT_MODES,
-        skills=[
-            AgentSkill(
-                id="general",
-                name="General software work",
-                description="Answer questions about a code base, change files, run commands.",
-                tags=["coding", "files", "shell"],
-                examples=[
-                    "Summarise what this repository does.",
-                    "Run the tests and fix failures.",
-                ],
-            )
-        ],
+        skills=RAVEN_SKILLS,
     )
 
 

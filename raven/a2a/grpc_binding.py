@@ -30,7 +30,7 @@ from a2a.utils.grpc_status import status_to_grpc
 from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 
-from raven.a2a.auth import Caller, authenticate
+from raven.a2a.auth import OPERATOR, Caller, authenticate
 from raven.a2a.mount import A2AMount
 from raven.a2a.routes import UNAUTHORIZED, Binding
 
@@ -45,7 +45,8 @@ class GrpcServer:
     def __init__(self, mount: A2AMount, host: str, port: int, http_url: str) -> None:
         self._mount = mount
         self._server = grpc.aio.server(interceptors=[_Bearer(mount.settings.token)])
-        handler = GrpcHandler(_Service(Binding(mount), http_url), _Context(mount.settings.token))
+        context = _Context(mount.settings.token, mount.owner)
+        handler = GrpcHandler(_Service(Binding(mount), http_url), context)
         a2a_pb2_grpc.add_A2AServiceServicer_to_server(handler, self._server)
         shown = f"[{host}]" if ":" in host else host
         self._port = self._server.add_insecure_port(f"{shown}:{port}")
@@ -60,9 +61,9 @@ class GrpcServer:
         await self._server.stop(STOP_GRACE_S)
 
 
-def _caller(metadata: Any, token: str) -> Caller | None:
+def _caller(metadata: Any, token: str, owner: str = OPERATOR) -> Caller | None:
     given = next((v for k, v in metadata or () if k.lower() == "authorization"), None)
-    return authenticate(given if isinstance(given, str) else None, token)
+    return authenticate(given if isinstance(given, str) else None, token, owner)
 
 
 class _Bearer(grpc.aio.ServerInterceptor):  # type: ignore[misc]
@@ -164,12 +165,13 @@ class _Context(GrpcServerCallContextBuilder):  # type: ignore[misc]
     """A call's context as the HTTP bindings make it: the caller, and the metadata as
     headers (the token left out), where the version check reads `a2a-version`."""
 
-    def __init__(self, token: str) -> None:
+    def __init__(self, token: str, owner: str) -> None:
         self._token = token
+        self._owner = owner
 
     def build(self, context: grpc.aio.ServicerContext) -> ServerCallContext:
         metadata = context.invocation_metadata() or ()
-        caller = _caller(metadata, self._token)
+        caller = _caller(metadata, self._token, self._owner)
         assert caller is not None  # `_Bearer` let the call in
         headers = {
             k.lower(): v for k, v in metadata if isinstance(v, str) and k.lower() != "authorization"

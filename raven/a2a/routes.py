@@ -19,7 +19,7 @@ import functools
 import hashlib
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from email.utils import formatdate
 from typing import Any
 
@@ -68,6 +68,8 @@ log = logging.getLogger(__name__)
 
 KEEPALIVE_S = 15.0
 UNAUTHORIZED = "Unauthorized: a valid bearer token is required"
+AI_CATALOG_PATH = "/.well-known/ai-catalog.json"
+A2A_CARD_TYPE = "application/a2a-agent-card+json"
 CARD_MAX_AGE_S = 300
 """How long a client may keep the agent card (it changes only with the config)."""
 _READ_CHUNK = 65536
@@ -102,22 +104,50 @@ async def _check_version(context: ServerCallContext) -> None:
     """Raises the SDK's VersionNotSupportedError unless the request speaks A2A 1.x."""
 
 
-def add_a2a_routes(app: web.Application, mount: A2AMount) -> None:
-    """Serve the card at the well-known path and JSON-RPC at `mount.settings.path`."""
-    binding = Binding(mount)
-    app.router.add_get(constants.AGENT_CARD_WELL_KNOWN_PATH, binding.card)
-    app.router.add_post(mount.settings.path, binding.rpc)
-    slashed = mount.settings.path.rstrip("/") + "/"
-    if slashed != mount.settings.path:  # a client given a base URL posts to `/a2a/`
-        app.router.add_post(slashed, binding.rpc)
-    base = slashed.rstrip("/")
-    for verb, path, method in _REST:
-        app.router.add_route(verb, base + path, functools.partial(binding.rest, method))
+def add_a2a_routes(app: web.Application, mounts: Sequence[A2AMount]) -> None:
+    """Serve each agent of `mounts`: JSON-RPC at its path and HTTP+JSON under it, and a
+    served agent's card under it too; the first one's card at the well-known path, and
+    the catalog of them all at its own (`AI_CATALOG_PATH`)."""
+    bindings = [Binding(mount) for mount in mounts]
+    app.router.add_get(constants.AGENT_CARD_WELL_KNOWN_PATH, bindings[0].card)
+    app.router.add_get(AI_CATALOG_PATH, functools.partial(_catalog, mounts))
+    for binding in bindings:
+        mount = binding.mount
+        if mount.agent is not None:
+            card_path = mount.path + constants.AGENT_CARD_WELL_KNOWN_PATH
+            app.router.add_get(card_path, binding.card)
+        app.router.add_post(mount.path, binding.rpc)
+        slashed = mount.path.rstrip("/") + "/"
+        if slashed != mount.path:  # a client given a base URL posts to `/a2a/`
+            app.router.add_post(slashed, binding.rpc)
+        base = slashed.rstrip("/")
+        for verb, path, method in _REST:
+            app.router.add_route(verb, base + path, functools.partial(binding.rest, method))
 
     async def start(_: web.Application) -> None:
-        await mount.start()
+        for mount in mounts:
+            await mount.start()
 
     app.on_startup.append(start)
+
+
+async def _catalog(mounts: Sequence[A2AMount], request: web.Request) -> web.StreamResponse:
+    """The agents served here, as an AI Catalog (A2A's multi-agent discovery, a2a-spec
+    PR #2240): one entry per agent, naming where its card is."""
+    entries = []
+    for mount in mounts:
+        name = mount.agent.name if mount.agent is not None else "raven"
+        card = constants.AGENT_CARD_WELL_KNOWN_PATH
+        if mount.agent is not None:
+            card = mount.path + card
+        url = advertised(request, mount.settings, card)
+        entries.append({"identifier": f"urn:raven:a2a:{name}", "type": A2A_CARD_TYPE, "url": url})
+    body = {"specVersion": "1.0", "host": {"displayName": "Raven"}, "entries": entries}
+    return web.Response(
+        text=json.dumps(body, ensure_ascii=False),
+        content_type="application/json",
+        headers={"Cache-Control": f"max-age={CARD_MAX_AGE_S}", "Vary": "Host"},
+    )
 
 
 Unary = Callable[[Any, ServerCallContext, Any], Awaitable[Any]]
@@ -126,7 +156,7 @@ Streaming = Callable[[Any, ServerCallContext, Any], Awaitable[AsyncIterator[Any]
 
 class Binding:
     def __init__(self, mount: A2AMount) -> None:
-        self._mount = mount
+        self.mount = mount
         self._card_since = formatdate(usegmt=True)
         """The card changes only with the config, which is read when the server starts."""
         service = mount.service
@@ -146,8 +176,11 @@ class Binding:
             "SubscribeToTask": lambda r, c, _: service.subscribe(r.id, c),
         }
 
+    def _rpc_url(self, request: web.Request) -> str:
+        return advertised(request, self.mount.settings, self.mount.path)
+
     async def card(self, request: web.Request) -> web.StreamResponse:
-        body = agent_card_to_dict(self._mount.card(rpc_url(request, self._mount.settings)))
+        body = agent_card_to_dict(self.mount.card(self._rpc_url(request)))
         text = json.dumps(body, ensure_ascii=False)
         etag = 'W/"' + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest() + '"'
         # It names the URL as the caller spelled the host (`rpc_url`): cached per Host.
@@ -162,7 +195,9 @@ class Binding:
         return web.Response(text=text, content_type="application/json", headers=headers)
 
     async def rpc(self, request: web.Request) -> web.StreamResponse:
-        caller = authenticate(request.headers.get("Authorization"), self._mount.settings.token)
+        caller = authenticate(
+            request.headers.get("Authorization"), self.mount.settings.token, self.mount.owner
+        )
         if caller is None:
             error = {"code": -32000, "message": UNAUTHORIZED}
             return _json(
@@ -170,9 +205,9 @@ class Binding:
                 status=401,
                 headers={"WWW-Authenticate": 'Bearer realm="a2a"'},
             )
-        body = await _read_limited(request, self._mount.settings.max_body_bytes)
+        body = await _read_limited(request, self.mount.settings.max_body_bytes)
         if body is None:
-            limit = self._mount.settings.max_body_bytes
+            limit = self.mount.settings.max_body_bytes
             return _json(
                 build_error_response(
                     None,
@@ -193,7 +228,7 @@ class Binding:
             method, params = envelope(message)
             context = _call_context(request, caller, method, request_id)
             if method == "GetExtendedAgentCard":  # the one answer that names the URL
-                context.state["rpc_url"] = rpc_url(request, self._mount.settings)
+                context.state["rpc_url"] = self._rpc_url(request)
             if method not in REQUESTS:
                 raise MethodNotFoundError(message=f"Method not found: {method}")
             # As the SDK's JSON-RPC dispatcher: an unknown method and params that do not
@@ -224,7 +259,9 @@ class Binding:
 
     async def rest(self, method: str, request: web.Request) -> web.StreamResponse:
         """One HTTP+JSON request for `method`, through the same table as JSON-RPC."""
-        caller = authenticate(request.headers.get("Authorization"), self._mount.settings.token)
+        caller = authenticate(
+            request.headers.get("Authorization"), self.mount.settings.token, self.mount.owner
+        )
         if caller is None:
             unauthorized = {"code": 401, "status": "UNAUTHENTICATED", "message": UNAUTHORIZED}
             return _json(
@@ -235,12 +272,12 @@ class Binding:
         try:
             context = _call_context(request, caller, method, None)
             if method == "GetExtendedAgentCard":
-                context.state["rpc_url"] = rpc_url(request, self._mount.settings)
+                context.state["rpc_url"] = self._rpc_url(request)
             await _check_version(context)
             params: Any = {}
             if method in _REST_BODY:
                 _check_content_type(request)
-                limit = self._mount.settings.max_body_bytes
+                limit = self.mount.settings.max_body_bytes
                 body = await _read_limited(request, limit)
                 if body is None:
                     too_large = f"Payload too large: the limit is {limit} bytes"
@@ -283,7 +320,7 @@ class Binding:
         if not complete(typed):
             validate_proto_required_fields(typed)  # the SDK's own error, naming the field
         if isinstance(typed, a2a_types.SendMessageRequest):
-            check_parts(typed.message, self._mount.settings)
+            check_parts(typed.message, self.mount.settings)
             return sent_data(params) if params is not None else None
         return None
 
@@ -308,7 +345,7 @@ class Binding:
         return await self._unary[method](typed, context, data)
 
     async def _extended_card(self, _: Any, context: ServerCallContext, __: Any) -> Any:
-        return self._mount.extended_card(context.state["rpc_url"])
+        return self.mount.extended_card(context.state["rpc_url"])
 
     async def _stream(
         self,
@@ -450,8 +487,9 @@ def _call_context(
     )
 
 
-def rpc_url(request: web.Request, settings: A2AServerConfig) -> str:
-    """The RPC URL to advertise: `publicUrl` + path, else the listener's own address.
+def advertised(request: web.Request, settings: A2AServerConfig, path: str) -> str:
+    """The URL to advertise for `path` (an agent's RPC path, its card's): `publicUrl` +
+    path, else the listener's own address.
 
     A loopback listener is named as the caller named it (`127.0.0.1` or `localhost`,
     so a client sees the interface on the origin it fetched the card from), when
@@ -459,16 +497,16 @@ def rpc_url(request: web.Request, settings: A2AServerConfig) -> str:
     never taken for anything else: a caller could make the card point elsewhere.
     """
     if settings.public_url:
-        return settings.public_url + settings.path
+        return settings.public_url + path
     sockname = request.transport.get_extra_info("sockname") if request.transport else None
     if not sockname:
-        return f"http://localhost{settings.path}"
+        return f"http://localhost{path}"
     host, port = str(sockname[0]), int(sockname[1])
     if is_loopback(host):
         host = _spelling(request.headers.get("Host", ""), host, port) or "localhost"
     elif ":" in host:
         host = f"[{host}]"
-    return f"http://{host}:{port}{settings.path}"
+    return f"http://{host}:{port}{path}"
 
 
 def _spelling(host_header: str, listener: str, port: int) -> str | None:

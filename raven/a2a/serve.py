@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 from aiohttp import web
 
 from raven.a2a.mount import A2AMount
@@ -20,16 +21,18 @@ log = logging.getLogger(__name__)
 
 
 async def serve(
-    mount: A2AMount,
+    mounts: Sequence[A2AMount],
     host: str,
     port: int,
     announce: Callable[[str, str], None],
     state: Path | None = None,
 ) -> None:
-    """Serve until SIGINT or SIGTERM; `announce(card_url, rpc_url)` once listening; the
-    `state` file says so meanwhile."""
+    """Serve until SIGINT or SIGTERM; `announce(card_url, rpc_url)` once listening, for
+    each agent served (the first one's card at the well-known path); the `state` file
+    says so meanwhile. gRPC, when configured, serves the first."""
+    mount = mounts[0]
     app = web.Application()
-    add_a2a_routes(app, mount)
+    add_a2a_routes(app, mounts)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
@@ -39,13 +42,15 @@ async def serve(
         bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         shown = f"[{host}]" if ":" in host else host
         base = f"http://{shown}:{bound}"
-        rpc = f"{base}{mount.settings.path}"
+        rpc = f"{base}{mount.path}"
         if mount.settings.grpc_port is not None:
             grpc = _grpc_server(mount, host, mount.settings.grpc_port, rpc)
             await grpc.start()
         if state is not None:
             record(state, url=rpc, grpc=grpc.target if grpc else None)
-        announce(f"{base}/.well-known/agent-card.json", rpc)
+        announce(f"{base}{AGENT_CARD_WELL_KNOWN_PATH}", rpc)
+        for other in mounts[1:]:
+            announce(f"{base}{other.path}{AGENT_CARD_WELL_KNOWN_PATH}", f"{base}{other.path}")
         if grpc is not None:
             print(f"grpc: {grpc.target}", flush=True)
         settle()
@@ -56,7 +61,8 @@ async def serve(
             forget(state)
         if grpc is not None:
             await grpc.stop()
-        await mount.aclose()
+        for each in mounts:
+            await each.aclose()
         await runner.cleanup()
 
 

@@ -86,7 +86,7 @@ from raven.a2a.store import (
 from raven.a2a.turn import Conversations, LocalAsker, reply_value
 from raven.config import A2AServerConfig
 from raven.deadlines import finish_within
-from raven.engine import Runtime
+from raven.engine import Runtime, StandIn
 
 log = logging.getLogger(__name__)
 
@@ -102,8 +102,11 @@ class TaskService:
         store: TaskStore | RowsTaskStore,
         workdir: Path,
         local: LocalAsker | None = None,
+        stand_in: StandIn | None = None,
     ) -> None:
+        """`stand_in`: the agent answering the tasks' turns in Raven's place (None: Raven)."""
         self._runtime = runtime
+        self.workdir = workdir
         self._rows = store if isinstance(store, RowsTaskStore) else None
         self._shared = self._rows is not None and runtime.shared
         """Other replicas may run (and write) the tasks: they are followed through the
@@ -115,7 +118,9 @@ class TaskService:
             if self._rows is None
             else Push(settings.push, self._rows.rows, self._rows.pushed)
         )
-        self._conversations = Conversations(runtime, workdir, self.attach, settings.max_file_bytes)
+        self._conversations = Conversations(
+            runtime, workdir, self.attach, settings.max_file_bytes, stand_in
+        )
         self._runner = TaskRunner(runtime, settings, self._conversations, local, self._settle)
         self._live: dict[str, LiveTask] = {}
         self._elsewhere = (

@@ -40,7 +40,7 @@ from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.types import AgentCard, AgentInterface
 from a2a.utils.errors import A2AError, InternalError, InvalidRequestError, MethodNotFoundError
 
-from raven.a2a.auth import OPERATOR, Caller
+from raven.a2a.auth import Caller
 from raven.a2a.card import extended_card
 from raven.a2a.mount import A2AMount
 from raven.a2a.requests import (
@@ -265,7 +265,7 @@ class StdioServer:
         if isinstance(given, dict):
             headers |= {str(k).lower(): str(v) for k, v in given.items()}
         state = {"headers": headers, "method": method, "request_id": request_id}
-        return ServerCallContext(user=Caller(OPERATOR), state=state)
+        return ServerCallContext(user=Caller(self._mount.owner), state=state)
 
 
 def _result(request_id: Any, result: Any) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from raven.engine import (
     PlanUpdated,
     Question,
     Runtime,
+    StandIn,
     ToolCallStarted,
     ToolCallUpdated,
     TurnEnded,
@@ -143,9 +144,11 @@ class Conversations:
         workdir: Path,
         attach: Callable[[str, Part], bool],
         max_file_bytes: int,
+        stand_in: StandIn | None = None,
     ) -> None:
         self.runtime = runtime
         self.workdir = workdir
+        self._stand_in = stand_in
         self.minted = MintedContexts()
         self._made = False
         self._attach_tool = AttachSource(attach, max_file_bytes)
@@ -167,7 +170,10 @@ class Conversations:
             )
         else:
             live = await self.runtime.open_session(session_id, create_in=self.workdir, reopen=True)
-        live.attach_tools(self._attach_tool)
+        if self._stand_in is not None:
+            live.stand_in = self._stand_in  # it answers: no tools of Raven's are offered
+        else:
+            live.attach_tools(self._attach_tool)
         return live
 
     def inbox(self, context_id: str) -> Path:

@@ -298,6 +298,7 @@ def read(model: type[M], value: Any) -> M | None:
 
 class AgentInfo(Wire):
     name: str | None = None
+    title: str | None = None
     version: str | None = None
 
 

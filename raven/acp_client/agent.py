@@ -65,6 +65,8 @@ class AgentInfo:
     name: str
     version: str
     capabilities: dict[str, Any]
+    title: str = ""
+    """Its name for people, when it gave one."""
 
 
 @dataclass
@@ -103,8 +105,10 @@ class SubAgent:
         self._mode_resets = 0
         self._stopped_because: str | None = None
 
-    async def start(self) -> AgentInfo:
-        """Spawn, initialize and open a session in the mode that asks, within `readyTimeoutS`."""
+    async def start(self, resume: str | None = None) -> AgentInfo:
+        """Spawn, initialize and open a session in the mode that asks, within `readyTimeoutS`:
+        the child's session `resume` again when it can (`session/resume`, else
+        `session/load`), a new one otherwise (`session_id` says which it is)."""
         try:
             self._child = await ChildProcess.spawn(
                 self.spec.name, self.spec.command, self.spec.args, self.spec.env, self.cwd
@@ -125,18 +129,8 @@ class SubAgent:
         try:
             async with asyncio.timeout(self.spec.ready_timeout_s):
                 self.info = await self._initialize()
-                result = await self._request(
-                    p.SESSION_NEW, {"cwd": str(self.cwd), "mcpServers": []}
-                )
-                created = p.read(p.NewSessionResult, result)
-                if created is None:
-                    raise SubAgentError(
-                        f"sub-agent {self.spec.name} answered session/new without a "
-                        f"session id: {clip(json.dumps(result, default=str), 200)}"
-                    )
-                self._session_id = created.session_id
-                self._sessions.add(created.session_id)
-                await self._enter_mode(result, created.session_id)
+                result = await self._open(resume)
+                await self._enter_mode(result, self._session_id)
         except TimeoutError:
             await self.stop()
             raise SubAgentError(
@@ -147,6 +141,39 @@ class SubAgent:
             await self.stop()
             raise
         return self.info
+
+    async def _open(self, resume: str | None) -> Any:
+        """Open Raven's session in the child: `resume` again when it can, else a new one."""
+        params: dict[str, Any] = {"cwd": str(self.cwd), "mcpServers": []}
+        again = None
+        if resume is not None and self._serves("resume"):
+            again = p.SESSION_RESUME
+        elif resume is not None and self.info and self.info.capabilities.get("loadSession"):
+            again = p.SESSION_LOAD
+        if again is not None:
+            try:
+                result = await self._request(again, {**params, "sessionId": resume})
+            except SubAgentError as exc:  # gone from its store: a new one, as it says
+                log.info("sub-agent %s: could not resume its session: %s", self.spec.name, exc)
+            else:
+                self._session_id = str(resume)
+                self._sessions.add(self._session_id)
+                return result
+        result = await self._request(p.SESSION_NEW, params)
+        created = p.read(p.NewSessionResult, result)
+        if created is None:
+            raise SubAgentError(
+                f"sub-agent {self.spec.name} answered session/new without a "
+                f"session id: {clip(json.dumps(result, default=str), 200)}"
+            )
+        self._session_id = created.session_id
+        self._sessions.add(created.session_id)
+        return result
+
+    @property
+    def session_id(self) -> str:
+        """The child's session Raven opened (its forks aside)."""
+        return self._session_id
 
     @property
     def forks(self) -> bool:
@@ -196,11 +223,13 @@ class SubAgent:
         approve: Callable[[Permission], Awaitable[Decision | None]] | None = None,
         ask: Callable[[Question], Awaitable[str | None]] | None = None,
         session_id: str | None = None,
+        speak: Callable[[str], None] | None = None,
     ) -> Outcome:
         """Run one task to its end, in Raven's session or in a fork of it (`session_id`); a
-        timeout or the caller's cancellation cancels it."""
+        timeout or the caller's cancellation cancels it. The child's own text goes to
+        `speak` as it comes, when given, instead of to `progress`."""
         sid = session_id or self._session_id
-        turn = self._turns[sid] = Turn(progress, approve, ask, Voice(self.spec.name))
+        turn = self._turns[sid] = Turn(progress, approve, ask, Voice(self.spec.name), speak)
         params = {"sessionId": sid, "prompt": [{"type": "text", "text": task}]}
         assert self._connection is not None
         request = asyncio.ensure_future(
@@ -571,7 +600,10 @@ class SubAgent:
             )
         info = answered.agent_info or p.AgentInfo()
         return AgentInfo(
-            info.name or self.spec.name, info.version or "", answered.agent_capabilities
+            info.name or self.spec.name,
+            info.version or "",
+            answered.agent_capabilities,
+            info.title or "",
         )
 
     async def _request(self, method: str, params: dict[str, Any]) -> Any:

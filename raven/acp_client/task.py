@@ -67,6 +67,9 @@ class Turn:
     approve: Callable[[Permission], Awaitable[Decision | None]] | None
     ask: Callable[[Question], Awaitable[str | None]] | None
     own: Voice
+    speak: Callable[[str], None] | None = None
+    """Where the child's own text goes as it comes, when it is a turn's answer (a served
+    agent) rather than progress of a delegated task."""
     answer: Capped = field(default_factory=lambda: Capped(MAX_ANSWER_CHARS))
     """The child's text, clipped as it streams (head and tail kept)."""
     decisions: list[str] = field(default_factory=list)
@@ -162,6 +165,9 @@ class Turn:
             if (text := update.text) is not None:
                 if voice is self.own:
                     self.answer.add(text.encode())
+                    if self.speak is not None:
+                        self.speak(text)
+                        return
                 shown = text
                 if len(text) > SAID_CHARS:  # a flood: the faces get its end
                     voice.unsent += voice.safe.flush() + "…"

@@ -10,7 +10,7 @@ another runs beside it in a fork of the child's session when the child serves
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -71,19 +71,37 @@ def _described(agent: AgentSpec) -> str:
 
 
 class AgentsSource:
-    """Offers `delegate`; owns the sub-agent processes, one per (session, agent)."""
+    """Offers `delegate`; owns the sub-agent processes, one per (session, agent).
 
-    def __init__(self, agents: Sequence[AgentSpec]) -> None:
+    With `keep`, at most that many children stay running: starting another first stops
+    the one used least recently that works on nothing, whose session the next child of
+    that (session, agent) resumes when it can."""
+
+    MAX_REMEMBERED = 4096
+
+    def __init__(self, agents: Sequence[AgentSpec], keep: int | None = None) -> None:
         # An A2A agent over stdio is asked with a2a_send, not delegated to.
         self.agents = [a for a in agents if a.enabled and not a.over_a2a]
         self._tools: list[Tool] = [DelegateTool(self)] if self.agents else []
+        self._keep = keep
         self._children: dict[tuple[str, str], SubAgent] = {}
+        """In the order they were last used, least recent first."""
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self._resume: dict[tuple[str, str], str] = {}
+        """The child's session of each (session, agent), for its next child to resume."""
 
     async def tools(self) -> tuple[list[Tool], list[str]]:
         return self._tools, []
 
-    async def delegate(self, ctx: ToolContext, name: str, task: str) -> Outcome:
+    async def delegate(
+        self,
+        ctx: ToolContext,
+        name: str,
+        task: str,
+        speak: Callable[[str], None] | None = None,
+    ) -> Outcome:
+        """Run `task` on the agent `name` for the session `ctx.session_id`; its own text
+        goes to `speak` as it comes, when given (see `SubAgent.prompt`)."""
         spec = next((a for a in self.agents if a.name == name), None)
         if spec is None:
             known = ", ".join(a.name for a in self.agents)
@@ -91,36 +109,63 @@ class AgentsSource:
         cwd = ctx.resolve(spec.cwd) if spec.cwd else ctx.cwd
         try:
             if spec.isolation == "worktree":
-                return await self._isolated(ctx, spec, task, cwd)
+                return await self._isolated(ctx, spec, task, cwd, speak)
             if spec.protocol == "cli":
                 return await run_cli(spec, task, cwd)
             key = (ctx.session_id, name)
             busy = self._locks.setdefault(key, asyncio.Lock())
             child = self._children.get(key)
             if busy.locked() and child is not None and child.is_alive and child.forks:
-                return await self._beside(ctx, child, task)
+                return await self._beside(ctx, child, task, speak)
             async with busy:
-                child = self._children.get(key)
+                child = self._children.pop(key, None)
                 if child is None or not child.is_alive:
+                    await self._make_room()
                     child = SubAgent(spec, cwd)
-                    await child.start()
-                    self._children[key] = child
+                    await child.start(self._resume.get(key))
+                    self._remember(key, child.session_id)
+                self._children[key] = child  # the most recently used, from now on
                 ctx.parts.cancel = child.cancel_subagent
-                return await child.prompt(task, ctx.progress, ctx.approve, ctx.ask)
+                return await child.prompt(task, ctx.progress, ctx.approve, ctx.ask, speak=speak)
         except (SubAgentError, WorktreeError) as exc:
             raise ToolError(str(exc)) from None
 
-    async def _beside(self, ctx: ToolContext, child: SubAgent, task: str) -> Outcome:
+    async def _make_room(self) -> None:
+        """Under `keep`, stop the least recently used children that work on nothing until
+        one more may start (those that work are never stopped for it)."""
+        if self._keep is None:
+            return
+        idle = [k for k in self._children if not self._locks[k].locked()]
+        excess = len(self._children) + 1 - self._keep
+        stopped = [self._children.pop(k) for k in idle[: max(0, excess)]]
+        await asyncio.gather(*(c.stop() for c in stopped))
+
+    def _remember(self, key: tuple[str, str], session_id: str) -> None:
+        self._resume.pop(key, None)
+        if len(self._resume) >= self.MAX_REMEMBERED:
+            self._resume.pop(next(iter(self._resume)))
+        self._resume[key] = session_id
+
+    async def _beside(
+        self, ctx: ToolContext, child: SubAgent, task: str, speak: Callable[[str], None] | None
+    ) -> Outcome:
         """The task in a fork of the busy child's session: warm (what the child knew before
         its current task, its process already up), run beside the task it works on."""
         forked = await child.fork()
         ctx.parts.cancel = child.cancel_subagent
         try:
-            return await child.prompt(task, ctx.progress, ctx.approve, ctx.ask, forked)
+            return await child.prompt(task, ctx.progress, ctx.approve, ctx.ask, forked, speak)
         finally:
             await asyncio.shield(child.close(forked))
 
-    async def _isolated(self, ctx: ToolContext, spec: AgentSpec, task: str, cwd: Path) -> Outcome:
+    async def _isolated(
+        self,
+        ctx: ToolContext,
+        spec: AgentSpec,
+        task: str,
+        cwd: Path,
+        speak: Callable[[str], None] | None,
+    ) -> Outcome:
         """The task in a worktree of its own, by a child of its own (so tasks of one agent
         run side by side); its changes stay on the worktree's branch."""
         tree = await open_worktree(cwd, spec.name, task)
@@ -135,7 +180,9 @@ class AgentsSource:
                 ctx.parts.cancel = child.cancel_subagent
                 try:
                     await child.start()
-                    outcome = await child.prompt(task, ctx.progress, ctx.approve, ctx.ask)
+                    outcome = await child.prompt(
+                        task, ctx.progress, ctx.approve, ctx.ask, speak=speak
+                    )
                 finally:
                     await child.stop()
         except SubAgentError as exc:
@@ -150,6 +197,8 @@ class AgentsSource:
 
     async def release(self, session_id: str) -> None:
         """Stop the sub-agents of one parent session."""
+        for key in [k for k in self._resume if k[0] == session_id]:
+            del self._resume[key]
         keys = [k for k in self._children if k[0] == session_id]
         await asyncio.gather(*(self._children.pop(k).stop() for k in keys))
 

@@ -16,6 +16,15 @@ if TYPE_CHECKING:
 app = Typer(help="Serve Raven to remote agents over A2A.", no_args_is_help=True)
 
 
+AgentOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--agent",
+        help="Serve this configured agent instead of Raven (repeat it for several).",
+    ),
+]
+
+
 @app.command("enable")
 def enable_command(config: ConfigOption = None) -> None:
     """Enable the A2A routes on the gateway; mints a token when none is set."""
@@ -141,9 +150,11 @@ def serve_command(
     allow_remote: Annotated[
         bool, typer.Option("--allow-remote", help="Allow a non-loopback address.")
     ] = False,
+    agent: AgentOption = None,
     config: ConfigOption = None,
 ) -> None:
-    """Serve A2A on a listener of its own (needs a token; not `enabled`)."""
+    """Serve A2A on a listener of its own (needs a token; not `enabled`): Raven, with the
+    agents of `a2a.server.agents` beside it, or only the agents given with --agent."""
     import asyncio
     import sys
 
@@ -159,8 +170,8 @@ def serve_command(
     s = cfg.a2a.server
     if not s.token:
         raise ConfigError("a2a.server.token is empty; run `raven a2a enable` to mint one")
-    # No model: refuse to start, rather than fail every task.
-    pick_model(cfg, None, config_file=paths.config_file)
+    if not agent:  # No model: refuse to start, rather than fail every task.
+        pick_model(cfg, None, config_file=paths.config_file)
     bind_host = host or s.host
     check_bind(bind_host, allow_remote)
     if allow_remote:
@@ -171,13 +182,14 @@ def serve_command(
         )
 
     async def main() -> None:
-        from raven.a2a import build_mount
+        from raven.a2a import build_mounts
         from raven.a2a.serve import serve
-        from raven.compose import build_runtime
+        from raven.compose import build_runtime, served_agents
 
+        agents = served_agents(cfg, agent or s.agents)
         runtime = build_runtime(cfg, paths, face="a2a")
         try:
-            mount = build_mount(runtime, s)
+            mounts = build_mounts(runtime, s, agents, own=not agent)
 
             def announce(card_url: str, rpc_url: str) -> None:
                 print(f"card: {card_url}", flush=True)
@@ -186,7 +198,7 @@ def serve_command(
             from raven.running import A2A_SERVE
 
             state = paths.data_dir / A2A_SERVE
-            await serve(mount, bind_host, s.port if port is None else port, announce, state)
+            await serve(mounts, bind_host, s.port if port is None else port, announce, state)
         finally:
             await runtime.aclose()
 
@@ -194,7 +206,13 @@ def serve_command(
 
 
 @app.command("stdio")
-def stdio_command(config: ConfigOption = None) -> None:
+def stdio_command(
+    agent: Annotated[
+        str | None,
+        typer.Option("--agent", help="Serve this configured agent instead of Raven."),
+    ] = None,
+    config: ConfigOption = None,
+) -> None:
     """Serve A2A to the process that started Raven, on stdin and stdout: no port, no token
     (a sub-agent may: nothing listens)."""
     import asyncio
@@ -206,16 +224,18 @@ def stdio_command(config: ConfigOption = None) -> None:
     from raven.providers import pick_model
 
     cfg, paths = load(config, "a2a")
-    pick_model(cfg, None, config_file=paths.config_file)
+    if agent is None:
+        pick_model(cfg, None, config_file=paths.config_file)
 
     async def main() -> int:
-        from raven.a2a import build_mount
+        from raven.a2a import build_mounts
         from raven.a2a.stdio import serve_stdio
-        from raven.compose import build_runtime
+        from raven.compose import build_runtime, served_agents
 
+        agents = served_agents(cfg, [agent] if agent else [])
         runtime = build_runtime(cfg, paths, face="a2a")
         try:
-            mount = build_mount(runtime, cfg.a2a.server, listens=False)
+            (mount,) = build_mounts(runtime, cfg.a2a.server, agents, not agents, listens=False)
             return await serve_stdio(mount, frames_fd)
         finally:
             await runtime.aclose()

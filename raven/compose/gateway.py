@@ -10,7 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
-from raven.compose.runtime import build_runtime
+from raven.compose.runtime import build_runtime, served_agents
 from raven.config import GatewayConfig, Paths, RavenConfig
 
 log = logging.getLogger("raven.gateway")
@@ -31,15 +31,17 @@ async def serve_gateway(
     def mount_a2a(app: web.Application) -> bool:
         if not cfg.a2a.server.enabled:
             return False
-        from raven.a2a import SubagentRefused, add_a2a_routes, build_mount
+        from raven.a2a import SubagentRefused, add_a2a_routes, build_mounts
         from raven.gateway.app import HUB
 
+        agents = served_agents(cfg, cfg.a2a.server.agents)
+        local = app[HUB].local_asker
         try:
-            mounts.append(build_mount(runtime, cfg.a2a.server, local=app[HUB].local_asker))
+            mounts.extend(build_mounts(runtime, cfg.a2a.server, agents, local=local))
         except SubagentRefused as exc:
             log.warning("A2A not mounted: %s", exc)
             return False
-        add_a2a_routes(app, mounts[-1])
+        add_a2a_routes(app, mounts)
         return True
 
     from raven.acp.endpoint import ACP_PATH, AcpEndpoint

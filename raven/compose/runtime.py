@@ -1,14 +1,18 @@
 """The runtime a command works with: config, paths, and the tool sources the config asks
-for (MCP servers, A2A peers, sub-agents), each imported only when configured."""
+for (MCP servers, A2A peers, sub-agents), each imported only when configured; and the
+configured agents a face serves in Raven's place."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from raven.config import Paths, RavenConfig, is_subagent
+from raven.config import ConfigError, Paths, RavenConfig, is_subagent
 from raven.engine import Runtime
+
+if TYPE_CHECKING:
+    from raven.acp_client.served import ServedAgent
 
 
 def build_runtime(
@@ -35,3 +39,26 @@ def build_runtime(
 
         sources.append(AgentsSource(config.agents))
     return Runtime(config, paths, face=face, tool_sources=sources)
+
+
+def served_agents(config: RavenConfig, names: Sequence[str]) -> list[ServedAgent]:
+    """The configured agents `names`, to serve in Raven's place; `ConfigError` for a name
+    not configured, disabled, or an A2A agent (serve it as itself instead)."""
+    from raven.acp_client.served import ServedAgent
+
+    known = {a.name: a for a in config.agents}
+    served = []
+    for name in dict.fromkeys(names):
+        spec = known.get(name)
+        if spec is None:
+            listed = ", ".join(known) or "none are configured"
+            raise ConfigError(f"no agent {name!r} to serve; agents: {listed}")
+        if not spec.enabled:
+            raise ConfigError(f"agent {name!r} is disabled (enabled: false)")
+        if spec.over_a2a:
+            raise ConfigError(
+                f"agent {name!r} speaks A2A itself (protocol a2a-stdio): it needs no Raven "
+                "to be served over A2A"
+            )
+        served.append(ServedAgent(spec, keep=config.a2a.server.max_concurrent_tasks))
+    return served

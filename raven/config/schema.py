@@ -257,6 +257,9 @@ class A2AServerConfig(_Model):
     max_queued_per_context: int = Field(default=8, ge=0)
     """Tasks of one conversation waiting behind its running task; more are rejected."""
     approvals: ApprovalPolicy = "ask"
+    agents: list[str] = Field(default_factory=list)
+    """Configured agents (`agents`, by name) served over A2A beside Raven, each at a path
+    of its own under `path` (`raven a2a serve --agent NAME` serves them instead)."""
     cwd: str | None = None
     """Working directory of inbound sessions; default `<data dir>/a2a-work`."""
     input_timeout_s: float = Field(default=300.0, gt=0)

@@ -42,6 +42,7 @@ from raven.engine.history import HistoryEvent, history_events
 from raven.engine.log import LogEvent, Logged, Snapshot
 from raven.engine.runtime import Runtime
 from raven.engine.session import LiveSession
+from raven.engine.stand_in import Reply, StandIn
 from raven.engine.turn import CANCELLED_RESULT, run_turn, start_turn
 from raven.messages import shown
 from raven.sessions import (
@@ -84,6 +85,7 @@ __all__ = [
     "PlanUpdated",
     "Preview",
     "Question",
+    "Reply",
     "Runtime",
     "SearchHit",
     "SessionBusy",
@@ -95,6 +97,7 @@ __all__ = [
     "SessionRecord",
     "SharedTaskRows",
     "Snapshot",
+    "StandIn",
     "StoreUnavailable",
     "TaskFilter",
     "TaskRow",

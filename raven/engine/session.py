@@ -31,6 +31,7 @@ from raven.tools import Parts, Tool, ToolSource
 
 if TYPE_CHECKING:
     from raven.engine.shared_log import SharedLog
+    from raven.engine.stand_in import StandIn
 
 Remembered = dict[str, bool]
 CLAIM_RETRY_S = 0.25
@@ -51,6 +52,9 @@ class LiveSession:
     """Tool sources shared by every session of the runtime (configured MCP servers)."""
     own_tools: ToolSource | None = None
     """This session's own tool source (MCP servers an editor attached to it)."""
+    stand_in: StandIn | None = None
+    """Another agent answering this session's turns in Raven's place (a served sub-agent):
+    set by the face that serves it, for the turns this process runs."""
     remembered: Remembered = field(default_factory=dict)
     """Tool name → True for "allow always", False for "reject always"."""
     deferred: bool = False

@@ -40,6 +40,7 @@ from raven.engine.events import (
 )
 from raven.engine.prompt import system_prompt
 from raven.engine.session import LiveSession
+from raven.engine.stand_in import Relay, Reply, StandIn, StandInFailed
 from raven.engine.turn_state import TurnState
 from raven.errors import invalid_fields
 from raven.messages import (
@@ -199,7 +200,7 @@ async def _turn(
 ) -> tuple[StopReason, str | None]:
     try:
         return await _loop(session, prompt, asker, emit), None
-    except ProviderError as exc:
+    except (ProviderError, StandInFailed) as exc:
         # The face shows the notice; stderr must not get it a second time.
         log.info("model call failed: %s", exc)
         emit(Notice(str(exc)))
@@ -226,9 +227,40 @@ async def _loop(
     session.working()  # stopping the turn from here on keeps what was asked
     if title:
         emit(TitleChanged(title))
+    if session.stand_in is not None:
+        return await _stood_in(session, session.stand_in, prompt, asker, emit)
     for notice in await session.load_tools():
         emit(Notice(notice))
     return await _steps(session, asker, emit)
+
+
+async def _stood_in(
+    session: LiveSession, stand_in: StandIn, prompt: list[Part], asker: _TurnAsker, emit: Emit
+) -> StopReason:
+    """The turn answered by another agent: its words are the answer, its tool calls and
+    plan the turn's, its permission requests asked as a tool's are (`_context`)."""
+    relay = Relay(emit)
+    call = ToolCall(id=f"{stand_in.name}_{uuid.uuid4().hex[:12]}", name=stand_in.name)
+    ctx = dataclasses.replace(
+        _context(session, call, asker, emit), progress=relay.progress, title=stand_in.name
+    )
+    text = "\n\n".join(p.text for p in prompt if isinstance(p, TextPart))
+    try:
+        reply = await stand_in.answer(text, ctx, relay.speak)
+    except ToolError as exc:
+        relay.end(Reply("", "end_turn"))
+        raise StandInFailed(str(exc)) from None
+    except BaseException:
+        said = relay.end(Reply("", "cancelled"))
+        if said:
+            await asyncio.shield(session.commit(AssistantMessage(text=said)))
+        raise
+    said = relay.end(reply)
+    if (spent := reply.usage) is not None:
+        used = spent.input_tokens + spent.output_tokens
+        emit(UsageUpdated(used, None, spent.estimated, spent.input_tokens, spent.output_tokens))
+    await session.commit(AssistantMessage(text=said, usage=reply.usage))
+    return reply.stop_reason
 
 
 async def _steps(session: LiveSession, asker: _TurnAsker, emit: Emit) -> StopReason:

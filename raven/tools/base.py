@@ -15,6 +15,7 @@ from raven.errors import RavenError
 from raven.messages import ImagePart, TokenUsage
 
 ToolKind = Literal["read", "edit", "execute", "fetch", "other"]
+StepStatus = Literal["pending", "in_progress", "completed"]
 
 
 class ToolError(RavenError):
@@ -69,7 +70,7 @@ def preview_lines(preview: Preview) -> list[str]:
 @dataclass(frozen=True)
 class PlanStep:
     content: str
-    status: Literal["pending", "in_progress", "completed"]
+    status: StepStatus
     priority: Literal["high", "medium", "low"] = "medium"
 
 

@@ -17,7 +17,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from raven.a2a import add_a2a_routes, build_mount
+from raven.a2a import add_a2a_routes, build_mounts
 from raven.config import Paths, RavenConfig
 from raven.engine import Runtime
 
@@ -38,9 +38,9 @@ async def serve_routes(
         }
     )
     runtime = Runtime(config, Paths(tmp_path / "config.json", tmp_path / "data"), face="a2a")
-    mount = build_mount(runtime, config.a2a.server, env={})
+    (mount,) = build_mounts(runtime, config.a2a.server, env={})
     app = web.Application()
-    add_a2a_routes(app, mount)
+    add_a2a_routes(app, [mount])
     test_client = TestClient(TestServer(app))
     await test_client.start_server()
     return test_client, mount, runtime
@@ -100,7 +100,7 @@ async def test_mounting_refuses_inside_a_sub_agent(tmp_path: Path) -> None:
     config = RavenConfig.model_validate({"a2a": {"server": {"token": TOKEN}}})
     runtime = Runtime(config, Paths(tmp_path / "config.json", tmp_path / "data"), face="a2a")
     with pytest.raises(SubagentRefused):
-        build_mount(runtime, config.a2a.server, env={"RAVEN_SUBAGENT": "1"})
+        build_mounts(runtime, config.a2a.server, env={"RAVEN_SUBAGENT": "1"})
     await runtime.aclose()
 
 

@@ -95,6 +95,7 @@ class A2AMount:
 
     async def start(self) -> None:
         if self.agent is not None:
+            self.service.workdir.mkdir(parents=True, exist_ok=True)
             await self.agent.probe(self.service.workdir)
         await self.service.start()
 

@@ -150,4 +150,5 @@ class TaskRunner:
         reply = end.text or "(no answer)"
         artifacts = [task.chunk(reply[task.streamed :], last=True)]  # one write with the end
         artifacts += [task.artifact(p, str(uuid.uuid4()), p.filename) for p in end.attachments]
-        await task.update(TaskState.TASK_STATE_COMPLETED, reply, ahead=artifacts)
+        usage = {"raven": {"usage": end.usage}} if end.usage else None
+        await task.update(TaskState.TASK_STATE_COMPLETED, reply, usage, ahead=artifacts)

@@ -48,6 +48,7 @@ from raven.engine import (
     TurnEvent,
     TurnStarted,
     Unanswered,
+    UsageUpdated,
     preview_lines,
     start_turn,
 )
@@ -101,12 +102,15 @@ class Progress:
 
 @dataclass
 class Ended:
-    """The turn is over: its whole answer, the files it attached, why it stopped."""
+    """The turn is over: its whole answer, the files it attached, why it stopped, and
+    the tokens it used as far as they were reported."""
 
     stop: str
     text: str
     error: str | None
     attachments: list[Part]
+    usage: dict[str, Any] | None = None
+    """`inputTokens` and `outputTokens` over the turn's model calls (or its stand-in's)."""
 
 
 Step = Started | Asked | Chunk | Progress | Ended
@@ -203,6 +207,8 @@ class TaskTurn:
         self._flush: asyncio.TimerHandle | None = None
         self._text: list[str] = []
         self._titles: dict[str, str] = {}
+        self._used: list[int] | None = None
+        """Input and output tokens the turn's model calls reported, once one did."""
         self._ended = False
         self.attachments: list[Part] = []
         self._work: asyncio.Task[Any] | None = None
@@ -296,6 +302,11 @@ class TaskTurn:
             self._buffer.append(piece)
             if self._flush is None:
                 self._flush = asyncio.get_running_loop().call_later(STREAM_INTERVAL_S, self._chunk)
+        elif isinstance(event, UsageUpdated):
+            if event.input_tokens is not None and event.output_tokens is not None:
+                used = self._used = self._used or [0, 0]
+                used[0] += event.input_tokens
+                used[1] += event.output_tokens
         elif (line := _progress_line(event, self._titles)) is not None:
             self._steps.put_nowait(Progress(redact(line)))
 
@@ -309,6 +320,7 @@ class TaskTurn:
         self._text.clear()
         self._buffer.clear()
         self._titles.clear()
+        self._used = None
         if not self.started:
             self.started = True
             self._steps.put_nowait(Started())
@@ -339,7 +351,9 @@ class TaskTurn:
         self._stop_following = _following_nothing
         self._stop_chunks()
         self._ended = True
-        self._steps.put_nowait(Ended(stop, "".join(self._text), error, self.attachments))
+        used = self._used
+        usage = None if used is None else {"inputTokens": used[0], "outputTokens": used[1]}
+        self._steps.put_nowait(Ended(stop, "".join(self._text), error, self.attachments, usage))
 
     def _finish(self, work: asyncio.Task[Any]) -> None:
         """The turn's task is done: if it ended without telling (it could not start, or

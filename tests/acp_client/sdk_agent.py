@@ -37,6 +37,9 @@ Its behaviour is the first argument:
                mode it was prompted in and the one it is in after ("stubborn": switches
                back to `auto` whenever it is put in another mode, and never answers)
   self-approving  declares only modes that approve by themselves (auto, yolo)
+  served       says what it will do, runs `make test` (a tool call it asks permission for),
+               plans, and answers with the outcome and the prompt's first line, reporting
+               its usage and what its session was asked before
   forks        serves session/fork and session/close ("no-fork": neither); a fork knows its
                session's tasks and starts in `auto` (it declares auto, default). A prompt
                saying "hold" says "holding" and waits (HOLD_S, 20 s at most) until a prompt
@@ -160,6 +163,37 @@ class Agent:
         if prompting is not None and not STUBBORN:
             prompting.cancel()
 
+    async def served(self, session_id: str, prompt: Any) -> schema.PromptResponse:
+        asked = prompt[0].text.splitlines()[0]
+        self.tasks.setdefault(session_id, []).append(asked)
+        await self.say(session_id, "I will run the tests. ")
+        plan = schema.AgentPlanUpdate(
+            session_update="plan",
+            entries=[
+                schema.PlanEntry(content="run make test", status="in_progress", priority="high")
+            ],
+        )
+        await self.conn.session_update(session_id, plan)
+        start = acp.start_tool_call("c1", "Run make test", kind="execute", status="pending")
+        await self.conn.session_update(session_id, start)
+        call = schema.ToolCallUpdate(
+            tool_call_id="c1",
+            title="Run make test",
+            kind="execute",
+            raw_input=RAW_INPUTS["execute"],
+        )
+        kinds = ["allow_once", "allow_always", "reject_once", "reject_always"]
+        result = await self.conn.request_permission(
+            session_id=session_id, tool_call=call, options=[option(k) for k in kinds]
+        )
+        outcome = getattr(result.outcome, "option_id", None) or result.outcome.outcome
+        status = "completed" if outcome in ("opt-allow_once", "opt-allow_always") else "failed"
+        await self.conn.session_update(session_id, acp.update_tool_call("c1", status=status))
+        await self.say(session_id, f"Outcome {outcome}. ")
+        await self.say(session_id, f"Asked so far: {' | '.join(self.tasks[session_id])}")
+        usage = schema.Usage(input_tokens=120, output_tokens=30, total_tokens=150)
+        return schema.PromptResponse(stop_reason="end_turn", usage=usage)
+
     async def say(self, session_id: str, text: str) -> None:
         await self.conn.session_update(session_id, acp.update_agent_message_text(text))
 
@@ -216,6 +250,8 @@ class Agent:
                 outcome = result.outcome
                 outcomes.append(getattr(outcome, "option_id", None) or outcome.outcome)
             await self.say(session_id, ", ".join(outcomes))
+        elif BEHAVIOUR == "served":
+            return await self.served(session_id, prompt)
         elif BEHAVIOUR == "modes":
             prompted_in = self.mode
             self.mode_set.clear()

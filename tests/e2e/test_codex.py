@@ -15,12 +15,15 @@ from typing import Any
 import pytest
 
 from tests.conftest import RAVEN, raven, write_config
+from tests.e2e.a2a_server import configure, start
 from tests.e2e.terminal import Terminal
 from tests.fakes.model_server import FakeModelServer, Reply, responses_stream
 from tests.npm import npm_install
 from tests.processes import alive, live_pids
 
 CODEX_ACP = "@agentclientprotocol/codex-acp@2.6.0"
+A2A_JS = "@a2a-js/sdk@1.3.0"
+JS_CLIENT = Path(__file__).parent / "a2a_js_client.mjs"
 COMMAND = "echo hi > codex_note.txt"
 SIGN_IN_SERVER = Path(__file__).parents[1] / "mcp" / "servers" / "sign_in_server.py"
 
@@ -391,3 +394,84 @@ def test_read_only_and_an_escalate_rule_see_codexs_edit(
     ran = raven("agents", "run", "codex", "write the note", "--json", env=env, cwd=work)
     assert json.loads(ran.stdout)["decisions"] == [f"reject once: Edit files ({by})"]
     assert not (work / "note.md").exists()
+
+
+class JsClient:
+    """The official A2A JavaScript client (`a2a_js_client.mjs`), one command at a time."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+
+    @classmethod
+    async def start(cls, folder: Path, base: str, token: str) -> JsClient:
+        script = folder / JS_CLIENT.name
+        proc = await asyncio.create_subprocess_exec(
+            "node", str(script), base, token, cwd=folder,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        return cls(proc)
+
+    async def do(self, **command: Any) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps(command).encode() + b"\n")
+        await self.proc.stdin.drain()
+        async with asyncio.timeout(90):  # codex starts, and calls its model twice
+            line = await self.proc.stdout.readline()
+        answer: dict[str, Any] = json.loads(line)
+        assert "error" not in answer, answer
+        return answer
+
+    async def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        await asyncio.wait_for(self.proc.wait(), 15)
+
+
+async def test_codex_served_over_a2a_answers_the_js_client_asks_it_and_is_cancelled(
+    codex_acp: Path,
+    model_server: FakeModelServer,
+    env: dict[str, str],
+    home: Path,
+    tmp_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    js = npm_install(tmp_path_factory, A2A_JS, beside=[JS_CLIENT])
+    codex_home = tmp_path / "codex-home"
+    configure(home, agents=[codex_agent(codex_acp, codex_home, model_server, "ask")])
+    queue_the_note(model_server)
+    server = start(env, "--agent", "codex")
+    client = await JsClient.start(js, server.base, server.token)
+    try:
+        # Codex asks to run the command; its rules escalate: the peer is asked by taskId.
+        task = await client.do(op="send", text="write the note")
+        assert task["state"] == "TASK_STATE_INPUT_REQUIRED", task
+        assert task["text"].startswith("Allow codex: ") and COMMAND in task["text"]
+        done = await client.do(
+            op="send", text="yes", taskId=task["id"], contextId=task["contextId"]
+        )
+        assert done == {**task, "state": "TASK_STATE_COMPLETED", "text": "The command ran it."}
+        assert (home / "data" / "a2a-work" / "codex_note.txt").read_text() == "hi\n"
+
+        # A task of the same conversation that codex works on, cancelled by the peer.
+        def slow(body: dict[str, Any]) -> Reply:
+            thinks = "think hard" in json.dumps(body)  # not a request of codex's own
+            return Reply(events=responses_stream(text="too late"), delay_s=120 if thinks else 0)
+
+        model_server.queue(*[slow] * 3)
+        working = await client.do(
+            op="send", text="think hard", contextId=task["contextId"], returnImmediately=True
+        )
+        async with asyncio.timeout(60):  # codex is waiting on its model
+            while not any("think hard" in json.dumps(r.body) for r in model_server.requests):
+                await asyncio.sleep(0.05)
+        children = codex_processes(codex_home)
+        cancelled = await client.do(op="cancel", taskId=working["id"])
+        assert cancelled["state"] == "TASK_STATE_CANCELED"
+        got = await client.do(op="get", taskId=working["id"])
+        assert got["state"] == "TASK_STATE_CANCELED"
+    finally:
+        await client.close()
+        assert server.stop() == 0
+    logged = "".join(f.read_text() for f in (home / "logs").iterdir())
+    assert "sub-agent codex: cancelled; it answered cancelled" in logged
+    assert not [pid for pid in children if alive(pid)]  # stopped with the server

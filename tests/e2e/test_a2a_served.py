@@ -1,0 +1,148 @@
+"""Configured agents served over A2A in Raven's place (`raven a2a serve --agent NAME`),
+launched as an operator launches them and asked with the a2a-sdk's own client."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+from a2a.client import A2ACardResolver
+from a2a.helpers import get_message_text
+from a2a.types import SendMessageRequest, TaskState
+
+from tests.e2e.a2a_server import configure, message, start
+from tests.e2e.test_a2a import last, sdk_client, user
+from tests.processes import alive, ended, pid_from
+
+SDK_AGENT = Path(__file__).parents[1] / "acp_client" / "sdk_agent.py"
+
+
+def agents(tmp_path: Path) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": "tester",
+            "description": "Runs the project's tests",
+            "command": sys.executable,
+            "args": [str(SDK_AGENT), "served"],
+            "permissions": "ask",
+        },
+        {"name": "upper", "protocol": "cli", "command": "tr", "args": ["a-z", "A-Z"]},
+        {
+            "name": "sleeper",
+            "command": sys.executable,
+            "args": [str(SDK_AGENT), "hang"],
+            "env": {"HANG_PIDFILE": str(tmp_path / "hang.pid")},
+        },
+    ]
+
+
+async def test_a_served_agent_answers_asks_through_input_required_and_stays_warm(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    configure(home, agents=agents(tmp_path))
+    server = start(env, "--agent", "tester", "--agent", "upper")
+    client, http = await sdk_client(server)
+    try:
+        # The card at the well-known path is the first agent's, as it and the config say.
+        card = await A2ACardResolver(http, server.base).get_agent_card()
+        assert card.name == "tester" and card.description == "Runs the project's tests"
+        assert card.version == "9.9"  # what the child said of itself when Raven started it
+        assert [s.id for s in card.skills] == ["tester"]
+        assert card.supported_interfaces[0].url == f"{server.base}/a2a/agents/tester"
+        catalog = httpx.get(f"{server.base}/.well-known/ai-catalog.json").json()
+        assert catalog["specVersion"] == "1.0"
+        assert [(e["identifier"], e["type"], e["url"]) for e in catalog["entries"]] == [
+            (
+                f"urn:raven:a2a:{name}",
+                "application/a2a-agent-card+json",
+                f"{server.base}/a2a/agents/{name}/.well-known/agent-card.json",
+            )
+            for name in ("tester", "upper")
+        ]
+        # Raven's own agent is not served: only the agents asked for.
+        assert httpx.post(f"{server.base}/a2a", json={}).status_code == 404
+
+        # The child asks to run a command; its rules escalate: the peer is asked.
+        (event,) = await last(client.send_message(SendMessageRequest(message=user("test it"))))
+        task = event.task
+        assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED, task
+        asked = get_message_text(task.status.message)
+        assert asked.startswith("Allow tester: Run make test?") and "make test" in asked
+        allowed = user("yes", task_id=task.id, context_id=task.context_id)
+        (answer,) = await last(client.send_message(SendMessageRequest(message=allowed)))
+        done = answer.task
+        assert done.status.state == TaskState.TASK_STATE_COMPLETED, done
+        said = "I will run the tests. Outcome opt-allow_once. Asked so far: test it"
+        assert get_message_text(done.status.message) == said
+        history = server.call("GetTask", {"id": task.id, "historyLength": 50})["result"]
+        progress = [
+            m["parts"][0]["text"]
+            for m in history["history"]
+            if m["role"] == "ROLE_AGENT" and m.get("metadata", {}).get("raven", {}).get("progress")
+        ]
+        assert "→ Run make test" in progress and "✓ Run make test" in progress
+        assert any(line.startswith("Plan:\n[~] run make test") for line in progress)
+        usage = done.status.message.metadata["raven"]["usage"]
+        assert (usage["inputTokens"], usage["outputTokens"]) == (120, 30)
+
+        # The same context is one conversation with the same warm child.
+        (again,) = await last(
+            client.send_message(
+                SendMessageRequest(message=user("and lint", context_id=task.context_id))
+            )
+        )
+        assert again.task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        (no,) = await last(
+            client.send_message(
+                SendMessageRequest(
+                    message=user("no", task_id=again.task.id, context_id=task.context_id)
+                )
+            )
+        )
+        said = get_message_text(no.task.status.message)
+        assert said.endswith("Outcome opt-reject_once. Asked so far: test it | and lint"), said
+
+        # The other agent, at its own path: a one-shot command, its own tasks.
+        upper, upper_http = await sdk_client(
+            server.__class__(server.proc, f"{server.base}/a2a/agents/upper", "", server.token)
+        )
+        try:
+            (shout,) = await last(upper.send_message(SendMessageRequest(message=user("quiet"))))
+            assert get_message_text(shout.task.status.message).strip() == "QUIET"
+            listed = server.call("ListTasks", {})["result"]["tasks"]
+            assert shout.task.id not in [t["id"] for t in listed]  # each agent's tasks its own
+        finally:
+            await upper.close()
+            await upper_http.aclose()
+    finally:
+        await client.close()
+        await http.aclose()
+        assert server.stop() == 0
+
+
+async def test_a_cancel_reaches_the_served_child_which_stays_for_the_next_task(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    configure(home, agents=agents(tmp_path))
+    server = start(env, "--agent", "sleeper")
+    pidfile = tmp_path / "hang.pid"
+    try:
+        at_once = {"configuration": {"returnImmediately": True}}
+        first = server.call("SendMessage", message("wait") | at_once)["result"]["task"]
+        pid = await pid_from(pidfile)
+        cancelled = server.call("CancelTask", {"id": first["id"]})["result"]
+        assert cancelled["status"]["state"] == "TASK_STATE_CANCELED"
+        # The child heard the cancel and ended its prompt: the next task of the
+        # conversation reaches the same process at once.
+        pidfile.unlink()
+        again = message("wait again", contextId=first["contextId"])
+        second = server.call("SendMessage", again | at_once)["result"]["task"]
+        assert await pid_from(pidfile) == pid and alive(pid)
+        assert server.call("CancelTask", {"id": second["id"]})["result"]["status"]["state"] == (
+            "TASK_STATE_CANCELED"
+        )
+    finally:
+        assert server.stop() == 0
+    assert await ended([pid], 5)  # stopped with the server: nothing left running

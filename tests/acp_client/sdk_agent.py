@@ -39,7 +39,9 @@ Its behaviour is the first argument:
   self-approving  declares only modes that approve by themselves (auto, yolo)
   served       says what it will do, runs `make test` (a tool call it asks permission for),
                plans, and answers with the outcome and the prompt's first line, reporting
-               its usage and what its session was asked before
+               its usage and what its session was asked before; serves session/resume,
+               its sessions kept in `served-sessions.json` in its working directory, so a
+               new process resuming a session knows what it was asked
   forks        serves session/fork and session/close ("no-fork": neither); a fork knows its
                session's tasks and starts in `auto` (it declares auto, default). A prompt
                saying "hold" says "holding" and waits (HOLD_S, 20 s at most) until a prompt
@@ -75,6 +77,19 @@ RAW_INPUTS: dict[str, dict[str, Any]] = {
 }
 
 
+SERVED_SESSIONS = "served-sessions.json"
+
+
+def served_sessions() -> dict[str, list[str]]:
+    """What each session of `served` was asked, by any of its processes."""
+    try:
+        with open(SERVED_SESSIONS) as fh:
+            kept: dict[str, list[str]] = json.load(fh)
+    except FileNotFoundError:
+        return {}
+    return kept
+
+
 def option(kind: str) -> schema.PermissionOption:
     return schema.PermissionOption(option_id=f"opt-{kind}", name=kind, kind=kind)
 
@@ -104,6 +119,9 @@ class Agent:
         elicitation = declared.elicitation if declared is not None else None
         self.url_elicitation = elicitation is not None and elicitation.url is not None
         capabilities = None
+        if BEHAVIOUR == "served":
+            sessions = schema.SessionCapabilities(resume=schema.SessionResumeCapabilities())
+            capabilities = schema.AgentCapabilities(session_capabilities=sessions)
         if BEHAVIOUR == "forks" and not NO_FORK:
             sessions = schema.SessionCapabilities(
                 fork=schema.SessionForkCapabilities(), close=schema.SessionCloseCapabilities()
@@ -116,6 +134,8 @@ class Agent:
         )
 
     async def new_session(self, cwd: str, **kwargs: Any) -> schema.NewSessionResponse:
+        if BEHAVIOUR == "served":  # one id per session, across its processes
+            return schema.NewSessionResponse(session_id=f"s-{os.urandom(4).hex()}")
         declared = DECLARED_MODES.get(BEHAVIOUR)
         if declared is None:
             return schema.NewSessionResponse(session_id="s1")
@@ -129,6 +149,13 @@ class Agent:
                 schema.SessionMode(id=m, name=m.title()) for m in DECLARED_MODES[BEHAVIOUR]
             ],
         )
+
+    async def resume_session(
+        self, session_id: str, cwd: str, **kwargs: Any
+    ) -> schema.ResumeSessionResponse:
+        if session_id not in served_sessions():
+            raise acp.RequestError(-32002, "Resource not found", {"sessionId": session_id})
+        return schema.ResumeSessionResponse()
 
     async def fork_session(
         self, session_id: str, cwd: str, **kwargs: Any
@@ -165,7 +192,10 @@ class Agent:
 
     async def served(self, session_id: str, prompt: Any) -> schema.PromptResponse:
         asked = prompt[0].text.splitlines()[0]
-        self.tasks.setdefault(session_id, []).append(asked)
+        kept = served_sessions()
+        kept.setdefault(session_id, []).append(asked)
+        with open(SERVED_SESSIONS, "w") as fh:
+            json.dump(kept, fh)
         await self.say(session_id, "I will run the tests. ")
         plan = schema.AgentPlanUpdate(
             session_update="plan",
@@ -190,7 +220,7 @@ class Agent:
         status = "completed" if outcome in ("opt-allow_once", "opt-allow_always") else "failed"
         await self.conn.session_update(session_id, acp.update_tool_call("c1", status=status))
         await self.say(session_id, f"Outcome {outcome}. ")
-        await self.say(session_id, f"Asked so far: {' | '.join(self.tasks[session_id])}")
+        await self.say(session_id, f"Asked so far: {' | '.join(kept[session_id])}")
         usage = schema.Usage(input_tokens=120, output_tokens=30, total_tokens=150)
         return schema.PromptResponse(stop_reason="end_turn", usage=usage)
 

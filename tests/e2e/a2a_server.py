@@ -66,6 +66,8 @@ class A2AServer:
 def configure(home: Path, steps: list[dict[str, Any]] | None = None, **server: Any) -> None:
     (home / "script.json").write_text(json.dumps(steps or []))
     agents = server.pop("agents", [])
+    if "agents_served" in server:  # the configured agents served beside Raven
+        server["agents"] = server.pop("agents_served")
     write_config(
         home,
         {

@@ -3,6 +3,7 @@ launched as an operator launches them and asked with the a2a-sdk's own client.""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,9 +13,12 @@ from a2a.client import A2ACardResolver
 from a2a.helpers import get_message_text
 from a2a.types import SendMessageRequest, TaskState
 
-from tests.e2e.a2a_server import configure, message, start
+from tests.conftest import RAVEN
+from tests.e2e.a2a_server import A2AServer, configure, message, start
 from tests.e2e.test_a2a import last, sdk_client, user
-from tests.processes import alive, ended, pid_from
+from tests.e2e.test_a2a_stdio import Peer
+from tests.e2e.test_a2a_stdio import message as stdio_message
+from tests.processes import alive, ended, live_pids, pid_from
 
 SDK_AGENT = Path(__file__).parents[1] / "acp_client" / "sdk_agent.py"
 
@@ -146,3 +150,79 @@ async def test_a_cancel_reaches_the_served_child_which_stays_for_the_next_task(
     finally:
         assert server.stop() == 0
     assert await ended([pid], 5)  # stopped with the server: nothing left running
+
+
+async def test_conversations_beyond_the_warm_children_resume_their_child_session(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    allowed = {**agents(tmp_path)[0], "name": "keeper", "permissions": "auto"}
+    configure(home, agents=[allowed], maxConcurrentTasks=1)  # one child kept running
+    server = start(env, "--agent", "keeper")
+
+    def ask(text: str, **ids: str) -> str:
+        task = server.call("SendMessage", message(text, **ids))["result"]["task"]
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
+        return str(task["status"]["message"]["parts"][0]["text"])
+
+    workdir = home / "data" / "a2a-work"
+
+    def children() -> list[int]:
+        """The agent's processes, which work in the A2A working directory."""
+        return live_pids(lambda proc, _: (proc / "cwd").resolve() == workdir)
+
+    try:
+        first = server.call("SendMessage", message("first"))["result"]["task"]
+        assert first["status"]["message"]["parts"][0]["text"].endswith("Asked so far: first")
+        assert ask("other").endswith("Asked so far: other")
+        assert len(children()) == 1  # the first conversation's child made room
+        # Its next task starts a child again, which resumes the conversation's session.
+        resumed = ask("second", contextId=first["contextId"])
+        assert resumed.endswith("Asked so far: first | second"), resumed
+        assert len(children()) == 1
+    finally:
+        assert server.stop() == 0
+    assert not children()
+
+
+async def test_raven_serves_the_configured_agents_beside_itself(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    configure(home, [{"text": "Raven here."}], agents=agents(tmp_path), agents_served=["upper"])
+    server = start(env)
+    try:
+        card = httpx.get(f"{server.base}/.well-known/agent-card.json").json()
+        assert card["name"] == "Raven"
+        catalog = httpx.get(f"{server.base}/.well-known/ai-catalog.json").json()
+        assert [e["url"] for e in catalog["entries"]] == [
+            f"{server.base}/.well-known/agent-card.json",
+            f"{server.base}/a2a/agents/upper/.well-known/agent-card.json",
+        ]
+        own = server.call("SendMessage", message("hi"))["result"]["task"]
+        assert own["status"]["message"]["parts"][0]["text"] == "Raven here."
+        upper = A2AServer(server.proc, "", f"{server.base}/a2a/agents/upper", server.token)
+        task = upper.call("SendMessage", message("loud"))["result"]["task"]
+        assert task["status"]["message"]["parts"][0]["text"].strip() == "LOUD"
+        # A task is found only at the agent that has it.
+        assert upper.call("GetTask", {"id": own["id"]})["error"]["code"] == -32001
+    finally:
+        assert server.stop() == 0
+
+
+async def test_a_configured_agent_served_over_stdio_answers_on_its_pipes(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    configure(home, agents=agents(tmp_path))
+    proc = await asyncio.create_subprocess_exec(
+        *RAVEN, "a2a", "stdio", "--agent", "upper", env=env,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    peer = Peer(proc)
+    card = (await peer.call(1, "GetExtendedAgentCard", {}))["result"]
+    assert card["name"] == "upper" and card["skills"][0]["id"] == "upper"
+    done = (await peer.call(2, "SendMessage", stdio_message("whisper")))["result"]["task"]
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert done["status"]["message"]["parts"][0]["text"].strip() == "WHISPER"
+    assert proc.stdin is not None
+    proc.stdin.close()  # the parent is done: Raven exits
+    assert await peer.ended() == 0

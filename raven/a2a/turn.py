@@ -168,15 +168,16 @@ class Conversations:
             self.workdir.mkdir(parents=True, exist_ok=True)
             self._made = True
         session_id = self.session_id(owner, context_id)
+        answering = self._stand_in
         if first and self.minted.take(context_id):
             live = await self.runtime.new_session(
-                self.workdir, session_id=session_id, deferred=True
+                self.workdir, session_id=session_id, deferred=True, answered_by=answering
             )
         else:
-            live = await self.runtime.open_session(session_id, create_in=self.workdir, reopen=True)
-        if self._stand_in is not None:
-            live.stand_in = self._stand_in  # it answers: no tools of Raven's are offered
-        else:
+            live = await self.runtime.open_session(
+                session_id, create_in=self.workdir, reopen=True, answered_by=answering
+            )
+        if answering is None:  # an agent answering in Raven's place is offered no tools
             live.attach_tools(self._attach_tool)
         return live
 

@@ -26,7 +26,7 @@ from raven.engine.history import HistoryEvent, history_events
 from raven.engine.log import LogEvent
 from raven.engine.session import LiveSession
 from raven.messages import Message
-from raven.providers import Provider, create_provider, pick_model
+from raven.providers import NoModelConfigured, Provider, create_provider, pick_model
 from raven.sessions import (
     SearchHit,
     SessionPage,
@@ -43,6 +43,7 @@ from raven.tools import ToolSource, builtin_tools
 if TYPE_CHECKING:
     from raven.engine.replicas import Replicas
     from raven.engine.shared_log import SharedLog
+    from raven.engine.stand_in import StandIn
 
 log = logging.getLogger(__name__)
 
@@ -190,11 +191,13 @@ class Runtime:
         mode_id: str | None = None,
         session_id: str | None = None,
         deferred: bool = False,
+        answered_by: StandIn | None = None,
     ) -> LiveSession:
         """A new session in `cwd` (`BadDirectory` unless absolute and existing); `deferred`
-        stores it with its first message instead of now."""
+        stores it with its first message instead of now. `answered_by` answers its turns
+        in Raven's place (no model needs to be configured for it)."""
         cwd = session_directory(cwd)
-        model = self.model(model_id)
+        model = self._model_for(model_id, answered_by)
         mode = self.mode(mode_id)
         provider = self.provider(model)
         args = (str(cwd), self.face, mode.id if mode else None, model.id, session_id)
@@ -216,6 +219,7 @@ class Runtime:
                 limits=self.config.limits,
                 tools=builtin_tools(),
                 tool_sources=list(self.tool_sources),
+                stand_in=answered_by,
             )
         )
 
@@ -286,19 +290,26 @@ class Runtime:
         return await self.store.resolve(prefix)
 
     async def open_session(
-        self, session_id: str, create_in: Path | None = None, reopen: bool = False
+        self,
+        session_id: str,
+        create_in: Path | None = None,
+        reopen: bool = False,
+        answered_by: StandIn | None = None,
     ) -> LiveSession:
         """The live session for a stored one, loading its transcript if not yet in memory;
         there is one per id in this process.
 
         A closed session raises `SessionClosed`, unless `reopen` (what ACP's load and
         resume ask for) opens it again. With `create_in`, a missing session is created
-        there under `session_id` instead of raising `SessionNotFound`.
+        there under `session_id` instead of raising `SessionNotFound`. `answered_by`
+        answers its turns in Raven's place, as with `new_session`.
         """
         if session_id in self._live:
-            return self._live[session_id]
+            live = self._live[session_id]
+            live.stand_in = answered_by or live.stand_in
+            return live
         if create_in is not None:
-            model, mode = self.model(None), self.mode(None)
+            model, mode = self._model_for(None, answered_by), self.mode(None)
             record, history = await self.store.get_or_create(
                 session_id,
                 str(create_in),
@@ -309,7 +320,7 @@ class Runtime:
         else:
             record = await self.store.get(session_id)
             history = await self.store.messages(session_id)
-        model = self._stored_model(record.model)
+        model = self._stored_model(record.model, answered_by)
         mode = self.config.find_mode(record.mode) if record.mode else None
         mode = mode or self.mode(None)
         if record.closed and not reopen:
@@ -329,6 +340,7 @@ class Runtime:
                 limits=self.config.limits,
                 tools=builtin_tools(),
                 tool_sources=list(self.tool_sources),
+                stand_in=answered_by,
             )
         )
 
@@ -479,10 +491,20 @@ class Runtime:
             if model is not None:
                 self._use_model(live, model)
 
-    def _stored_model(self, model_id: str | None) -> ModelSpec:
+    def _stored_model(self, model_id: str | None, answered_by: StandIn | None) -> ModelSpec:
         if model_id:
             spec = self.config.find_model(model_id)
             if spec is not None:
                 return spec
             log.warning("session model %r is no longer configured; using the default", model_id)
-        return self.model(None)
+        return self._model_for(None, answered_by)
+
+    def _model_for(self, model_id: str | None, answered_by: StandIn | None) -> ModelSpec:
+        """`model(model_id)`; for a session another agent answers, the offline model when
+        none is configured (it is never called: the agent answers)."""
+        try:
+            return self.model(model_id)
+        except NoModelConfigured:
+            if answered_by is None:
+                raise
+            return self.model(ECHO_MODEL_ID)

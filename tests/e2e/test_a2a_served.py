@@ -13,7 +13,7 @@ from a2a.client import A2ACardResolver
 from a2a.helpers import get_message_text
 from a2a.types import SendMessageRequest, TaskState
 
-from tests.conftest import RAVEN
+from tests.conftest import RAVEN, write_config
 from tests.e2e.a2a_server import A2AServer, configure, message, start
 from tests.e2e.test_a2a import last, sdk_client, user
 from tests.e2e.test_a2a_stdio import Peer
@@ -211,7 +211,7 @@ async def test_raven_serves_the_configured_agents_beside_itself(
 async def test_a_configured_agent_served_over_stdio_answers_on_its_pipes(
     env: dict[str, str], home: Path, tmp_path: Path
 ) -> None:
-    configure(home, agents=agents(tmp_path))
+    write_config(home, {"agents": agents(tmp_path)})  # no model: the agent answers
     proc = await asyncio.create_subprocess_exec(
         *RAVEN, "a2a", "stdio", "--agent", "upper", env=env,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,

@@ -47,10 +47,9 @@ def start(env: dict[str, str], port: int) -> tuple[subprocess.Popen[str], dict[s
 def test_the_gateway_serves_rpc_and_mounts_a2a_when_enabled(
     env: dict[str, str], home: Path
 ) -> None:
-    write_config(
-        home,
-        {"defaultModel": "echo", "a2a": {"server": {"enabled": True, "token": A2A_TOKEN}}},
-    )
+    upper = {"name": "upper", "protocol": "cli", "command": "tr", "args": ["a-z", "A-Z"]}
+    server = {"enabled": True, "token": A2A_TOKEN, "agents": ["upper"]}
+    write_config(home, {"defaultModel": "echo", "a2a": {"server": server}, "agents": [upper]})
     port = free_port()
     proc, lines = start(env, port)
     try:
@@ -63,6 +62,8 @@ def test_the_gateway_serves_rpc_and_mounts_a2a_when_enabled(
         assert httpx.get(base + "/health").json()["ok"] is True
         assert httpx.get(base + "/rpc").status_code == 401
         assert asyncio.run(ask_with_the_sdk(base)) == "hi a2a"
+        # A configured agent served beside Raven, at its own path.
+        assert asyncio.run(ask_with_the_sdk(f"{base}/a2a/agents/upper")).strip() == "HI A2A"
         enabled = subprocess.run(
             [*RAVEN, "a2a", "enable"], env=env, capture_output=True, text=True, timeout=DEADLINE_S
         )

@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).parents[1]
 FACES = ("acp", "a2a", "gateway", "terminal")
 CLIENTS = ("acp_client", "a2a_client", "mcp")
-CORE = ("config", "providers", "sessions", "tools")
+CORE = ("config", "providers", "sandbox", "sessions", "tools")
 ASSEMBLY = ("cli", "compose", "demo")
 
 RULES: list[tuple[str, tuple[str, ...]]] = [

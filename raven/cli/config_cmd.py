@@ -1,4 +1,4 @@
-"""`raven config path | show | init | example`."""
+"""`raven config path | show | init | example | sandbox`."""
 
 from __future__ import annotations
 
@@ -55,6 +55,22 @@ def show_command(
     else:
         typer.echo(f"# {paths.config_file} (no file: the empty config)", err=True)
     typer.echo(json.dumps(masked(config_to_json(cfg)), indent=2))
+
+
+@app.command("sandbox")
+def sandbox_command(config: ConfigOption = None) -> None:
+    """Print what the sandbox of commands is, and what this machine's kernel enforces."""
+    from raven.cli.options import load
+    from raven.sandbox import enforced, kernel_version
+
+    cfg, _ = load(config, "cli")
+    typer.echo(f"sandbox:  {enforced(cfg.sandbox)}")
+    if cfg.sandbox_allow_hosts:
+        typer.echo(f"allowed:  {', '.join(cfg.sandbox_allow_hosts)} (TCP, by port)")
+    for mode in cfg.modes:
+        if mode.sandbox is not None:
+            refused = " (its commands are refused)" if kernel_version() < 1 else ""
+            typer.echo(f"mode {mode.id}: requires {enforced(mode.sandbox)}{refused}")
 
 
 @app.command("example")

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         ModelSpec,
         ModeSpec,
         RavenConfig,
+        SandboxLevel,
         SessionsConfig,
         ToolFilter,
     )
@@ -62,6 +63,7 @@ _LAZY = {
             "ModelSpec",
             "ModeSpec",
             "RavenConfig",
+            "SandboxLevel",
             "SessionsConfig",
             "ToolFilter",
         ),
@@ -103,6 +105,7 @@ __all__ = [
     "ModelSpec",
     "Paths",
     "RavenConfig",
+    "SandboxLevel",
     "SessionsConfig",
     "ToolFilter",
     "is_subagent",

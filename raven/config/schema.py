@@ -96,6 +96,9 @@ class ToolFilter(_Model):
     deny: list[str] = Field(default_factory=list)
 
 
+SandboxLevel = Literal["off", "workspace", "strict"]
+
+
 class ModeSpec(_Model):
     id: str = Field(min_length=1)
     name: str
@@ -104,6 +107,9 @@ class ModeSpec(_Model):
     tools: ToolFilter = Field(default_factory=ToolFilter)
     system_prompt: SystemPrompt | None = None
     """Beats the model's `systemPrompt`."""
+    sandbox: SandboxLevel | None = None
+    """The sandbox this mode requires for commands: where the kernel cannot hold it, its
+    commands are refused rather than run outside it. None: the config's `sandbox`."""
 
 
 class McpStdioServer(_Model):
@@ -354,6 +360,14 @@ class RavenConfig(_Model):
     sessions: SessionsConfig = Field(default_factory=lambda: SessionsConfig())
     project_instructions: bool = True
     """Whether sessions read the project's AGENTS.md (or CLAUDE.md, GEMINI.md)."""
+    sandbox: SandboxLevel = "off"
+    """The sandbox commands run in (`raven.sandbox`): `off`, `workspace`, `strict`; where
+    the kernel cannot hold it, commands run without it and say so."""
+    sandbox_allow_hosts: list[Annotated[str, Field(pattern=r"^([^\s:]+:)?[0-9]{1,5}$")]] = Field(
+        default_factory=list
+    )
+    """`host:port` entries `strict` lets commands reach over TCP (by port: the kernel
+    tells ports apart, not hosts)."""
 
     @model_validator(mode="after")
     def _check_references(self) -> RavenConfig:

@@ -27,6 +27,7 @@ from raven.engine.log import LogEvent
 from raven.engine.session import LiveSession
 from raven.messages import Message
 from raven.providers import NoModelConfigured, Provider, create_provider, pick_model
+from raven.sandbox import Sandbox, enforced, kernel_version
 from raven.sessions import (
     SearchHit,
     SessionPage,
@@ -88,6 +89,20 @@ class Runtime:
                 self._task_changed,
                 self._swept,
             )
+        self.jail = Sandbox(
+            config.sandbox,
+            allow=tuple(config.sandbox_allow_hosts),
+            private=(
+                paths.config_file,
+                paths.logs_dir,
+                paths.config_dir / "gateway.token",  # the gateway's and ACP's listeners'
+                paths.config_dir / "acp.token",
+                paths.data_dir,
+            ),
+        )
+        """The sandbox of every session's commands, as the config has it."""
+        if config.sandbox != "off" and kernel_version() < 1:
+            log.warning("sandbox %s", enforced(config.sandbox))
         self._task_listeners: list[Callable[[str | None, int], None]] = []
         self._sweepers: list[Callable[[list[str]], Awaitable[None]]] = []
 
@@ -219,6 +234,7 @@ class Runtime:
                 limits=self.config.limits,
                 tools=builtin_tools(),
                 tool_sources=list(self.tool_sources),
+                jail=self.jail,
                 stand_in=answered_by,
             )
         )
@@ -340,6 +356,7 @@ class Runtime:
                 limits=self.config.limits,
                 tools=builtin_tools(),
                 tool_sources=list(self.tool_sources),
+                jail=self.jail,
                 stand_in=answered_by,
             )
         )

@@ -26,6 +26,7 @@ from raven.engine.project import ProjectInstructions, read_project_instructions
 from raven.engine.turn_state import Phase, TurnState
 from raven.messages import Message
 from raven.providers import Provider
+from raven.sandbox import Sandbox
 from raven.sessions import SessionRecord, Sessions, TurnElsewhere
 from raven.tools import Parts, Tool, ToolSource
 
@@ -52,6 +53,9 @@ class LiveSession:
     """Tool sources shared by every session of the runtime (configured MCP servers)."""
     own_tools: ToolSource | None = None
     """This session's own tool source (MCP servers an editor attached to it)."""
+    jail: Sandbox = field(default_factory=Sandbox)
+    """The sandbox of the session's commands, as the config has it (its mode may require
+    another: `sandbox`)."""
     stand_in: StandIn | None = None
     """Another agent answering this session's turns in Raven's place (a served sub-agent):
     set by the face that serves it, for the turns this process runs."""
@@ -121,6 +125,11 @@ class LiveSession:
         model call; the record says it too."""
         self.mode, self.instructions = mode, instructions
         self.record = dataclasses.replace(self.record, mode=mode.id if mode else None)
+
+    @property
+    def sandbox(self) -> Sandbox:
+        """The sandbox the session's commands run in now: its mode's, else the config's."""
+        return self.jail.under(self.mode.sandbox if self.mode else None)
 
     def offered_tools(self) -> list[Tool]:
         """The tools the current mode allows: built-ins, then sources; first name wins."""

@@ -536,6 +536,7 @@ def _context(session: LiveSession, call: ToolCall, asker: _TurnAsker, emit: Emit
         session_id=session.id,
         progress=progress,
         approve=approve,
+        sandbox=session.sandbox,
     )
     return ctx
 

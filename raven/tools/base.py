@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict
 from raven.config import Limits
 from raven.errors import RavenError
 from raven.messages import ImagePart, TokenUsage
+from raven.sandbox import Sandbox
 
 ToolKind = Literal["read", "edit", "execute", "fetch", "other"]
 StepStatus = Literal["pending", "in_progress", "completed"]
@@ -221,6 +222,8 @@ class ToolContext:
     """Asks approval through the session's approval path: its mode, its "always" memory;
     None when no one gave an answer (nobody to ask, no answer in time, a policy refused)."""
     parts: Parts = field(default_factory=Parts)
+    sandbox: Sandbox = field(default_factory=Sandbox)
+    """The sandbox the session's commands run in (`raven.sandbox`)."""
 
     def resolve(self, path: str) -> Path:
         """A path argument made absolute against the session cwd."""

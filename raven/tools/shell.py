@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar
@@ -19,6 +20,7 @@ from pydantic import Field
 
 from raven import lifeline
 from raven.process_group import kill_group, spawn
+from raven.sandbox import Confined, Sandbox, SandboxUnavailable, scrubbed
 from raven.tools.base import Args, BuiltinTool, Capped, Preview, ToolContext, ToolOutput
 
 STOP_GRACE_S = 1.0
@@ -44,14 +46,15 @@ class RunCommand(BuiltinTool):
         return f"Run `{args.command}`"
 
     async def preview(self, args: RunCommandArgs, ctx: ToolContext) -> Preview | None:
-        return f"$ {args.command}\n(in {ctx.cwd})"
+        jailed = f"; {ctx.sandbox.shown}" if ctx.sandbox.shown else ""
+        return f"$ {args.command}\n(in {ctx.cwd}{jailed})"
 
     async def run(self, args: RunCommandArgs, ctx: ToolContext) -> ToolOutput:
         timeout_s = min(
             args.timeout_s or ctx.limits.command_timeout_s, ctx.limits.command_timeout_s
         )
         return await run_shell(
-            args.command, ctx.cwd, timeout_s, ctx.limits.tool_output_chars, ctx.env
+            args.command, ctx.cwd, timeout_s, ctx.limits.tool_output_chars, ctx.env, ctx.sandbox
         )
 
 
@@ -61,19 +64,49 @@ async def run_shell(
     timeout_s: float,
     max_chars: int,
     env: Mapping[str, str] | None = None,
+    sandbox: Sandbox | None = None,
 ) -> ToolOutput:
     """`command` under /bin/sh in `cwd`, in its own process group (stopped on timeout or
-    cancellation): its combined output, head and tail kept, and its exit code."""
-    proc = await spawn(
-        "/bin/sh",
-        "-c",
-        command,
-        cwd=cwd,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        env={**os.environ, **(env or {}), **lifeline.env()},
-    )
+    cancellation), in `sandbox` when given: its combined output, head and tail kept,
+    and its exit code."""
+    try:
+        confined = sandbox.confine(cwd) if sandbox is not None else None
+    except SandboxUnavailable as exc:
+        return ToolOutput(str(exc), is_error=True)
+    base = os.environ if confined is None or confined.ruleset is None else scrubbed(os.environ)
+    try:
+        return await _run(command, cwd, timeout_s, max_chars, env, base, confined)
+    finally:
+        if confined is not None:
+            confined.cleanup()
+
+
+async def _run(
+    command: str,
+    cwd: Path,
+    timeout_s: float,
+    max_chars: int,
+    env: Mapping[str, str] | None,
+    base: Mapping[str, str],
+    confined: Confined | None,
+) -> ToolOutput:
+    try:
+        proc = await spawn(
+            "/bin/sh",
+            "-c",
+            command,
+            cwd=cwd,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            env={**base, **(env or {}), **(confined.env if confined else {}), **lifeline.env()},
+            preexec_fn=confined.preexec() if confined else None,
+        )
+    except subprocess.SubprocessError as exc:  # the kernel refused the sandbox
+        return ToolOutput(f"The command was not run: its sandbox failed ({exc}).", is_error=True)
+    finally:
+        if confined is not None:
+            confined.release()
     assert proc.stdout is not None
     collector = Capped(max_chars)
     timed_out = False
@@ -89,10 +122,13 @@ async def run_shell(
         if proc.returncode is None:
             await stop_process_group(proc)
     output = collector.text()
+    note = f"\n[{confined.note}]" if confined and confined.note else ""
     if timed_out:
-        return ToolOutput(f"{output}\n[timed out after {timeout_s:g}s; killed]", is_error=True)
+        return ToolOutput(
+            f"{output}\n[timed out after {timeout_s:g}s; killed]{note}", is_error=True
+        )
     code = proc.returncode
-    return ToolOutput(f"{output}\n[exit code {code}]".lstrip("\n"), is_error=code != 0)
+    return ToolOutput(f"{output}\n[exit code {code}]{note}".lstrip("\n"), is_error=code != 0)
 
 
 async def stop_process_group(proc: asyncio.subprocess.Process) -> None:

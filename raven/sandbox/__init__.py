@@ -1,0 +1,221 @@
+"""The sandbox Raven's commands run in: what each level allows, enforced by the kernel.
+
+Levels (`sandbox` in the config, and on a mode, which then requires it):
+- `off`: nothing beyond the approval that let the command run;
+- `workspace`: writes only in the session's directory and a private temp directory;
+  reads everywhere but the credentials of `DENIED` and Raven's own config and data,
+  and an environment without the variables that hold credentials;
+- `strict`: `workspace`, and no network: a network namespace of its own with nothing
+  in it, or, with `sandboxAllowHosts`, TCP to those ports alone.
+
+Landlock (`raven.sandbox.landlock`) holds it: the command, and whatever it starts,
+cannot leave it. `Sandbox.confine` says what a command is run with (the function the
+child runs before exec, its temp directory); it raises `SandboxUnavailable` when the
+kernel cannot hold a level the mode requires. Never parses a command to judge it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from raven.errors import RavenError
+from raven.sandbox import landlock
+
+if TYPE_CHECKING:
+    from raven.config import SandboxLevel as Level
+
+DENIED = (
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".kube",
+    ".docker",
+    ".netrc",
+    ".git-credentials",
+    ".pgpass",
+    ".npmrc",
+    ".pypirc",
+    ".password-store",
+    ".local/share/keyrings",
+    ".config/raven",
+    ".local/share/raven",
+    ".config/gh",
+    ".config/hub",
+    ".mozilla",
+    ".config/google-chrome",
+    ".config/chromium",
+    ".config/BraveSoftware",
+    "snap/firefox",
+)
+"""Under the home directory: credentials a command never reads under a sandbox."""
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty")
+"""Written by ordinary commands (`> /dev/null`): writable under a sandbox."""
+_SECRET = re.compile(r"(^|_)(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)(_|$)", re.I)
+"""Environment variables that hold a credential, by their name (`OPENAI_API_KEY`,
+`GH_TOKEN`, `AWS_SECRET_ACCESS_KEY`, `GOOGLE_APPLICATION_CREDENTIALS`)."""
+_CLONE_NEWUSER = 0x10000000
+_CLONE_NEWNET = 0x40000000
+
+
+class SandboxUnavailable(RavenError):
+    """The kernel cannot hold the sandbox level a mode requires: the command is refused
+    rather than run outside it."""
+
+
+@functools.cache
+def kernel_version() -> int:
+    """The Landlock version of this kernel (0: none), asked once per process;
+    `RAVEN_SANDBOX_ABI` stands in for the kernel's answer (a test simulates an old one)."""
+    pretend = os.environ.get("RAVEN_SANDBOX_ABI")
+    return int(pretend) if pretend is not None else landlock.abi_version()
+
+
+def enforced(level: Level) -> str:
+    """What this machine enforces of `level`, in a line for people."""
+    version = kernel_version()
+    if level == "off":
+        return "off: commands run with the user's own rights"
+    if version < 1:
+        return f"{level}: NOT enforced (this kernel has no Landlock)"
+    network = ""
+    if level == "strict":
+        network = "; no network (a network namespace of its own)"
+        if version >= 4:
+            network += ", or TCP to the allowed ports alone"
+    return f"{level}: enforced by Landlock version {version}{network}"
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """The sandbox of a session's commands: its level, whether its mode requires it,
+    the TCP ports `strict` allows, and Raven's own files, never read."""
+
+    level: Level = "off"
+    required: bool = False
+    allow: tuple[str, ...] = ()
+    """`sandboxAllowHosts`: `host:port` entries. Landlock tells ports apart, not hosts:
+    the port is allowed on any host."""
+    private: tuple[Path, ...] = ()
+
+    def under(self, mode_level: Level | None) -> Sandbox:
+        """This sandbox as a mode that requires `mode_level` has it (None: as it is)."""
+        if mode_level is None:
+            return self
+        return Sandbox(mode_level, True, self.allow, self.private)
+
+    @property
+    def shown(self) -> str:
+        """How an approval shows it ("" when off)."""
+        if self.level == "off":
+            return ""
+        held = "" if kernel_version() >= 1 else ", NOT enforced: this kernel has no Landlock"
+        return f"runs in the {self.level} sandbox{held}"
+
+    def confine(self, cwd: Path) -> Confined | None:
+        """What a command in `cwd` runs with (None: no sandbox); raises
+        `SandboxUnavailable` when the level is required and the kernel cannot hold it."""
+        if self.level == "off":
+            return None
+        version = kernel_version()
+        if version < 1:
+            if self.required:
+                raise SandboxUnavailable(
+                    f"this mode requires the {self.level} sandbox, and this kernel has no "
+                    "Landlock: the command was not run (`raven config sandbox` says what "
+                    "this machine enforces)"
+                )
+            return Confined(None, None, note=f"not sandboxed: {enforced(self.level)}")
+        home = Path.home()
+        denied = [home / d for d in DENIED] + [p.absolute() for p in self.private]
+        listed, readable = landlock.around(Path("/"), denied)
+        # The session's own directory is written whole, but for what is denied in it (a
+        # session in the home directory): its entries are, not the folders on the way.
+        _, writable = landlock.around(cwd, denied)
+        temp = Path(tempfile.mkdtemp(prefix="raven-sandbox-"))
+        ports = [_port(a) for a in self.allow]
+        isolated = self.level == "strict" and not ports
+        ruleset = landlock.Ruleset(
+            version,
+            reads=readable,
+            reads_here=listed,
+            writes=[*writable, temp, *map(Path, DEVICES)],
+            network=self.level != "strict",
+            ports=ports,
+        )
+        try:
+            fd = ruleset.build()
+        except BaseException:
+            shutil.rmtree(temp, ignore_errors=True)
+            raise
+        return Confined(fd, temp, isolated)
+
+
+@dataclass
+class Confined:
+    """One command's confinement: the ruleset the child restricts itself with before
+    exec, and its private temp directory (`TMPDIR`); `release` once it has started."""
+
+    ruleset: int | None
+    temp: Path | None
+    isolated: bool = False
+    """A network namespace of its own, with nothing in it."""
+    note: str = ""
+    """What a person is told of it with the command's output (it was not held)."""
+    _released: bool = field(default=False, repr=False)
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {"TMPDIR": str(self.temp)} if self.temp is not None else {}
+
+    def preexec(self) -> Callable[[], None] | None:
+        """What the child runs between fork and exec (None: nothing)."""
+        if self.ruleset is None:
+            return None
+        return functools.partial(_enter, self.ruleset, self.isolated)
+
+    def release(self) -> None:
+        """The child has started (or failed to): the ruleset is not needed here."""
+        if self.ruleset is not None and not self._released:
+            os.close(self.ruleset)
+        self._released = True
+
+    def cleanup(self) -> None:
+        """The command is over: its temp directory goes."""
+        self.release()
+        if self.temp is not None:
+            shutil.rmtree(self.temp, ignore_errors=True)
+
+
+def _enter(ruleset: int, isolated: bool) -> None:
+    """In the child: a network namespace of its own if asked, then the Landlock domain."""
+    if isolated:
+        libc = landlock.libc()
+        flags = _CLONE_NEWNET if os.geteuid() == 0 else _CLONE_NEWUSER | _CLONE_NEWNET
+        if libc.unshare(flags) != 0:
+            raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET) failed")
+    landlock.restrict(ruleset)
+
+
+def scrubbed(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` without the variables that hold credentials: a sandboxed command reads no
+    credential from its environment either."""
+    return {k: v for k, v in env.items() if not _SECRET.search(k)}
+
+
+def _port(entry: str) -> int:
+    """The port of a `host:port` (or bare port) entry."""
+    port = int(entry.rsplit(":", 1)[-1])
+    if not 0 < port < 65536:
+        raise ValueError(f"not a port: {entry!r}")
+    return port

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -148,7 +147,7 @@ async def test_an_escape_attempt_fails(world: World, kind: str, command: str) ->
 async def test_a_process_outside_cannot_be_signalled_traced_or_reached_by_its_socket(
     world: World,
 ) -> None:
-    victim = subprocess.Popen(["sleep", "60"], env={"SECRET_ENV": SECRET})
+    victim = await asyncio.create_subprocess_exec("sleep", "60", env={"SECRET_ENV": SECRET})
     name = f"raven-test-{os.getpid()}"
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind("\0" + name)
@@ -161,11 +160,11 @@ async def test_a_process_outside_cannot_be_signalled_traced_or_reached_by_its_so
             f"s.connect('\\0{name}'); print('connected')\"",
             workspace(world),
         )
-        assert victim.poll() is None  # still alive: the signal was refused
+        assert victim.returncode is None  # still alive: the signal was refused
         assert SECRET not in said and "connected" not in said, said
     finally:
         victim.kill()
-        victim.wait()
+        await victim.wait()
         listener.close()
 
 

@@ -160,6 +160,7 @@ async def test_a_process_outside_cannot_be_signalled_traced_or_reached_by_its_so
             f"s.connect('\\0{name}'); print('connected')\"",
             workspace(world),
         )
+        assert "kill: Operation not permitted" in said, said
         assert victim.returncode is None  # still alive: the signal was refused
         assert SECRET not in said and "connected" not in said, said
     finally:

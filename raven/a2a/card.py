@@ -34,6 +34,7 @@ class About(Protocol):
 
 
 SUBAGENTS_EXTENSION_URI = "urn:raven:a2a:subagents:v1"
+SANDBOX_EXTENSION_URI = "urn:raven:a2a:sandbox:v1"
 BEARER = "bearer"
 OUTPUT_MODES = ["text/plain", "*/*"]
 """The answer is text; `attach_file` hands the peer files of any type as artifacts."""
@@ -83,10 +84,11 @@ def agent_card(
     roster: list[dict[str, Any]] | None = None,
     input_modes: list[str] | None = None,
     grpc_target: str | None = None,
+    sandbox: dict[str, Any] | None = None,
 ) -> AgentCard:
     """The public card for an RPC endpoint at `rpc_url` (and a gRPC one at `grpc_target`,
     `host:port`); `roster` switches on the extended card; `input_modes` say what Raven
-    takes (text alone when not given)."""
+    takes (text alone when not given); `sandbox`, what Raven's commands run in."""
     interfaces = [
         AgentInterface(url=rpc_url, protocol_binding=binding, protocol_version="1.0")
         for binding in ("JSONRPC", "HTTP+JSON")  # REST paths live under the RPC path
@@ -95,7 +97,7 @@ def agent_card(
         interfaces.append(
             AgentInterface(url=grpc_target, protocol_binding="GRPC", protocol_version="1.0")
         )
-    return AgentCard(
+    card = AgentCard(
         name="Raven",
         description=RAVEN_DESCRIPTION,
         version=__version__,
@@ -113,6 +115,18 @@ def agent_card(
         default_output_modes=OUTPUT_MODES,
         skills=RAVEN_SKILLS,
     )
+    if sandbox is not None:
+        params = struct_pb2.Struct()
+        params.update(sandbox)
+        card.capabilities.extensions.append(
+            AgentExtension(
+                uri=SANDBOX_EXTENSION_URI,
+                description="The sandbox Raven's commands run in, and whether it is enforced.",
+                required=False,
+                params=params,
+            )
+        )
+    return card
 
 
 def extended_card(public: AgentCard, roster: list[dict[str, Any]]) -> AgentCard:

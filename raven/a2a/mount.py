@@ -61,6 +61,8 @@ class A2AMount:
     service: TaskService
     roster: list[dict[str, Any]]
     agent: Served | None = None
+    sandbox: dict[str, Any] | None = None
+    """What Raven's commands run in (its own card says it; a served agent's does not)."""
     grpc_target: str | None = None
     """`host:port` of the gRPC binding, while it serves."""
 
@@ -81,7 +83,7 @@ class A2AMount:
         modes = input_modes(self.settings)
         if self.agent is not None:
             return served_card(rpc_url, self.agent, modes, self.grpc_target)
-        return agent_card(rpc_url, self.roster, modes, self.grpc_target)
+        return agent_card(rpc_url, self.roster, modes, self.grpc_target, self.sandbox)
 
     def extended_card(self, rpc_url: str) -> AgentCard:
         """The card for authenticated callers: the public one plus the roster. Without a
@@ -133,5 +135,6 @@ def build_mounts(
     for agent in served:
         store = open_store(settings, runtime.config.sessions, runtime.tasks, runtime.shared)
         service = TaskService(runtime, settings, store, workdir, local, agent)
-        mounts.append(A2AMount(settings, service, runtime.config.roster(), agent))
+        sandbox = runtime.jail.stated if agent is None else None
+        mounts.append(A2AMount(settings, service, runtime.config.roster(), agent, sandbox))
     return mounts

@@ -6,6 +6,7 @@ from typing import Any
 
 from raven.config import ModelSpec, RavenConfig
 from raven.engine import LiveSession
+from raven.sandbox import capability
 
 MODEL_OPTION = "model"
 MODE_OPTION = "mode"
@@ -69,7 +70,10 @@ def session_setup(config: RavenConfig, live: LiveSession) -> dict[str, Any]:
     if modes is not None:
         result["modes"] = modes
     read = [str(path) for path in live.project.files]
-    result["_meta"] = {"raven": {"projectInstructions": read}}
+    # ACP's sandbox RFD (a draft, not in the schema): what this machine can hold, and what
+    # the session's commands run in.
+    sandbox = {"capability": capability(), "policy": live.sandbox.stated}
+    result["_meta"] = {"raven": {"projectInstructions": read}, "sandbox": sandbox}
     return result
 
 

@@ -131,13 +131,14 @@ def card_command(
     from raven.a2a.parts import input_modes
     from raven.cli.options import load
     from raven.origins import is_loopback
+    from raven.sandbox import Sandbox
 
     cfg, _ = load(config, "cli")
     s = cfg.a2a.server
     roster = cfg.roster()
     host = "localhost" if is_loopback(s.host) else s.host
     url = f"{s.public_url or f'http://{host}:{s.port}'}{s.path}"
-    card = agent_card(url, roster, input_modes(s))
+    card = agent_card(url, roster, input_modes(s), sandbox=Sandbox(cfg.sandbox).stated)
     if extended:
         card = extended_card(card, roster)
     typer.echo(json.dumps(agent_card_to_dict(card), indent=2))

@@ -96,6 +96,18 @@ def enforced(level: Level) -> str:
     return f"{level}: enforced by Landlock version {version}{network}"
 
 
+def capability() -> dict[str, object]:
+    """What this machine's kernel lets Raven hold, in the shape of ACP's sandbox RFD
+    (`SandboxCapability`): Landlock for files and processes, a network namespace (no
+    network) and, from Landlock version 4, TCP by port."""
+    version = kernel_version()
+    if version < 1:
+        guarantees = {"fsIsolation": "none", "netIsolation": "none", "processCaps": False}
+        return {"mode": "host", "guarantees": guarantees}
+    guarantees = {"fsIsolation": "workspace", "netIsolation": "denyAll", "processCaps": True}
+    return {"mode": "custom", "guarantees": guarantees, "landlock": version}
+
+
 @dataclass(frozen=True)
 class Sandbox:
     """The sandbox of a session's commands: its level, whether its mode requires it,
@@ -115,11 +127,21 @@ class Sandbox:
         return Sandbox(mode_level, True, self.allow, self.private)
 
     @property
+    def enforced(self) -> bool:
+        """Whether the kernel holds it (`off` holds nothing, and needs nothing)."""
+        return self.level == "off" or kernel_version() >= 1
+
+    @property
+    def stated(self) -> dict[str, object]:
+        """What a card or a session's answer says of it."""
+        return {"level": self.level, "required": self.required, "enforced": self.enforced}
+
+    @property
     def shown(self) -> str:
         """How an approval shows it ("" when off)."""
         if self.level == "off":
             return ""
-        held = "" if kernel_version() >= 1 else ", NOT enforced: this kernel has no Landlock"
+        held = "" if self.enforced else ", NOT enforced: this kernel has no Landlock"
         return f"runs in the {self.level} sandbox{held}"
 
     def confine(self, cwd: Path) -> Confined | None:

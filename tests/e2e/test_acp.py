@@ -110,8 +110,15 @@ async def test_new_session_offers_model_and_mode_pickers(start: Any, tmp_path: P
     agent = await start()
     (tmp_path / "AGENTS.md").write_text("Use tabs.\n")
     new = await agent.conn.new_session(cwd=str(tmp_path), mcp_servers=[])
-    # The editor learns which project instructions the session follows.
-    assert new.field_meta == {"raven": {"projectInstructions": [str(tmp_path / "AGENTS.md")]}}
+    # The editor learns which project instructions the session follows, and its sandbox.
+    meta = new.field_meta or {}
+    assert meta["raven"] == {"projectInstructions": [str(tmp_path / "AGENTS.md")]}
+    assert meta["sandbox"]["policy"] == {"level": "off", "required": False, "enforced": True}
+    assert set(meta["sandbox"]["capability"]["guarantees"]) == {
+        "fsIsolation",
+        "netIsolation",
+        "processCaps",
+    }
     assert new.modes is not None and new.modes.current_mode_id == "ask"
     options = {o.id: o for o in new.config_options}
     assert options["model"].category == "model" and options["model"].current_value == "scripted"

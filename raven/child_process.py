@@ -23,6 +23,7 @@ from raven.config import SUBAGENT_ENV
 from raven.jsonrpc import MAX_FRAME_BYTES
 from raven.process_group import spawn
 from raven.redact import redact
+from raven.sandbox import Confined, Sandbox, scrubbed
 
 log = logging.getLogger(__name__)
 
@@ -43,9 +44,12 @@ def why_not_started(name: str, command: str, cwd: Path, exc: OSError) -> str:
 class ChildProcess:
     """One running sub-agent process and the tail of what it wrote to stderr."""
 
-    def __init__(self, name: str, proc: asyncio.subprocess.Process) -> None:
+    def __init__(
+        self, name: str, proc: asyncio.subprocess.Process, confined: Confined | None = None
+    ) -> None:
         self.name = name
         self.proc = proc
+        self._confined = confined
         self._tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
         self._drain = asyncio.create_task(self._read_stderr())
 
@@ -58,20 +62,39 @@ class ChildProcess:
         env: Mapping[str, str],
         cwd: Path,
         stdin_data: bool = True,
+        sandbox: Sandbox | None = None,
     ) -> ChildProcess:
         """Start `command` in a new process group with the parent's environment, `env`, and
-        RAVEN_SUBAGENT=1; raises OSError when it cannot be started."""
-        proc = await spawn(
-            command,
-            *args,
-            stdin=asyncio.subprocess.PIPE if stdin_data else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env={**os.environ, **env, SUBAGENT_ENV: "1", **lifeline.env()},
-            cwd=cwd,
-            limit=MAX_FRAME_BYTES,
-        )
-        return cls(name, proc)
+        RAVEN_SUBAGENT=1, in `sandbox` when given (the parent's credential variables then
+        left out; those of `env` kept, as configured for it); raises OSError when it cannot
+        be started, `SandboxUnavailable` when the kernel cannot hold its sandbox."""
+        confined = sandbox.confine(cwd) if sandbox is not None else None
+        jailed = confined is not None and confined.ruleset is not None
+        try:
+            proc = await spawn(
+                command,
+                *args,
+                stdin=asyncio.subprocess.PIPE if stdin_data else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env={
+                    **(scrubbed(os.environ) if jailed else os.environ),
+                    **(confined.env if confined else {}),
+                    **env,
+                    SUBAGENT_ENV: "1",
+                    **lifeline.env(),
+                },
+                cwd=cwd,
+                limit=MAX_FRAME_BYTES,
+                preexec_fn=confined.preexec() if confined else None,
+            )
+        except BaseException:
+            if confined is not None:
+                confined.cleanup()
+            raise
+        if confined is not None:
+            confined.release()
+        return cls(name, proc, confined)
 
     @property
     def stderr_tail(self) -> str:
@@ -97,6 +120,8 @@ class ChildProcess:
         self._signal_group(signal.SIGKILL)
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._drain, KILL_GRACE_S)
+        if self._confined is not None:
+            self._confined.cleanup()  # its temp directory
 
     def kill_group(self) -> None:
         self._signal_group(signal.SIGKILL)

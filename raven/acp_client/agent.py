@@ -29,6 +29,7 @@ from raven.errors import RavenError
 from raven.jsonrpc import METHOD_NOT_FOUND, Connection, ConnectionClosed, FrameReader, RpcError
 from raven.messages import TokenUsage
 from raven.redact import redact
+from raven.sandbox import Sandbox, SandboxUnavailable
 from raven.tools import (
     ALL_DECISIONS,
     Decision,
@@ -85,9 +86,11 @@ class SubAgent:
     """One sub-agent process with its ACP session, reused across prompts, and the forks of
     that session that run tasks beside it (when the child serves `session/fork`)."""
 
-    def __init__(self, spec: AgentSpec, cwd: Path) -> None:
+    def __init__(self, spec: AgentSpec, cwd: Path, sandbox: Sandbox | None = None) -> None:
         self.spec = spec
         self.cwd = cwd
+        self.sandbox = sandbox
+        """What its process is started in (`spec.sandbox` over the session's), if any."""
         self.info: AgentInfo | None = None
         self._child: ChildProcess | None = None
         self._connection: Connection | None = None
@@ -111,11 +114,18 @@ class SubAgent:
         `session/load`), a new one otherwise (`session_id` says which it is)."""
         try:
             self._child = await ChildProcess.spawn(
-                self.spec.name, self.spec.command, self.spec.args, self.spec.env, self.cwd
+                self.spec.name,
+                self.spec.command,
+                self.spec.args,
+                self.spec.env,
+                self.cwd,
+                sandbox=self.sandbox,
             )
         except OSError as exc:
             why = why_not_started(self.spec.name, self.spec.command, self.cwd, exc)
             raise SubAgentError(why) from None
+        except SandboxUnavailable as exc:
+            raise SubAgentError(f"sub-agent {self.spec.name} was not started: {exc}") from None
         proc = self._child.proc
         assert proc.stdin is not None and proc.stdout is not None
         stdin = proc.stdin

@@ -15,20 +15,25 @@ from raven.acp_client.agent import Outcome, SubAgentError
 from raven.acp_client.task import MAX_ANSWER_CHARS
 from raven.child_process import ChildProcess, why_not_started
 from raven.config import AgentSpec
+from raven.sandbox import Sandbox, SandboxUnavailable
 from raven.tools import Capped
 
 TASK_PLACEHOLDER = "{task}"
 READ_CHUNK = 65536
 
 
-async def run_cli(spec: AgentSpec, task: str, cwd: Path) -> Outcome:
-    """Run the command once on `task`; its stdout is the answer."""
+async def run_cli(spec: AgentSpec, task: str, cwd: Path, sandbox: Sandbox | None = None) -> Outcome:
+    """Run the command once on `task`, in `sandbox` when given; its stdout is the answer."""
     via_args = any(TASK_PLACEHOLDER in a for a in spec.args)
     args = [a.replace(TASK_PLACEHOLDER, task) for a in spec.args]
     try:
-        child = await ChildProcess.spawn(spec.name, spec.command, args, spec.env, cwd)
+        child = await ChildProcess.spawn(
+            spec.name, spec.command, args, spec.env, cwd, sandbox=sandbox
+        )
     except OSError as exc:
         raise SubAgentError(why_not_started(spec.name, spec.command, cwd, exc)) from None
+    except SandboxUnavailable as exc:
+        raise SubAgentError(f"sub-agent {spec.name} was not started: {exc}") from None
     proc = child.proc
     assert proc.stdin is not None and proc.stdout is not None
     try:

@@ -19,6 +19,7 @@ from raven.acp_client.tool import AgentsSource
 from raven.config import AgentSpec
 from raven.engine.stand_in import Reply
 from raven.providers import StopReason
+from raven.sandbox import Sandbox
 from raven.tools import ToolContext
 
 log = logging.getLogger(__name__)
@@ -29,9 +30,11 @@ _STOPS: dict[str, StopReason] = {s: s for s in get_args(StopReason)}
 class ServedAgent:
     """One configured sub-agent (ACP, or a one-shot command) serving sessions' turns."""
 
-    def __init__(self, spec: AgentSpec, keep: int) -> None:
+    def __init__(self, spec: AgentSpec, keep: int, jail: Sandbox) -> None:
         self.name = spec.name
         self.spec = spec
+        self.jail = jail
+        """Raven's sandbox, with its own files: what `spec.sandbox` is required on."""
         self._agents = AgentsSource([spec], keep=keep)
         self.info: AgentInfo | None = None
         """What the child said of itself when `probe` started it (None: not yet, or it
@@ -55,7 +58,7 @@ class ServedAgent:
         config says)."""
         if self.spec.protocol != "acp":
             return None
-        child = SubAgent(self.spec, cwd)
+        child = SubAgent(self.spec, cwd, self.jail.required_at(self.spec.sandbox))
         try:
             self.info = await child.start()
         except SubAgentError as exc:

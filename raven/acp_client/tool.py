@@ -20,6 +20,7 @@ from raven.acp_client.agent import Outcome, SubAgent, SubAgentError
 from raven.acp_client.cli_backend import run_cli
 from raven.acp_client.worktree import WorktreeError, close_worktree, open_worktree, summary
 from raven.config import AgentSpec
+from raven.sandbox import Sandbox
 from raven.tools import Tool, ToolContext, ToolError, ToolKind, ToolOutput
 from raven.tools.base import Args, BuiltinTool
 
@@ -107,11 +108,12 @@ class AgentsSource:
             known = ", ".join(a.name for a in self.agents)
             raise ToolError(f"no sub-agent {name!r}; agents: {known}")
         cwd = ctx.resolve(spec.cwd) if spec.cwd else ctx.cwd
+        jail = ctx.sandbox.required_at(spec.sandbox)
         try:
             if spec.isolation == "worktree":
-                return await self._isolated(ctx, spec, task, cwd, speak)
+                return await self._isolated(ctx, spec, task, cwd, jail, speak)
             if spec.protocol == "cli":
-                return await run_cli(spec, task, cwd)
+                return await run_cli(spec, task, cwd, jail)
             key = (ctx.session_id, name)
             busy = self._locks.setdefault(key, asyncio.Lock())
             child = self._children.get(key)
@@ -121,7 +123,7 @@ class AgentsSource:
                 child = self._children.pop(key, None)
                 if child is None or not child.is_alive:
                     await self._make_room()
-                    child = SubAgent(spec, cwd)
+                    child = SubAgent(spec, cwd, jail)
                     await child.start(self._resume.get(key))
                     self._remember(key, child.session_id)
                 self._children[key] = child  # the most recently used, from now on
@@ -164,6 +166,7 @@ class AgentsSource:
         spec: AgentSpec,
         task: str,
         cwd: Path,
+        jail: Sandbox | None,
         speak: Callable[[str], None] | None,
     ) -> Outcome:
         """The task in a worktree of its own, by a child of its own (so tasks of one agent
@@ -174,9 +177,9 @@ class AgentsSource:
         try:
             where = tree.where(cwd)
             if spec.protocol == "cli":
-                outcome = await run_cli(spec, task, where)
+                outcome = await run_cli(spec, task, where, jail)
             else:
-                child = SubAgent(spec, where)
+                child = SubAgent(spec, where, jail)
                 ctx.parts.cancel = child.cancel_subagent
                 try:
                     await child.start()

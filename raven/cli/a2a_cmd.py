@@ -187,7 +187,7 @@ def serve_command(
         from raven.a2a.serve import serve
         from raven.compose import build_runtime, served_agents
 
-        agents = served_agents(cfg, agent or s.agents)
+        agents = served_agents(cfg, paths, agent or s.agents)
         runtime = build_runtime(cfg, paths, face="a2a")
         try:
             mounts = build_mounts(runtime, s, agents, own=not agent)
@@ -233,7 +233,7 @@ def stdio_command(
         from raven.a2a.stdio import serve_stdio
         from raven.compose import build_runtime, served_agents
 
-        agents = served_agents(cfg, [agent] if agent else [])
+        agents = served_agents(cfg, paths, [agent] if agent else [])
         runtime = build_runtime(cfg, paths, face="a2a")
         try:
             (mount,) = build_mounts(runtime, cfg.a2a.server, agents, not agents, listens=False)

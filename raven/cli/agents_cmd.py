@@ -14,6 +14,7 @@ from raven.cli.options import ConfigOption
 
 if TYPE_CHECKING:
     from raven.config import AgentSpec
+    from raven.sandbox import Sandbox
 
 app = Typer(help="List and try the sub-agents Raven drives.", no_args_is_help=True)
 
@@ -36,9 +37,10 @@ def list_command(
     import json
 
     from raven.cli.options import load
+    from raven.sandbox import Sandbox
 
-    cfg, _ = load(config, "cli")
-    rows = asyncio.run(_probe_all(cfg.agents))
+    cfg, paths = load(config, "cli")
+    rows = asyncio.run(_probe_all(cfg.agents, Sandbox.of(cfg, paths)))
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
@@ -60,13 +62,13 @@ def list_command(
     console.print(TRUST_NOTE, style="dim")
 
 
-async def _probe_all(agents: list[AgentSpec]) -> list[dict[str, Any]]:
+async def _probe_all(agents: list[AgentSpec], jail: Sandbox) -> list[dict[str, Any]]:
     import asyncio
 
-    return list(await asyncio.gather(*(_probe(a) for a in agents)))
+    return list(await asyncio.gather(*(_probe(a, jail) for a in agents)))
 
 
-async def _probe(spec: AgentSpec) -> dict[str, Any]:
+async def _probe(spec: AgentSpec, jail: Sandbox) -> dict[str, Any]:
     import shutil
 
     from raven.acp_client import SubAgent, SubAgentError
@@ -86,7 +88,7 @@ async def _probe(spec: AgentSpec) -> dict[str, Any]:
         return {**row, "status": "ready"}
     if spec.over_a2a:
         return {**row, **await _probe_a2a(spec)}
-    agent = SubAgent(spec, Path.cwd())
+    agent = SubAgent(spec, Path.cwd(), jail.required_at(spec.sandbox))
     try:
         info = await agent.start()  # a session: its modes say which one Raven keeps it in
     except SubAgentError as exc:
@@ -141,10 +143,11 @@ def run_command(
     from raven.acp_client import AgentsSource, SubAgentError
     from raven.cli.options import load, workdir
     from raven.config import ConfigError
+    from raven.sandbox import Sandbox
     from raven.signals import STOP_SIGNALS, StopSignals
     from raven.tools import Progress, ToolContext, ToolError
 
-    cfg, _ = load(config, "cli")
+    cfg, paths = load(config, "cli")
     if any(a.name == name and a.over_a2a for a in cfg.agents if a.enabled):
         raise ConfigError(
             f"{name} is an A2A agent over stdio, not one to delegate to: "
@@ -169,6 +172,7 @@ def run_command(
             session_id="cli",
             progress=progress,
             approve=approve,
+            sandbox=Sandbox.of(cfg, paths),
         )
         work = asyncio.ensure_future(source.delegate(ctx, name, prompt))
         stops = StopSignals(lambda _: work.cancel(), (signal.SIGINT, *STOP_SIGNALS))

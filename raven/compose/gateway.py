@@ -34,7 +34,7 @@ async def serve_gateway(
         from raven.a2a import SubagentRefused, add_a2a_routes, build_mounts
         from raven.gateway.app import HUB
 
-        agents = served_agents(cfg, cfg.a2a.server.agents)
+        agents = served_agents(cfg, paths, cfg.a2a.server.agents)
         local = app[HUB].local_asker
         try:
             mounts.extend(build_mounts(runtime, cfg.a2a.server, agents, local=local))

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from raven.config import ConfigError, Paths, RavenConfig, is_subagent
 from raven.engine import Runtime
+from raven.sandbox import Sandbox
 
 if TYPE_CHECKING:
     from raven.acp_client.served import ServedAgent
@@ -41,7 +42,7 @@ def build_runtime(
     return Runtime(config, paths, face=face, tool_sources=sources)
 
 
-def served_agents(config: RavenConfig, names: Sequence[str]) -> list[ServedAgent]:
+def served_agents(config: RavenConfig, paths: Paths, names: Sequence[str]) -> list[ServedAgent]:
     """The configured agents `names`, to serve in Raven's place; `ConfigError` for a name
     not configured, disabled, or an A2A agent (serve it as itself instead)."""
     from raven.acp_client.served import ServedAgent
@@ -60,5 +61,6 @@ def served_agents(config: RavenConfig, names: Sequence[str]) -> list[ServedAgent
                 f"agent {name!r} speaks A2A itself (protocol a2a-stdio): it needs no Raven "
                 "to be served over A2A"
             )
-        served.append(ServedAgent(spec, keep=config.a2a.server.max_concurrent_tasks))
+        keep = config.a2a.server.max_concurrent_tasks
+        served.append(ServedAgent(spec, keep, Sandbox.of(config, paths)))
     return served

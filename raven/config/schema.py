@@ -196,6 +196,9 @@ class AgentSpec(_Model):
     """The session mode (one the agent declares) Raven keeps it in. Unset: the declared
     mode that asks before every edit and command (`default`, `read-only`, `ask`); an agent
     declaring modes and none of these is refused."""
+    sandbox: SandboxLevel | None = None
+    """The sandbox Raven starts the agent's process in (`raven.sandbox`), required: where
+    the kernel cannot hold it, the agent is not started. None: none of Raven's."""
     ready_timeout_s: float = Field(default=30.0, gt=0)
     prompt_timeout_s: float = Field(default=600.0, gt=0)
     enabled: bool = True

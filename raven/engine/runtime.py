@@ -89,17 +89,7 @@ class Runtime:
                 self._task_changed,
                 self._swept,
             )
-        self.jail = Sandbox(
-            config.sandbox,
-            allow=tuple(config.sandbox_allow_hosts),
-            private=(
-                paths.config_file,
-                paths.logs_dir,
-                paths.config_dir / "gateway.token",  # the gateway's and ACP's listeners'
-                paths.config_dir / "acp.token",
-                paths.data_dir,
-            ),
-        )
+        self.jail = Sandbox.of(config, paths)
         """The sandbox of every session's commands, as the config has it."""
         if config.sandbox != "off" and kernel_version() < 1:
             log.warning("sandbox %s", enforced(config.sandbox))

@@ -31,6 +31,7 @@ from raven.errors import RavenError
 from raven.sandbox import landlock
 
 if TYPE_CHECKING:
+    from raven.config import Paths, RavenConfig
     from raven.config import SandboxLevel as Level
 
 DENIED = (
@@ -120,11 +121,30 @@ class Sandbox:
     the port is allowed on any host."""
     private: tuple[Path, ...] = ()
 
+    @classmethod
+    def of(cls, config: RavenConfig, paths: Paths) -> Sandbox:
+        """The sandbox `config` asks for, with Raven's own files (`paths`) never read: its
+        config file, logs, listeners' tokens and data."""
+        private = (
+            paths.config_file,
+            paths.logs_dir,
+            paths.config_dir / "gateway.token",  # the gateway's and ACP's listeners'
+            paths.config_dir / "acp.token",
+            paths.data_dir,
+        )
+        return cls(config.sandbox, allow=tuple(config.sandbox_allow_hosts), private=private)
+
     def under(self, mode_level: Level | None) -> Sandbox:
-        """This sandbox as a mode that requires `mode_level` has it (None: as it is)."""
+        """This sandbox as a mode (or an agent's entry) that requires `mode_level` has it
+        (None: as it is)."""
         if mode_level is None:
             return self
         return Sandbox(mode_level, True, self.allow, self.private)
+
+    def required_at(self, level: Level | None) -> Sandbox | None:
+        """The sandbox an agent's entry requires (`level`), on this one's private files;
+        None when it requires none."""
+        return None if level is None else self.under(level)
 
     @property
     def enforced(self) -> bool:

@@ -12,6 +12,7 @@ import pytest
 
 from raven.acp_client import AgentsSource
 from raven.config import AgentSpec, Limits
+from raven.sandbox import kernel_version
 from raven.tools import ToolContext, ToolError
 from tests.children import scripted_child
 from tests.conftest import raven
@@ -210,3 +211,32 @@ async def test_a_worktree_left_by_a_killed_raven_is_closed_at_the_next_task(
     assert list(trees.iterdir()) == []
     assert git(repo, "show", f"{left}:made.txt") == "half"  # the killed task's work, kept
     assert (repo / "src" / "shared.txt").read_text() == "base\n"
+
+
+@pytest.mark.skipif(kernel_version() < 1, reason="this kernel has no Landlock")
+async def test_a_sandboxed_one_shot_agent_touches_nothing_outside_its_worktree(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    user, outside = tmp_path / "user", tmp_path / "outside"
+    (user / ".ssh").mkdir(parents=True)
+    (user / ".ssh" / "id_ed25519").write_text("planted-key")
+    outside.mkdir()
+    monkeypatch.setenv("HOME", str(user))
+    script = (
+        f'echo work > made.txt; echo out > "{outside}/x"; echo mine > "{repo}/src/shared.txt"; '
+        f'cat "{user}/.ssh/id_ed25519"; echo done'
+    )
+    spec = AgentSpec(
+        name="shell",
+        protocol="cli",
+        command="sh",
+        args=["-c", script],
+        isolation="worktree",
+        sandbox="workspace",
+    )
+    outcome = await AgentsSource([spec]).delegate(context(repo), "shell", "go")
+    assert "planted-key" not in outcome.answer and outcome.answer.endswith("done")
+    assert not (outside / "x").exists()
+    assert (repo / "src" / "shared.txt").read_text() == "base\n"  # the person's tree
+    (branch,) = git(repo, "branch", "--list", "raven/shell/*", "--format=%(refname:short)").split()
+    assert git(repo, "show", f"{branch}:made.txt") == "work"  # its own worktree's, kept

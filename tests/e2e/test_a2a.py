@@ -675,9 +675,15 @@ async def test_extended_card_carries_the_roster_as_reference(serve: Any) -> None
     client, http = await sdk_client(server)
     try:
         extended = await client.get_extended_agent_card(GetExtendedAgentCardRequest())
-        (extension,) = extended.capabilities.extensions
+        by_uri = {e.uri: e for e in extended.capabilities.extensions}
+        extension = by_uri["urn:raven:a2a:subagents:v1"]
         assert extension.params["agents"][0]["name"] == "codex"
         assert extension.params["callable"] is False
+        # Both cards say what Raven's commands run in.
+        sandbox = by_uri["urn:raven:a2a:sandbox:v1"].params
+        assert (sandbox["level"], sandbox["enforced"]) == ("off", True)
+        (public,) = card["capabilities"]["extensions"]
+        assert public["uri"] == "urn:raven:a2a:sandbox:v1"
     finally:
         await client.close()
         await http.aclose()

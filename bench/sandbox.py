@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from raven.sandbox import Sandbox, enforced
+from raven.sandbox import Sandbox, enforcement
 from raven.tools.shell import run_shell
 
 SANDBOXES = {"off": Sandbox(), "workspace": Sandbox("workspace"), "strict": Sandbox("strict")}
@@ -28,7 +28,7 @@ async def one(sandbox: Sandbox, cwd: Path) -> float:
 
 
 async def main(rounds: int, runs: int) -> None:
-    print(enforced("strict"))
+    print(enforcement("strict"))
     with tempfile.TemporaryDirectory() as folder:
         cwd = Path(folder)
         medians: dict[str, list[float]] = {name: [] for name in SANDBOXES}

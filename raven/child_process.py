@@ -23,7 +23,7 @@ from raven.config import SUBAGENT_ENV
 from raven.jsonrpc import MAX_FRAME_BYTES
 from raven.process_group import spawn
 from raven.redact import redact
-from raven.sandbox import Confined, Sandbox, scrubbed
+from raven.sandbox import Confined, Sandbox
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ class ChildProcess:
         left out; those of `env` kept, as configured for it); raises OSError when it cannot
         be started, `SandboxUnavailable` when the kernel cannot hold its sandbox."""
         confined = sandbox.confine(cwd) if sandbox is not None else None
-        jailed = confined is not None and confined.ruleset is not None
+        base = confined.environment(os.environ) if confined is not None else os.environ
         try:
             proc = await spawn(
                 command,
@@ -77,13 +77,7 @@ class ChildProcess:
                 stdin=asyncio.subprocess.PIPE if stdin_data else asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                env={
-                    **(scrubbed(os.environ) if jailed else os.environ),
-                    **(confined.env if confined else {}),
-                    **env,
-                    SUBAGENT_ENV: "1",
-                    **lifeline.env(),
-                },
+                env={**base, **env, SUBAGENT_ENV: "1", **lifeline.env()},
                 cwd=cwd,
                 limit=MAX_FRAME_BYTES,
                 preexec_fn=confined.preexec() if confined else None,

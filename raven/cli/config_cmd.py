@@ -61,16 +61,16 @@ def show_command(
 def sandbox_command(config: ConfigOption = None) -> None:
     """Print what the sandbox of commands is, and what this machine's kernel enforces."""
     from raven.cli.options import load
-    from raven.sandbox import enforced, kernel_version
+    from raven.sandbox import enforcement, kernel_version
 
     cfg, _ = load(config, "cli")
-    typer.echo(f"sandbox:  {enforced(cfg.sandbox)}")
+    typer.echo(f"sandbox:  {enforcement(cfg.sandbox)}")
     if cfg.sandbox_allow_hosts:
         typer.echo(f"allowed:  {', '.join(cfg.sandbox_allow_hosts)} (TCP, by port)")
     for mode in cfg.modes:
         if mode.sandbox is not None:
             refused = " (its commands are refused)" if kernel_version() < 1 else ""
-            typer.echo(f"mode {mode.id}: requires {enforced(mode.sandbox)}{refused}")
+            typer.echo(f"mode {mode.id}: requires {enforcement(mode.sandbox)}{refused}")
 
 
 @app.command("example")

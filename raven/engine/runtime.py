@@ -27,7 +27,7 @@ from raven.engine.log import LogEvent
 from raven.engine.session import LiveSession
 from raven.messages import Message
 from raven.providers import NoModelConfigured, Provider, create_provider, pick_model
-from raven.sandbox import Sandbox, enforced, kernel_version
+from raven.sandbox import Sandbox, enforcement, kernel_version
 from raven.sessions import (
     SearchHit,
     SessionPage,
@@ -92,7 +92,7 @@ class Runtime:
         self.jail = Sandbox.of(config, paths)
         """The sandbox of every session's commands, as the config has it."""
         if config.sandbox != "off" and kernel_version() < 1:
-            log.warning("sandbox %s", enforced(config.sandbox))
+            log.warning("sandbox %s", enforcement(config.sandbox))
         self._task_listeners: list[Callable[[str | None, int], None]] = []
         self._sweepers: list[Callable[[list[str]], Awaitable[None]]] = []
 

@@ -82,7 +82,7 @@ def kernel_version() -> int:
     return int(pretend) if pretend is not None else landlock.abi_version()
 
 
-def enforced(level: Level) -> str:
+def enforcement(level: Level) -> str:
     """What this machine enforces of `level`, in a line for people."""
     version = kernel_version()
     if level == "off":
@@ -177,7 +177,7 @@ class Sandbox:
                     "Landlock: the command was not run (`raven config sandbox` says what "
                     "this machine enforces)"
                 )
-            return Confined(None, None, note=f"not sandboxed: {enforced(self.level)}")
+            return Confined(None, None, note=f"not sandboxed: {enforcement(self.level)}")
         home = Path.home()
         denied = [home / d for d in DENIED] + [p.absolute() for p in self.private]
         listed, readable = landlock.around(Path("/"), denied)
@@ -216,9 +216,12 @@ class Confined:
     """What a person is told of it with the command's output (it was not held)."""
     _released: bool = field(default=False, repr=False)
 
-    @property
-    def env(self) -> dict[str, str]:
-        return {"TMPDIR": str(self.temp)} if self.temp is not None else {}
+    def environment(self, base: Mapping[str, str]) -> dict[str, str]:
+        """`base` as the confined process gets it: without the variables that hold
+        credentials, and with its own `TMPDIR` (unchanged when nothing confines it)."""
+        if self.ruleset is None or self.temp is None:
+            return dict(base)
+        return {**scrubbed(base), "TMPDIR": str(self.temp)}
 
     def preexec(self) -> Callable[[], None] | None:
         """What the child runs between fork and exec (None: nothing)."""

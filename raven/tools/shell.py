@@ -20,7 +20,7 @@ from pydantic import Field
 
 from raven import lifeline
 from raven.process_group import kill_group, spawn
-from raven.sandbox import Confined, Sandbox, SandboxUnavailable, scrubbed
+from raven.sandbox import Confined, Sandbox, SandboxUnavailable
 from raven.tools.base import Args, BuiltinTool, Capped, Preview, ToolContext, ToolOutput
 
 STOP_GRACE_S = 1.0
@@ -73,7 +73,7 @@ async def run_shell(
         confined = sandbox.confine(cwd) if sandbox is not None else None
     except SandboxUnavailable as exc:
         return ToolOutput(str(exc), is_error=True)
-    base = os.environ if confined is None or confined.ruleset is None else scrubbed(os.environ)
+    base = confined.environment(os.environ) if confined is not None else os.environ
     try:
         return await _run(command, cwd, timeout_s, max_chars, env, base, confined)
     finally:
@@ -99,7 +99,7 @@ async def _run(
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
-            env={**base, **(env or {}), **(confined.env if confined else {}), **lifeline.env()},
+            env={**base, **(env or {}), **lifeline.env()},
             preexec_fn=confined.preexec() if confined else None,
         )
     except subprocess.SubprocessError as exc:  # the kernel refused the sandbox

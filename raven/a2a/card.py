@@ -116,16 +116,8 @@ def agent_card(
         skills=RAVEN_SKILLS,
     )
     if sandbox is not None:
-        params = struct_pb2.Struct()
-        params.update(sandbox)
-        card.capabilities.extensions.append(
-            AgentExtension(
-                uri=SANDBOX_EXTENSION_URI,
-                description="The sandbox Raven's commands run in, and whether it is enforced.",
-                required=False,
-                params=params,
-            )
-        )
+        what = "The sandbox Raven's commands run in, and whether it is enforced."
+        _extend(card, SANDBOX_EXTENSION_URI, what, sandbox)
     return card
 
 
@@ -133,14 +125,15 @@ def extended_card(public: AgentCard, roster: list[dict[str, Any]]) -> AgentCard:
     """The public card plus the local sub-agent roster, as reference data only."""
     card = AgentCard()
     card.CopyFrom(public)
-    params = struct_pb2.Struct()
-    params.update({"agents": roster, "callable": False})
-    card.capabilities.extensions.append(
-        AgentExtension(
-            uri=SUBAGENTS_EXTENSION_URI,
-            description="Local sub-agents this Raven drives (reference only; not callable here).",
-            required=False,
-            params=params,
-        )
-    )
+    what = "Local sub-agents this Raven drives (reference only; not callable here)."
+    _extend(card, SUBAGENTS_EXTENSION_URI, what, {"agents": roster, "callable": False})
     return card
+
+
+def _extend(card: AgentCard, uri: str, description: str, params: dict[str, Any]) -> None:
+    """Add an extension of Raven's to `card`, not required of clients."""
+    struct = struct_pb2.Struct()
+    struct.update(params)
+    card.capabilities.extensions.append(
+        AgentExtension(uri=uri, description=description, required=False, params=struct)
+    )

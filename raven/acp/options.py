@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from raven.acp import protocol as p
 from raven.config import ModelSpec, RavenConfig
 from raven.engine import LiveSession
-from raven.sandbox import capability
+from raven.sandbox import LEVELS, capability
 
 MODEL_OPTION = "model"
 MODE_OPTION = "mode"
@@ -32,6 +33,15 @@ def config_options(config: RavenConfig, live: LiveSession) -> list[dict[str, Any
             ],
         }
     ]
+    options.append(
+        {
+            "id": p.SANDBOX_OPTION,
+            "name": "Sandbox",
+            "type": "select",
+            "currentValue": live.sandbox.level,
+            "options": [{"value": level, "name": level.title()} for level in LEVELS],
+        }
+    )
     if config.modes and live.mode is not None:
         options.append(
             {

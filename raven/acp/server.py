@@ -49,6 +49,7 @@ from raven.jsonrpc import (
     RpcError,
 )
 from raven.messages import TextPart
+from raven.sandbox import LEVELS, SandboxUnavailable, capability
 
 if TYPE_CHECKING:
     from raven.mcp import McpScope
@@ -266,6 +267,10 @@ class AcpServer:
             self._update(
                 state.live.id, {"sessionUpdate": "current_mode_update", "currentModeId": value}
             )
+        elif parsed.config_id == p.SANDBOX_OPTION:
+            if value not in LEVELS:
+                raise RpcError(INVALID_PARAMS, f"acp.sandbox takes one of: {', '.join(LEVELS)}")
+            state.live.require_sandbox(value)  # type: ignore[arg-type]
         else:
             raise RpcError(INVALID_PARAMS, f"Unknown config option {parsed.config_id!r}")
         return {"configOptions": config_options(runtime.config, state.live)}
@@ -397,6 +402,9 @@ def _rpc_error(exc: RavenError) -> RpcError:
         )
     if isinstance(exc, BadCursor):
         return RpcError(INVALID_PARAMS, str(exc))
+    if isinstance(exc, SandboxUnavailable):  # as the ACP sandbox RFD (a draft) names it
+        data = {"error": p.SANDBOX_UNSATISFIABLE, "capability": capability()}
+        return RpcError(INVALID_PARAMS, f"{p.SANDBOX_UNSATISFIABLE}: {exc}", data)
     if isinstance(exc, NoModelConfigured):
         log.error("%s", exc)
         return RpcError(p.AUTH_REQUIRED, _sentence(str(exc)), {"authMethods": [SETUP_METHOD["id"]]})

@@ -105,6 +105,9 @@ class SubAgent:
         self.mode: str | None = None
         """The session mode Raven keeps the child in (`raven.acp_client.modes`)."""
         self._reasserting: set[asyncio.Task[None]] = set()
+        self._sandboxes: dict[str, str | None] = {}
+        """The sessions that offer the ACP sandbox RFD's `acp.sandbox` option, and the
+        level Raven required of each (None: none yet)."""
         self._mode_resets = 0
         self._stopped_because: str | None = None
 
@@ -532,8 +535,33 @@ class SubAgent:
 
     # -- the mode that asks ----------------------------------------------------------------
 
+    def offers_sandbox(self, session_id: str | None = None) -> bool:
+        """Whether the child's session can be asked for a sandbox (`acp.sandbox`)."""
+        return (session_id or self._session_id) in self._sandboxes
+
+    async def require_sandbox(self, level: str, session_id: str | None = None) -> None:
+        """Require `level` of the child's session (`acp.sandbox`); `SubAgentError` when it
+        cannot hold it. Asked once per session and level."""
+        sid = session_id or self._session_id
+        if self._sandboxes.get(sid) == level:
+            return
+        params = {"sessionId": sid, "configId": p.SANDBOX_OPTION, "value": level}
+        try:
+            await self._request(p.SESSION_SET_CONFIG_OPTION, params)
+        except SubAgentError as exc:
+            raise SubAgentError(
+                f"sub-agent {self.spec.name} cannot run in the {level} sandbox: {exc}"
+            ) from None
+        self._sandboxes[sid] = level
+        log.info("sub-agent %s: its session runs in the %s sandbox", self.spec.name, level)
+
     async def _enter_mode(self, created: Any, session_id: str) -> None:
         """Put a new session (or fork) in the mode that asks, whatever the child's default."""
+        options = created.get("configOptions") if isinstance(created, dict) else None
+        if isinstance(options, list) and any(
+            isinstance(o, dict) and o.get("id") == p.SANDBOX_OPTION for o in options
+        ):
+            self._sandboxes[session_id] = None
         said = created.get("modes") if isinstance(created, dict) else None
         modes = p.read(p.SessionModes, said) if said is not None else None
         try:

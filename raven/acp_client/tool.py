@@ -19,8 +19,8 @@ from pydantic import Field
 from raven.acp_client.agent import Outcome, SubAgent, SubAgentError
 from raven.acp_client.cli_backend import run_cli
 from raven.acp_client.worktree import WorktreeError, close_worktree, open_worktree, summary
-from raven.config import AgentSpec
-from raven.sandbox import Sandbox
+from raven.config import AgentSpec, SandboxLevel
+from raven.sandbox import Sandbox, strictest
 from raven.tools import Tool, ToolContext, ToolError, ToolKind, ToolOutput
 from raven.tools.base import Args, BuiltinTool
 
@@ -108,17 +108,23 @@ class AgentsSource:
             known = ", ".join(a.name for a in self.agents)
             raise ToolError(f"no sub-agent {name!r}; agents: {known}")
         cwd = ctx.resolve(spec.cwd) if spec.cwd else ctx.cwd
-        jail = ctx.sandbox.required_at(spec.sandbox)
+        # A session that requires a sandbox has it held around the agent by Raven (its
+        # entry's `sandbox`, at least as strict), or asks the agent for it.
+        required = ctx.sandbox.demanded
+        jail = ctx.sandbox.required_at(strictest(spec.sandbox, required) if spec.sandbox else None)
+        asks = required if jail is None else None
+        if asks is not None and spec.protocol == "cli":
+            raise ToolError(_unjailed(spec, asks))
         try:
             if spec.isolation == "worktree":
-                return await self._isolated(ctx, spec, task, cwd, jail, speak)
+                return await self._isolated(ctx, spec, task, cwd, jail, asks, speak)
             if spec.protocol == "cli":
                 return await run_cli(spec, task, cwd, jail)
             key = (ctx.session_id, name)
             busy = self._locks.setdefault(key, asyncio.Lock())
             child = self._children.get(key)
             if busy.locked() and child is not None and child.is_alive and child.forks:
-                return await self._beside(ctx, child, task, speak)
+                return await self._beside(ctx, child, task, asks, speak)
             async with busy:
                 child = self._children.pop(key, None)
                 if child is None or not child.is_alive:
@@ -127,6 +133,7 @@ class AgentsSource:
                     await child.start(self._resume.get(key))
                     self._remember(key, child.session_id)
                 self._children[key] = child  # the most recently used, from now on
+                await _ask_sandbox(child, asks)
                 ctx.parts.cancel = child.cancel_subagent
                 return await child.prompt(task, ctx.progress, ctx.approve, ctx.ask, speak=speak)
         except (SubAgentError, WorktreeError) as exc:
@@ -149,13 +156,19 @@ class AgentsSource:
         self._resume[key] = session_id
 
     async def _beside(
-        self, ctx: ToolContext, child: SubAgent, task: str, speak: Callable[[str], None] | None
+        self,
+        ctx: ToolContext,
+        child: SubAgent,
+        task: str,
+        asks: SandboxLevel | None,
+        speak: Callable[[str], None] | None,
     ) -> Outcome:
         """The task in a fork of the busy child's session: warm (what the child knew before
         its current task, its process already up), run beside the task it works on."""
         forked = await child.fork()
         ctx.parts.cancel = child.cancel_subagent
         try:
+            await _ask_sandbox(child, asks, forked)
             return await child.prompt(task, ctx.progress, ctx.approve, ctx.ask, forked, speak)
         finally:
             await asyncio.shield(child.close(forked))
@@ -167,6 +180,7 @@ class AgentsSource:
         task: str,
         cwd: Path,
         jail: Sandbox | None,
+        asks: SandboxLevel | None,
         speak: Callable[[str], None] | None,
     ) -> Outcome:
         """The task in a worktree of its own, by a child of its own (so tasks of one agent
@@ -183,6 +197,7 @@ class AgentsSource:
                 ctx.parts.cancel = child.cancel_subagent
                 try:
                     await child.start()
+                    await _ask_sandbox(child, asks)
                     outcome = await child.prompt(
                         task, ctx.progress, ctx.approve, ctx.ask, speak=speak
                     )
@@ -208,3 +223,22 @@ class AgentsSource:
     async def aclose(self) -> None:
         children, self._children = list(self._children.values()), {}
         await asyncio.gather(*(c.stop() for c in children))
+
+
+async def _ask_sandbox(
+    child: SubAgent, level: SandboxLevel | None, session: str | None = None
+) -> None:
+    """Require `level` of the child's session, which must offer the sandbox option."""
+    if level is None:
+        return
+    if not child.offers_sandbox(session):
+        raise SubAgentError(_unjailed(child.spec, level))
+    await child.require_sandbox(level, session)
+
+
+def _unjailed(spec: AgentSpec, level: SandboxLevel) -> str:
+    return (
+        f"this session requires the {level} sandbox, and {spec.name} cannot be held in it: "
+        "it offers no sandbox of its own (acp.sandbox) and its entry sets no `sandbox` of "
+        "Raven's around it"
+    )

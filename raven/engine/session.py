@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from raven.config import Limits, ModelSpec, ModeSpec
+from raven.config import Limits, ModelSpec, ModeSpec, SandboxLevel
 from raven.engine.asker import Answer
 from raven.engine.errors import SessionBusy, SessionClosed, TurnStuck
 from raven.engine.events import SessionEnded, TitleChanged, TurnEnded
@@ -26,7 +26,7 @@ from raven.engine.project import ProjectInstructions, read_project_instructions
 from raven.engine.turn_state import Phase, TurnState
 from raven.messages import Message
 from raven.providers import Provider
-from raven.sandbox import Sandbox
+from raven.sandbox import Sandbox, SandboxUnavailable, enforcement, strictest
 from raven.sessions import SessionRecord, Sessions, TurnElsewhere
 from raven.tools import Parts, Tool, ToolSource
 
@@ -56,6 +56,8 @@ class LiveSession:
     jail: Sandbox = field(default_factory=Sandbox)
     """The sandbox of the session's commands, as the config has it (its mode may require
     another: `sandbox`)."""
+    required: SandboxLevel | None = None
+    """The sandbox a client requires of the session's commands, in this process."""
     stand_in: StandIn | None = None
     """Another agent answering this session's turns in Raven's place (a served sub-agent):
     set by the face that serves it, for the turns this process runs."""
@@ -128,8 +130,20 @@ class LiveSession:
 
     @property
     def sandbox(self) -> Sandbox:
-        """The sandbox the session's commands run in now: its mode's, else the config's."""
-        return self.jail.under(self.mode.sandbox if self.mode else None)
+        """The sandbox the session's commands run in now: the stricter of what its mode
+        and a client require, else the config's."""
+        return self.jail.under(strictest(self.mode.sandbox if self.mode else None, self.required))
+
+    def require_sandbox(self, level: SandboxLevel) -> None:
+        """A client requires `level` of the session's commands (`off`: nothing more than
+        its mode and the config); raises `SandboxUnavailable` when the kernel cannot hold
+        it, and the session is left as it was."""
+        wanted = None if level == "off" else self.jail.under(level)
+        if wanted is not None and not wanted.enforced:
+            raise SandboxUnavailable(
+                f"the {level} sandbox cannot be held here: {enforcement(level)}"
+            )
+        self.required = None if wanted is None else level
 
     def offered_tools(self) -> list[Tool]:
         """The tools the current mode allows: built-ins, then sources; first name wins."""

@@ -82,6 +82,16 @@ def kernel_version() -> int:
     return int(pretend) if pretend is not None else landlock.abi_version()
 
 
+LEVELS: tuple[Level, ...] = ("off", "workspace", "strict")
+"""From the least held to the most."""
+
+
+def strictest(*levels: Level | None) -> Level | None:
+    """The most held of `levels` (None: none was given)."""
+    given = [level for level in levels if level is not None]
+    return max(given, key=LEVELS.index) if given else None
+
+
 def enforcement(level: Level) -> str:
     """What this machine enforces of `level`, in a line for people."""
     version = kernel_version()
@@ -140,6 +150,11 @@ class Sandbox:
         if mode_level is None:
             return self
         return Sandbox(mode_level, True, self.allow, self.private)
+
+    @property
+    def demanded(self) -> Level | None:
+        """The level a mode or a client requires (None: none, or only `off`)."""
+        return self.level if self.required and self.level != "off" else None
 
     def required_at(self, level: Level | None) -> Sandbox | None:
         """The sandbox an agent's entry requires (`level`), on this one's private files;

@@ -17,6 +17,7 @@ import pytest
 from acp import schema
 
 from raven.messages import AssistantMessage, ToolResultMessage, user_text
+from raven.sandbox import kernel_version
 from raven.sessions import SqliteStore
 from tests.acp_schema import AcpSchema
 from tests.children import scripted_child
@@ -127,13 +128,35 @@ async def test_new_session_offers_model_and_mode_pickers(start: Any, tmp_path: P
     await agent.editor.wait_for("available_commands_update")
 
 
+@pytest.mark.skipif(kernel_version() < 1, reason="this kernel has no Landlock")
+async def test_a_client_requires_a_sandbox_of_the_session_or_is_told_it_cannot_be_held(
+    start: Any, tmp_path: Path, env: dict[str, str]
+) -> None:
+    agent = await start()
+    new = await agent.conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+    sid = new.session_id
+    options = {o.id: o for o in new.config_options}
+    assert options["acp.sandbox"].current_value == "off"
+    answer = await agent.conn.set_config_option(
+        config_id="acp.sandbox", session_id=sid, value="workspace"
+    )
+    assert {o.id: o.current_value for o in answer.config_options}["acp.sandbox"] == "workspace"
+    env["RAVEN_SANDBOX_ABI"] = "0"  # a kernel without Landlock
+    old = await start()
+    sid = (await old.conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+    with pytest.raises(acp.RequestError) as refused:
+        await old.conn.set_config_option(config_id="acp.sandbox", session_id=sid, value="strict")
+    assert refused.value.data["error"] == "sandbox_policy_unsatisfiable"
+    assert refused.value.data["capability"]["guarantees"]["fsIsolation"] == "none"
+
+
 async def test_no_modes_declared_means_no_modes_and_set_mode_fails(
     start: Any, tmp_path: Path
 ) -> None:
     agent = await start(modes=False)
     new = await agent.conn.new_session(cwd=str(tmp_path), mcp_servers=[])
     assert new.modes is None
-    assert [o.id for o in new.config_options] == ["model"]
+    assert [o.id for o in new.config_options] == ["model", "acp.sandbox"]
     with pytest.raises(acp.RequestError, match="none are declared"):
         await agent.conn.set_session_mode(session_id=new.session_id, mode_id="ask")
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from raven.sandbox import kernel_version
+from tests.children import scripted_child
 from tests.conftest import raven, write_config
 
 SECRET = "planted-ssh-key"
@@ -69,3 +71,34 @@ def test_a_mode_requiring_a_sandbox_the_kernel_lacks_refuses_its_commands(
     shown = raven("config", "sandbox", env=old_kernel)
     assert "mode jailed: requires workspace: NOT enforced" in shown.stdout
     assert "(its commands are refused)" in shown.stdout
+
+
+@pytest.mark.skipif(kernel_version() < 1, reason="this kernel has no Landlock")
+def test_a_jailed_session_has_its_sub_agent_hold_the_sandbox_or_does_not_delegate(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    escape = "echo out > ../outside.txt; echo in > inside.txt"
+    run = {"toolCalls": [{"name": "run_command", "arguments": {"command": escape}}]}
+    helper = scripted_child(tmp_path / "child", [run, {"text": "child done"}])
+    upper = {"name": "upper", "protocol": "cli", "command": "tr", "args": ["a-z", "A-Z"]}
+
+    def delegate(agent: str) -> dict[str, Any]:
+        return {"toolCalls": [{"name": "delegate", "arguments": {"agent": agent, "task": "go"}}]}
+
+    user, work = configure(home, tmp_path, "true")
+    (home / "script.json").write_text(
+        json.dumps([delegate("helper"), delegate("upper"), {"text": "parent done"}])
+    )
+    config = json.loads((home / "config.json").read_text())
+    write_config(home, {**config, "agents": [helper, upper]})
+    ran = raven("run", "go", env={**env, "HOME": str(user)}, cwd=work, timeout=90)
+    assert ran.returncode == 0, ran.stderr
+    # The child Raven was asked for the workspace sandbox, and its command ran in it.
+    assert (work / "inside.txt").read_text() == "in\n"
+    assert not (tmp_path / "outside.txt").exists()
+    listed = json.loads(raven("sessions", "list", "--json", env=env).stdout)
+    (parent,) = [s for s in listed if s["face"] != "acp"]  # the child's is stored beside it
+    said = shown_tool_output(env, parent["id"])
+    assert "child done" in said
+    # A one-shot command cannot be asked, and Raven holds none around it: not run.
+    assert "upper cannot be held in it" in said, said

@@ -355,14 +355,16 @@ class Runtime:
         """Use the model for the session's next turns, here and on every replica."""
         model = self.model(model_id)
         self._use_model(session, model)
-        session.record = await self.store.update(session.id, model=model.id)
+        if not session.deferred:  # else stored with its first message, as it is then
+            session.record = await self.store.update(session.id, model=model.id)
         session.publish(ModelChanged(model.id))
 
     async def set_mode(self, session: LiveSession, mode_id: str) -> None:
         """Use the mode for the session's next turns, here and on every replica."""
         mode = self.mode(mode_id)
         self._use_mode(session, mode)
-        session.record = await self.store.update(session.id, mode=mode_id)
+        if not session.deferred:
+            session.record = await self.store.update(session.id, mode=mode_id)
         session.publish(ModeChanged(mode_id))
 
     def _use_model(self, live: LiveSession, model: ModelSpec) -> None:

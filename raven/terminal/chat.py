@@ -244,6 +244,7 @@ class Chat:
                 await self.runtime.set_mode(self.session, arg)
                 self._mode = arg
                 self.err.print(f"[dim]mode: {escape(arg)}[/]")
+                self._sandbox()
             else:
                 unknown = f"unknown or incomplete command {name!r}; try /help"
                 self.err.print(unknown, style="red", markup=False)
@@ -310,6 +311,14 @@ class Chat:
             about = escape(mode.description or mode.name)
             self.err.print(f"{mark} {escape(mode.id)}  [dim]{about}[/]")
 
+    def _sandbox(self) -> None:
+        """The sandbox the session's commands run in, and whether it holds (when not off)."""
+        from raven.sandbox import enforcement
+
+        assert self.session is not None
+        if (level := self.session.sandbox.level) != "off":
+            self.err.print(f"sandbox {enforcement(level)}", style="dim", markup=False)
+
     def _banner(self) -> None:
         s = self.session
         assert s is not None
@@ -317,6 +326,7 @@ class Chat:
         self.err.print(
             f"[bold]raven[/] · session {s.id} · model {escape(s.model.id)} · mode {escape(mode)}"
         )
+        self._sandbox()
         if s.project.files:
             read = ", ".join(s.project.names(s.cwd))
             self.err.print(f"project instructions: {read}", style="dim", markup=False)

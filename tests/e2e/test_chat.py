@@ -246,3 +246,25 @@ def test_a_message_between_triple_quotes_keeps_its_lines(
     shown = json.loads(raven("sessions", "show", session["id"], "--json", env=env).stdout)
     said = [m["parts"][0]["text"] for m in shown["messages"] if m["role"] == "user"]
     assert said == ["first line\nsecond line\n  indented", "one line"]  # the empty one is none
+
+
+def test_chat_says_which_sandbox_its_commands_run_in(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    modes = [
+        {"id": "open", "name": "Open"},
+        {"id": "shut", "name": "Shut", "sandbox": "strict"},
+    ]
+    models = [{"id": "s", "provider": "scripted"}]
+    write_config(home, {"models": models, "modes": modes, "sandbox": "workspace"})
+    term = Terminal([*RAVEN, "chat"], {**env, "TERM": "xterm", "COLUMNS": "100"}, tmp_path)
+    try:
+        term.expect("sandbox workspace: ")  # enforced, or said not to be
+        term.prompt()
+        term.type("/mode shut\n")
+        term.expect("sandbox strict: ")
+        term.prompt(after="sandbox strict: ")
+        term.type("\x04")
+        assert term.proc.wait(10) == 0
+    finally:
+        term.close()

@@ -11,7 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from raven.engine import AgentText, SessionBusy, SessionClosed, SessionEnded, TurnEnded, start_turn
+from raven.engine import (
+    AgentText,
+    SessionBusy,
+    SessionClosed,
+    SessionEnded,
+    SessionNotFound,
+    TurnEnded,
+    start_turn,
+)
 from raven.engine.turn_state import Phase
 from tests.engine.conftest import Events, MakeRuntime, RecordingAsker
 from tests.engine.test_turn import prompt, turn_started
@@ -113,3 +121,19 @@ async def test_a_turn_goes_from_reserved_to_ended_and_a_cancel_ends_its_wait_for
     assert await asyncio.wait_for(turn, 10) == "cancelled"
     assert live.phase is None and not live.claimed
     assert not live.cancel_turn()  # nothing left to stop
+
+
+async def test_a_session_not_stored_yet_takes_a_model_and_mode_and_keeps_them(
+    make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    modes = [{"id": "ask", "name": "Ask"}, {"id": "auto", "name": "Auto", "approvals": "auto"}]
+    runtime = make_runtime(modes=modes)
+    session = await runtime.new_session(tmp_path, deferred=True)
+    await runtime.set_mode(session, "auto")  # as `raven chat`'s /mode before a first message
+    await runtime.set_model(session, "echo")
+    with pytest.raises(SessionNotFound):  # stored with its first message, not before
+        await runtime.store.get(session.id)
+    events = Events()
+    await start_turn(session, prompt("hi"), RecordingAsker(), events.append)
+    stored = await runtime.store.get(session.id)
+    assert (stored.mode, stored.model) == ("auto", "echo")

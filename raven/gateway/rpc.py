@@ -51,6 +51,7 @@ from raven.jsonrpc import (
 from raven.messages import TextPart
 from raven.redact import redact_json
 from raven.rpc import contract as c
+from raven.sandbox import enforcement
 from raven.usage import as_json, totals
 
 log = logging.getLogger(__name__)
@@ -336,13 +337,15 @@ class Peer:
         if record.closed:
             closed = await runtime.history(p.session_id, p.history_limit)
             events: list[Any] = list(closed)
-            cursor, read = None, []
+            cursor, read, sandbox = None, [], ""
         else:
             live = await self._live(p.session_id)
             await live.catch_up()
             snapshot = live.snapshot(p.history_limit)
             record, events, cursor = live.record, snapshot.events(), snapshot.cursor
             read = live.project.names(live.cwd)
+            level = live.sandbox.level
+            sandbox = "" if level == "off" else enforcement(level)
         spent = totals(await runtime.transcript(p.session_id))
         usage = None
         if not spent.empty:
@@ -354,6 +357,7 @@ class Peer:
             pending=self._hub.waiting(record.id),
             usage=usage,
             project_instructions=read,
+            sandbox=sandbox,
         )
 
     async def _session_delete(self, p: c.SessionRef) -> c.Accepted:

@@ -141,6 +141,9 @@ class SessionDetail(Wire):
     project_instructions: list[str] = Field(default_factory=list)
     """The project instructions its turns read (`AGENTS.md` and the like), relative to its
     directory, root first; empty for a closed session."""
+    sandbox: str = ""
+    """The sandbox its commands run in and whether this machine holds it ("workspace:
+    enforced by Landlock version 7"); empty when off, and for a closed session."""
 
 
 class SessionRename(Wire):

@@ -23,6 +23,7 @@ from raven.gateway.app import HUB, SOCKETS, make_app
 from raven.gateway.auth import COOKIE, LOGIN_LINK_TTL_S, Gatekeeper
 from raven.gateway.rpc import Peer
 from raven.rpc.contract import METHODS, NOTIFICATIONS, openrpc_document
+from raven.sandbox import enforcement
 from tests.ports import free_port
 
 TOKEN = "gateway-test-token-0123456789"
@@ -158,7 +159,7 @@ async def gateway(tmp_path: Path) -> AsyncIterator[Any]:
                 "models": [{"id": "s", "provider": "scripted", "script": "script.json"}],
                 "modes": [
                     {"id": "ask", "name": "Ask"},
-                    {"id": "auto", "name": "Auto", "approvals": "auto"},
+                    {"id": "auto", "name": "Auto", "approvals": "auto", "sandbox": "workspace"},
                 ],
                 "defaultMode": "ask",
             }
@@ -200,6 +201,7 @@ async def test_a_turn_streams_and_an_approval_is_answered_over_rpc(
     again = await ui.call("permission.respond", requestId=asked["requestId"], decision="allow_once")
     assert again["code"] == -32003
     detail = await ui.call("session.get", sessionId=sid)
+    assert detail["sandbox"] == ""  # `ask` runs commands outside any sandbox
     types = [e["type"] for e in detail["history"]]
     assert types[0] == "TurnStarted" and types.count("ToolCallStarted") == 1
     (spent,) = detail["usage"]["models"].values()  # two model calls, added up
@@ -242,6 +244,10 @@ async def test_cancel_steer_errors_and_lists(gateway: Any, tmp_path: Path) -> No
     assert ended[0]["stopReason"] == "cancelled"
     assert (await ui.call("session.get", sessionId="ses_nope"))["code"] == -32002
     assert (await ui.call("session.setMode", sessionId=sid, mode="nope"))["code"] == -32602
+    # A mode that requires a sandbox: the session says which, and whether it holds here.
+    await ui.call("session.setMode", sessionId=sid, mode="auto")
+    sandbox = (await ui.call("session.get", sessionId=sid))["sandbox"]
+    assert sandbox == enforcement("workspace") and sandbox.startswith("workspace: ")
     assert (await ui.call("session.create", cwd="relative"))["code"] == -32602
     assert (await ui.call("no.such"))["code"] == -32601
     models = await ui.call("models.list")

@@ -226,6 +226,7 @@ def make_home(home: Path) -> None:
         "modes": [
             {"id": "ask", "name": "Ask"},
             {"id": "auto", "name": "Auto", "approvals": "auto"},
+            {"id": "jailed", "name": "Jailed", "sandbox": "workspace"},
         ],
         "defaultMode": "ask",
         "agents": [

@@ -289,6 +289,12 @@ def test_the_mode_picker_applies_to_the_next_turn(page: Page, web: WebGateway) -
     page.reload()
     expect(page.get_by_label("Mode", exact=True)).to_have_value("auto")
     expect(page.get_by_label("Model", exact=True)).to_have_value("auto")
+    expect(page.locator("#session-sandbox")).to_have_text("")  # no sandbox: nothing said
+    # A mode that requires a sandbox: the page says which, and whether it holds here.
+    page.get_by_label("Mode", exact=True).select_option("jailed")
+    expect(page.locator("#session-sandbox")).to_contain_text("sandbox workspace: ")
+    page.reload()
+    expect(page.locator("#session-sandbox")).to_contain_text("sandbox workspace: ")
 
 
 def test_answer_a_question(page: Page, web: WebGateway) -> None:

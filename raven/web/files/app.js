@@ -376,6 +376,7 @@ async function openSession(sessionId) {
   $("session-cwd").textContent = displayPath(detail.session.cwd);
   const read = detail.projectInstructions;
   $("session-instructions").textContent = read.length ? `follows ${read.join(", ")}` : "";
+  showSandbox(detail);
   fillPicker($("model"), state.models, detail.session.model || state.defaults.model);
   fillPicker($("mode"), state.modes, detail.session.mode || state.defaults.mode);
   $("mode").parentElement.hidden = !state.modes.length;
@@ -407,6 +408,7 @@ function showDraft() {
   $("title").textContent = "New session";
   $("session-cwd").textContent = $("new-cwd").value;
   $("session-instructions").textContent = "";
+  $("session-sandbox").textContent = "";
   $("session-state").textContent = "";
   $("send").textContent = "Send";
   $("cancel").hidden = true;
@@ -622,12 +624,20 @@ async function deleteSession() {
   await refreshList();
 }
 
+/** The sandbox the session's commands run in, as a session's detail says (none when off). */
+function showSandbox(detail) {
+  $("session-sandbox").textContent = detail.sandbox ? `sandbox ${detail.sandbox}` : "";
+}
+
 async function pick(select, method, key) {
   if (!state.current) return; // a draft's choice, sent when its first message creates it
   const info = state.current.info;
   try {
     const updated = await call(method, { sessionId: info.sessionId, [key]: select.value });
     state.current.info = { ...updated };
+    if (key === "mode") {
+      showSandbox(await call("session.get", { sessionId: info.sessionId, historyLimit: 0 }));
+    }
   } catch (error) {
     select.value = info[key] || state.defaults[key];
     report(error);

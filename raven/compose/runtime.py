@@ -28,7 +28,7 @@ def build_runtime(
     if any(s.enabled for s in config.mcp_servers):
         from raven.mcp import McpScope
 
-        sources.append(McpScope(config.mcp_servers, paths.logs_dir))
+        sources.append(McpScope(config.mcp_servers, paths.logs_dir, Sandbox.of(config, paths)))
     stdio_agents = [a for a in config.agents if a.enabled and a.over_a2a]
     if (config.a2a.peers or stdio_agents) and not is_subagent(env):
         from raven.a2a_client.tool import A2ASendSource

@@ -124,6 +124,9 @@ class McpStdioServer(_Model):
     tools: ToolFilter = Field(default_factory=ToolFilter)
     timeout_s: float = Field(default=30.0, gt=0)
     """Longest wait for the server's handshake and tool list."""
+    sandbox: SandboxLevel | None = None
+    """The sandbox Raven starts the server in (`raven.sandbox`), required: where the kernel
+    cannot hold it, the server is not started. None: none of Raven's."""
 
 
 class McpHttpServer(_Model):

@@ -19,6 +19,7 @@ from raven.config import McpHttpServer, McpStdioServer, ToolFilter
 from raven.mcp.naming import model_tool_name
 from raven.mcp.server import McpServer
 from raven.mcp.tools import McpTool, ReadResource
+from raven.sandbox import Sandbox
 from raven.tools import Tool
 
 log = logging.getLogger(__name__)
@@ -35,10 +36,14 @@ class ServerStatus:
 
 class McpScope:
     def __init__(
-        self, specs: Sequence[McpStdioServer | McpHttpServer], logs_dir: Path | None = None
+        self,
+        specs: Sequence[McpStdioServer | McpHttpServer],
+        logs_dir: Path | None = None,
+        jail: Sandbox | None = None,
     ) -> None:
+        """`jail`: Raven's sandbox, which a stdio server's `sandbox` applies on."""
         self._errlog: TextIO = _open_errlog(logs_dir)
-        self._servers = [McpServer(s, self._errlog) for s in specs if s.enabled]
+        self._servers = [McpServer(s, self._errlog, jail) for s in specs if s.enabled]
         self._connect_lock = asyncio.Lock()
         self._connected = False
 

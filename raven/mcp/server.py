@@ -12,7 +12,10 @@ import asyncio
 import contextlib
 import logging
 import os
+import shutil
+import tempfile
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any, Literal, TextIO
 
 import mcp_types as types
@@ -25,6 +28,7 @@ from mcp_types.jsonrpc import CONNECTION_CLOSED
 
 from raven import lifeline
 from raven.config import McpHttpServer, McpStdioServer
+from raven.sandbox import Sandbox, SandboxUnavailable, enforcement, exec_argv, scrubbed
 from raven.tools import ToolError, ToolOutput
 
 log = logging.getLogger(__name__)
@@ -34,8 +38,12 @@ Status = Literal["idle", "ready", "failed", "exited", "stopped"]
 
 
 class McpServer:
-    def __init__(self, spec: McpStdioServer | McpHttpServer, errlog: TextIO) -> None:
+    def __init__(
+        self, spec: McpStdioServer | McpHttpServer, errlog: TextIO, jail: Sandbox | None = None
+    ) -> None:
         self.spec = spec
+        self._jail = jail or Sandbox()
+        """Raven's sandbox, with its own files: what a stdio server's `sandbox` applies on."""
         self.name = spec.name
         self.status: Status = "idle"
         self.problem: str | None = None
@@ -136,6 +144,8 @@ class McpServer:
         except Exception as exc:
             if isinstance(_root(exc), TimeoutError):
                 self._fail(f"did not finish its handshake within {self.spec.timeout_s:g}s")
+            elif isinstance(_root(exc), SandboxUnavailable):
+                self._fail(f"was not started: it {_root(exc)}")
             else:
                 self._fail(f"failed to start: {_describe(_root(exc))} (its stderr: logs/mcp.log)")
         finally:
@@ -148,6 +158,10 @@ class McpServer:
     async def _transport(self) -> AsyncIterator[Any]:
         """The SDK transport's stream pair; closes what it opened, the server included."""
         spec = self.spec
+        if isinstance(spec, McpStdioServer) and spec.sandbox is not None:
+            async with self._jailed(spec, self._jail.under(spec.sandbox)) as streams:
+                yield streams
+            return
         if isinstance(spec, McpStdioServer):
             params = StdioServerParameters(
                 command=spec.command,
@@ -163,6 +177,26 @@ class McpServer:
             streamable_http_client(spec.url, http_client=client) as streams,
         ):
             yield streams
+
+    @contextlib.asynccontextmanager
+    async def _jailed(self, spec: McpStdioServer, sandbox: Sandbox) -> AsyncIterator[Any]:
+        """The stdio server started in `sandbox`, by way of `python -m raven.sandbox` (the
+        SDK starts the process): its environment without credentials but its own `env`, a
+        temp directory of its own, removed once it has stopped."""
+        if not sandbox.enforced:
+            raise SandboxUnavailable(
+                f"requires the {sandbox.level} sandbox: {enforcement(sandbox.level)}"
+            )
+        cwd = _working_directory(spec)
+        temp = Path(tempfile.mkdtemp(prefix="raven-mcp-"))
+        try:
+            argv = exec_argv(sandbox, cwd, temp, [spec.command, *spec.args])
+            env = {**scrubbed(os.environ), "TMPDIR": str(temp), **spec.env, **lifeline.env()}
+            params = StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=cwd)
+            async with stdio_client(params, errlog=self._errlog) as streams:
+                yield streams
+        finally:
+            shutil.rmtree(temp, ignore_errors=True)
 
     def _fail(self, problem: str) -> None:
         self.status = "failed"
@@ -187,6 +221,11 @@ def _root(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return exc
+
+
+def _working_directory(spec: McpStdioServer) -> Path:
+    """Where a stdio server works: its `cwd`, else Raven's own."""
+    return Path(os.path.abspath(spec.cwd or os.curdir))
 
 
 def _describe(exc: BaseException) -> str:

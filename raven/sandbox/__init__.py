@@ -21,8 +21,9 @@ import functools
 import os
 import re
 import shutil
+import sys
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -179,8 +180,9 @@ class Sandbox:
         held = "" if self.enforced else ", NOT enforced: this kernel has no Landlock"
         return f"runs in the {self.level} sandbox{held}"
 
-    def confine(self, cwd: Path) -> Confined | None:
-        """What a command in `cwd` runs with (None: no sandbox); raises
+    def confine(self, cwd: Path, temp: Path | None = None) -> Confined | None:
+        """What a command in `cwd` runs with (None: no sandbox), with `temp` for its
+        temp directory (else a new one, removed with `Confined.cleanup`); raises
         `SandboxUnavailable` when the level is required and the kernel cannot hold it."""
         if self.level == "off":
             return None
@@ -199,7 +201,8 @@ class Sandbox:
         # The session's own directory is written whole, but for what is denied in it (a
         # session in the home directory): its entries are, not the folders on the way.
         _, writable = landlock.around(cwd, denied)
-        temp = Path(tempfile.mkdtemp(prefix="raven-sandbox-"))
+        own = temp is None
+        temp = Path(tempfile.mkdtemp(prefix="raven-sandbox-")) if temp is None else temp
         ports = [_port(a) for a in self.allow]
         isolated = self.level == "strict" and not ports
         ruleset = landlock.Ruleset(
@@ -213,9 +216,10 @@ class Sandbox:
         try:
             fd = ruleset.build()
         except BaseException:
-            shutil.rmtree(temp, ignore_errors=True)
+            if own:
+                shutil.rmtree(temp, ignore_errors=True)
             raise
-        return Confined(fd, temp, isolated)
+        return Confined(fd, temp if own else None, isolated, tmpdir=temp)
 
 
 @dataclass
@@ -225,18 +229,21 @@ class Confined:
 
     ruleset: int | None
     temp: Path | None
+    """Its temp directory, when this confinement made it (and removes it)."""
     isolated: bool = False
     """A network namespace of its own, with nothing in it."""
     note: str = ""
     """What a person is told of it with the command's output (it was not held)."""
+    tmpdir: Path | None = None
+    """The process's `TMPDIR`."""
     _released: bool = field(default=False, repr=False)
 
     def environment(self, base: Mapping[str, str]) -> dict[str, str]:
         """`base` as the confined process gets it: without the variables that hold
         credentials, and with its own `TMPDIR` (unchanged when nothing confines it)."""
-        if self.ruleset is None or self.temp is None:
+        if self.ruleset is None or self.tmpdir is None:
             return dict(base)
-        return {**scrubbed(base), "TMPDIR": str(self.temp)}
+        return {**scrubbed(base), "TMPDIR": str(self.tmpdir)}
 
     def preexec(self) -> Callable[[], None] | None:
         """What the child runs between fork and exec (None: nothing)."""
@@ -255,6 +262,18 @@ class Confined:
         self.release()
         if self.temp is not None:
             shutil.rmtree(self.temp, ignore_errors=True)
+
+
+def exec_argv(sandbox: Sandbox, cwd: Path, temp: Path, argv: Sequence[str]) -> list[str]:
+    """`argv` run in `sandbox` by way of `python -m raven.sandbox` (for what Raven does not
+    start itself: the MCP SDK starts stdio servers), `temp` its temp directory."""
+    head = [sys.executable, "-m", "raven.sandbox", "--level", sandbox.level]
+    head += ["--cwd", str(cwd), "--temp", str(temp)]
+    for path in sandbox.private:
+        head += ["--private", str(path)]
+    for entry in sandbox.allow:
+        head += ["--allow", entry]
+    return [*head, "--", *argv]
 
 
 def _enter(ruleset: int, isolated: bool) -> None:

@@ -13,6 +13,7 @@ import pytest
 from raven.config import Limits, ToolFilter
 from raven.mcp import McpScope
 from raven.mcp.tools import PassThroughArgs, ReadResourceArgs
+from raven.sandbox import Sandbox, kernel_version
 from raven.tools import Question, ToolContext, ToolError
 from tests.mcp.conftest import stdio_spec
 from tests.processes import alive
@@ -140,3 +141,50 @@ async def test_closing_the_scope_leaves_no_child_process(tmp_path: Path) -> None
     pid = int(re.search(r"pid=(\d+)", text).group(1))  # type: ignore[union-attr]
     await scope.aclose()
     assert not alive(pid)
+
+
+@pytest.mark.skipif(kernel_version() < 1, reason="this kernel has no Landlock")
+async def test_a_stdio_server_in_the_sandbox_keeps_to_its_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    user, work, outside = tmp_path / "user", tmp_path / "work", tmp_path / "outside"
+    for folder in (user / ".ssh", work, outside):
+        folder.mkdir(parents=True)
+    (user / ".ssh" / "id_ed25519").write_text("planted-key")
+    monkeypatch.setenv("HOME", str(user))
+    spec = stdio_spec(cwd=str(work), sandbox="workspace", env={"NOTES_TOKEN": "its-own"})
+    scope = McpScope([spec], tmp_path / "logs", Sandbox())
+    try:
+        tools = {t.name: t for t in (await scope.tools())[0]}
+        wrote = await run(tools["notes__save_text"], tmp_path, path="inside.txt", text="in")
+        assert not wrote.is_error and (work / "inside.txt").read_text() == "in"  # type: ignore[attr-defined]
+        refused = await run(
+            tools["notes__save_text"], tmp_path, path=str(outside / "x"), text="out"
+        )
+        assert refused.is_error and not (outside / "x").exists()  # type: ignore[attr-defined]
+        secret = await run(
+            tools["notes__load_text"], tmp_path, path=str(user / ".ssh" / "id_ed25519")
+        )
+        assert secret.is_error and "planted-key" not in secret.text  # type: ignore[attr-defined]
+        # Its own env reaches it.
+        who = await run(tools["notes__whoami"], tmp_path)
+        assert "token=its-own" in who.text  # type: ignore[attr-defined]
+    finally:
+        await scope.aclose()
+
+
+async def test_a_stdio_server_whose_sandbox_cannot_be_held_is_not_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RAVEN_SANDBOX_ABI", "0")
+    kernel_version.cache_clear()
+    scope = McpScope([stdio_spec(sandbox="strict")], tmp_path / "logs", Sandbox())
+    try:
+        tools, notices = await scope.tools()
+        assert not [t for t in tools if t.name.startswith("notes__")]
+        (notice,) = notices
+        assert "was not started: it requires the strict sandbox" in notice, notice
+    finally:
+        await scope.aclose()
+        monkeypatch.delenv("RAVEN_SANDBOX_ABI")
+        kernel_version.cache_clear()

@@ -53,6 +53,21 @@ def whoami() -> str:
 
 
 @server.tool()
+def save_text(path: str, text: str) -> str:
+    """Write `text` to the file at `path` (relative to the server's directory)."""
+    with open(path, "w") as out:
+        out.write(text)
+    return f"wrote {path}"
+
+
+@server.tool()
+def load_text(path: str) -> str:
+    """The text of the file at `path`."""
+    with open(path) as file:
+        return file.read()
+
+
+@server.tool()
 def picture() -> Image:
     """A tiny PNG."""
     return Image(data=PNG, format="png")

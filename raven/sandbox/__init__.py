@@ -180,6 +180,30 @@ class Sandbox:
         held = "" if self.enforced else ", NOT enforced: this kernel has no Landlock"
         return f"runs in the {self.level} sandbox{held}"
 
+    def refusal(self, path: Path, cwd: Path, write: bool) -> str | None:
+        """Why Raven's own file tools may not reach `path` under this sandbox (None: they
+        may): the rules the kernel holds commands to, checked by Raven for what runs in
+        its own process. Writes stay in the session's directory (`cwd`); nothing reads a
+        denied path, unless the session itself works inside it."""
+        if self.level == "off":
+            return None
+        real, home = Path(os.path.realpath(path)), Path(os.path.realpath(cwd))
+        in_cwd = _within(real, home)
+        for denied in self._denied():
+            if _within(real, denied) and not (in_cwd and _within(home, denied)):
+                return (
+                    f"the {self.level} sandbox keeps credentials and Raven's own files out of reach"
+                )
+        if write and not in_cwd:
+            return f"the {self.level} sandbox keeps writes in the session's directory"
+        return None
+
+    def _denied(self) -> list[Path]:
+        """The paths no command reads, as the kernel sees them (links resolved)."""
+        home = Path.home()
+        paths = [*(home / d for d in DENIED), *self.private]
+        return [Path(os.path.realpath(p)) for p in paths]
+
     def confine(self, cwd: Path, temp: Path | None = None) -> Confined | None:
         """What a command in `cwd` runs with (None: no sandbox), with `temp` for its
         temp directory (else a new one, removed with `Confined.cleanup`); raises
@@ -195,8 +219,7 @@ class Sandbox:
                     "this machine enforces)"
                 )
             return Confined(None, None, note=f"not sandboxed: {enforcement(self.level)}")
-        home = Path.home()
-        denied = [home / d for d in DENIED] + [p.absolute() for p in self.private]
+        denied = self._denied()
         listed, readable = landlock.around(Path("/"), denied)
         # The session's own directory is written whole, but for what is denied in it (a
         # session in the home directory): its entries are, not the folders on the way.
@@ -284,6 +307,10 @@ def _enter(ruleset: int, isolated: bool) -> None:
         if libc.unshare(flags) != 0:
             raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET) failed")
     landlock.restrict(ruleset)
+
+
+def _within(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
 
 
 def scrubbed(env: Mapping[str, str]) -> dict[str, str]:

@@ -230,6 +230,14 @@ class ToolContext:
         p = Path(path).expanduser()
         return p if p.is_absolute() else (self.cwd / p)
 
+    def reach(self, path: str, write: bool = False) -> Path:
+        """`path` resolved against the cwd, for a file tool to read (or `write`); a
+        `ToolError` when the session's sandbox keeps it out of reach."""
+        resolved = self.resolve(path)
+        if (why := self.sandbox.refusal(resolved, self.cwd, write)) is not None:
+            raise ToolError(f"{path}: not {'written' if write else 'read'}: {why}")
+        return resolved
+
     def inside(self, path: str, refused: str) -> Path:
         """`path` resolved against the cwd, symlinks followed; a `ToolError` ending in `refused`
         ("not sent") when it lands outside the working directory (`..`, absolute, a link out)."""

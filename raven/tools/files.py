@@ -80,7 +80,7 @@ class ReadFile(BuiltinTool):
         return [ctx.resolve(args.path)]
 
     async def run(self, args: ReadFileArgs, ctx: ToolContext) -> ToolOutput:
-        text = await asyncio.to_thread(read_text, ctx.resolve(args.path))
+        text = await asyncio.to_thread(read_text, ctx.reach(args.path))
         if args.start_line is None and args.end_line is None:
             return ToolOutput(text)
         lines = text.splitlines(keepends=True)
@@ -109,12 +109,12 @@ class WriteFile(BuiltinTool):
         return [ctx.resolve(args.path)]
 
     async def preview(self, args: WriteFileArgs, ctx: ToolContext) -> Preview | None:
-        path = ctx.resolve(args.path)
+        path = ctx.reach(args.path, write=True)
         old = await asyncio.to_thread(_read_if_exists, path)
         return FileDiff(path=path, old_text=old, new_text=args.content)
 
     async def run(self, args: WriteFileArgs, ctx: ToolContext) -> ToolOutput:
-        path = ctx.resolve(args.path)
+        path = ctx.reach(args.path, write=True)
         old = await asyncio.to_thread(_read_if_exists, path)
         await asyncio.to_thread(write_text, path, args.content)
         verb = "Created" if old is None else "Wrote"
@@ -146,14 +146,14 @@ class EditFile(BuiltinTool):
         return [ctx.resolve(args.path)]
 
     async def preview(self, args: EditFileArgs, ctx: ToolContext) -> Preview | None:
-        path = ctx.resolve(args.path)
+        path = ctx.reach(args.path, write=True)
         old = await asyncio.to_thread(read_text, path)
         if old.count(args.old_text) != 1:
             return None  # the edit will fail and say why; nothing to show
         return FileDiff(path=path, old_text=old, new_text=old.replace(args.old_text, args.new_text))
 
     async def run(self, args: EditFileArgs, ctx: ToolContext) -> ToolOutput:
-        path = ctx.resolve(args.path)
+        path = ctx.reach(args.path, write=True)
         old = await asyncio.to_thread(read_text, path)
         count = old.count(args.old_text)
         if count == 0:
@@ -186,7 +186,7 @@ class ListDir(BuiltinTool):
         return [ctx.resolve(args.path)]
 
     async def run(self, args: ListDirArgs, ctx: ToolContext) -> ToolOutput:
-        return ToolOutput(await asyncio.to_thread(_list, ctx.resolve(args.path)))
+        return ToolOutput(await asyncio.to_thread(_list, ctx.reach(args.path)))
 
 
 def _list(path: Path) -> str:

@@ -11,6 +11,7 @@ import fnmatch
 import os
 import re
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
@@ -51,17 +52,29 @@ class Search(BuiltinTool):
             regex = re.compile(args.pattern)
         except re.error as exc:
             raise ToolError(f"invalid regular expression: {exc}") from exc
-        root = ctx.resolve(args.path)
+        root = ctx.reach(args.path)
         if not root.exists():
             raise ToolError(f"{args.path}: no such file or directory")
-        text = await asyncio.to_thread(_search, regex, root, args.glob, ctx.cwd)
+
+        def readable(path: Path) -> bool:  # what the session's sandbox lets it read
+            return ctx.sandbox.refusal(path, ctx.cwd, write=False) is None
+
+        text = await asyncio.to_thread(_search, regex, root, args.glob, ctx.cwd, readable)
         return ToolOutput(text)
 
 
-def _search(regex: re.Pattern[str], root: Path, glob: str | None, cwd: Path) -> str:
+def _search(
+    regex: re.Pattern[str],
+    root: Path,
+    glob: str | None,
+    cwd: Path,
+    readable: Callable[[Path], bool],
+) -> str:
     hits: list[str] = []
     for path in _candidate_files(root):
         if glob and not fnmatch.fnmatch(path.name, glob):
+            continue
+        if not readable(path):
             continue
         for lineno, line in _lines(path):
             if regex.search(line):

@@ -239,3 +239,37 @@ async def test_a_mode_that_requires_a_sandbox_the_kernel_lacks_refuses_the_comma
     finally:
         monkeypatch.delenv("RAVEN_SANDBOX_ABI")
         kernel_version.cache_clear()
+
+
+async def test_ravens_own_file_tools_keep_to_the_same_rules(world: World) -> None:
+    from raven.config import Limits
+    from raven.tools import ToolContext, ToolError
+    from raven.tools.files import EditFile, ListDir, ReadFile, WriteFile
+    from raven.tools.search import Search
+
+    async def nobody(question: object) -> None:
+        return None
+
+    ctx = ToolContext(world.work, Limits(), nobody, sandbox=workspace(world))
+    (world.work / "notes.txt").write_text("mine")
+    (world.work / "link").symlink_to(world.secret)
+    read, write, edit = ReadFile(), WriteFile(), EditFile()
+    assert (await read.run(read.args_model(path="notes.txt"), ctx)).text == "mine"
+    refused = [
+        read.run(read.args_model(path=str(world.secret)), ctx),
+        read.run(read.args_model(path="link"), ctx),  # a link to it, from inside
+        read.run(read.args_model(path=str(world.private)), ctx),
+        ListDir().run(ListDir.args_model(path=str(world.home / ".ssh")), ctx),
+        write.run(write.args_model(path=str(world.outside / "x"), content="out"), ctx),
+        write.run(write.args_model(path="../outside/x", content="out"), ctx),
+        edit.run(edit.args_model(path=str(world.secret), old_text=SECRET, new_text="x"), ctx),
+    ]
+    for attempt in refused:
+        with pytest.raises(ToolError, match="workspace sandbox"):
+            await attempt
+    assert not (world.outside / "x").exists() and world.secret.read_text() == SECRET
+    found = await Search().run(Search.args_model(pattern="s3cr3t", path=str(world.home)), ctx)
+    assert SECRET not in found.text
+    # Without the sandbox, the same tools reach them.
+    free = ToolContext(world.work, Limits(), nobody)
+    assert SECRET in (await read.run(read.args_model(path="link"), free)).text

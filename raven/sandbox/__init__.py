@@ -198,11 +198,9 @@ class Sandbox:
             return f"the {self.level} sandbox keeps writes in the session's directory"
         return None
 
-    def _denied(self) -> list[Path]:
+    def _denied(self) -> tuple[Path, ...]:
         """The paths no command reads, as the kernel sees them (links resolved)."""
-        home = Path.home()
-        paths = [*(home / d for d in DENIED), *self.private]
-        return [Path(os.path.realpath(p)) for p in paths]
+        return _denied(str(Path.home()), self.private)
 
     def confine(self, cwd: Path, temp: Path | None = None) -> Confined | None:
         """What a command in `cwd` runs with (None: no sandbox), with `temp` for its
@@ -307,6 +305,12 @@ def _enter(ruleset: int, isolated: bool) -> None:
         if libc.unshare(flags) != 0:
             raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET) failed")
     landlock.restrict(ruleset)
+
+
+@functools.lru_cache(maxsize=16)
+def _denied(home: str, private: tuple[Path, ...]) -> tuple[Path, ...]:
+    paths = [*(Path(home) / d for d in DENIED), *private]
+    return tuple(Path(os.path.realpath(p)) for p in paths)
 
 
 def _within(path: Path, folder: Path) -> bool:

@@ -17,13 +17,17 @@ import signal
 from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from raven import lifeline
 from raven.config import SUBAGENT_ENV
 from raven.jsonrpc import MAX_FRAME_BYTES
 from raven.process_group import spawn
 from raven.redact import redact
-from raven.sandbox import Confined, Sandbox
+from raven.sandbox import Sandbox
+
+if TYPE_CHECKING:
+    from raven.sandbox.confine import Confined
 
 log = logging.getLogger(__name__)
 

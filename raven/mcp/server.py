@@ -28,7 +28,7 @@ from mcp_types.jsonrpc import CONNECTION_CLOSED
 
 from raven import lifeline
 from raven.config import McpHttpServer, McpStdioServer
-from raven.sandbox import Sandbox, SandboxUnavailable, enforcement, exec_argv, scrubbed
+from raven.sandbox import Sandbox, SandboxUnavailable, enforcement, scrubbed
 from raven.tools import ToolError, ToolOutput
 
 log = logging.getLogger(__name__)
@@ -187,6 +187,8 @@ class McpServer:
             raise SandboxUnavailable(
                 f"requires the {sandbox.level} sandbox: {enforcement(sandbox.level)}"
             )
+        from raven.sandbox.confine import exec_argv
+
         cwd = _working_directory(spec)
         temp = Path(tempfile.mkdtemp(prefix="raven-mcp-"))
         try:

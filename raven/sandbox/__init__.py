@@ -16,24 +16,20 @@ kernel cannot hold a level the mode requires. Never parses a command to judge it
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import os
 import re
-import shutil
-import sys
-import tempfile
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from raven.errors import RavenError
-from raven.sandbox import landlock
 
 if TYPE_CHECKING:
     from raven.config import Paths, RavenConfig
     from raven.config import SandboxLevel as Level
+    from raven.sandbox.confine import Confined
 
 DENIED = (
     ".ssh",
@@ -66,8 +62,6 @@ DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty")
 _SECRET = re.compile(r"(^|_)(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)(_|$)", re.I)
 """Environment variables that hold a credential, by their name (`OPENAI_API_KEY`,
 `GH_TOKEN`, `AWS_SECRET_ACCESS_KEY`, `GOOGLE_APPLICATION_CREDENTIALS`)."""
-_CLONE_NEWUSER = 0x10000000
-_CLONE_NEWNET = 0x40000000
 
 
 class SandboxUnavailable(RavenError):
@@ -80,7 +74,11 @@ def kernel_version() -> int:
     """The Landlock version of this kernel (0: none), asked once per process;
     `RAVEN_SANDBOX_ABI` stands in for the kernel's answer (a test simulates an old one)."""
     pretend = os.environ.get("RAVEN_SANDBOX_ABI")
-    return int(pretend) if pretend is not None else landlock.abi_version()
+    if pretend is not None:
+        return int(pretend)
+    from raven.sandbox import landlock
+
+    return landlock.abi_version()
 
 
 LEVELS: tuple[Level, ...] = ("off", "workspace", "strict")
@@ -189,7 +187,7 @@ class Sandbox:
             return None
         real, home = Path(os.path.realpath(path)), Path(os.path.realpath(cwd))
         in_cwd = _within(real, home)
-        for denied in self._denied():
+        for denied in self.denied():
             if _within(real, denied) and not (in_cwd and _within(home, denied)):
                 return (
                     f"the {self.level} sandbox keeps credentials and Raven's own files out of reach"
@@ -198,113 +196,19 @@ class Sandbox:
             return f"the {self.level} sandbox keeps writes in the session's directory"
         return None
 
-    def _denied(self) -> tuple[Path, ...]:
-        """The paths no command reads, as the kernel sees them (links resolved)."""
-        return _denied(str(Path.home()), self.private)
-
     def confine(self, cwd: Path, temp: Path | None = None) -> Confined | None:
         """What a command in `cwd` runs with (None: no sandbox), with `temp` for its
         temp directory (else a new one, removed with `Confined.cleanup`); raises
         `SandboxUnavailable` when the level is required and the kernel cannot hold it."""
         if self.level == "off":
             return None
-        version = kernel_version()
-        if version < 1:
-            if self.required:
-                raise SandboxUnavailable(
-                    f"this mode requires the {self.level} sandbox, and this kernel has no "
-                    "Landlock: the command was not run (`raven config sandbox` says what "
-                    "this machine enforces)"
-                )
-            return Confined(None, None, note=f"not sandboxed: {enforcement(self.level)}")
-        denied = self._denied()
-        listed, readable = landlock.around(Path("/"), denied)
-        # The session's own directory is written whole, but for what is denied in it (a
-        # session in the home directory): its entries are, not the folders on the way.
-        _, writable = landlock.around(cwd, denied)
-        own = temp is None
-        temp = Path(tempfile.mkdtemp(prefix="raven-sandbox-")) if temp is None else temp
-        ports = [_port(a) for a in self.allow]
-        isolated = self.level == "strict" and not ports
-        ruleset = landlock.Ruleset(
-            version,
-            reads=readable,
-            reads_here=listed,
-            writes=[*writable, temp, *map(Path, DEVICES)],
-            network=self.level != "strict",
-            ports=ports,
-        )
-        try:
-            fd = ruleset.build()
-        except BaseException:
-            if own:
-                shutil.rmtree(temp, ignore_errors=True)
-            raise
-        return Confined(fd, temp if own else None, isolated, tmpdir=temp)
+        from raven.sandbox.confine import confine  # the kernel's part, loaded when used
 
+        return confine(self, cwd, temp)
 
-@dataclass
-class Confined:
-    """One command's confinement: the ruleset the child restricts itself with before
-    exec, and its private temp directory (`TMPDIR`); `release` once it has started."""
-
-    ruleset: int | None
-    temp: Path | None
-    """Its temp directory, when this confinement made it (and removes it)."""
-    isolated: bool = False
-    """A network namespace of its own, with nothing in it."""
-    note: str = ""
-    """What a person is told of it with the command's output (it was not held)."""
-    tmpdir: Path | None = None
-    """The process's `TMPDIR`."""
-    _released: bool = field(default=False, repr=False)
-
-    def environment(self, base: Mapping[str, str]) -> dict[str, str]:
-        """`base` as the confined process gets it: without the variables that hold
-        credentials, and with its own `TMPDIR` (unchanged when nothing confines it)."""
-        if self.ruleset is None or self.tmpdir is None:
-            return dict(base)
-        return {**scrubbed(base), "TMPDIR": str(self.tmpdir)}
-
-    def preexec(self) -> Callable[[], None] | None:
-        """What the child runs between fork and exec (None: nothing)."""
-        if self.ruleset is None:
-            return None
-        return functools.partial(_enter, self.ruleset, self.isolated)
-
-    def release(self) -> None:
-        """The child has started (or failed to): the ruleset is not needed here."""
-        if self.ruleset is not None and not self._released:
-            os.close(self.ruleset)
-        self._released = True
-
-    def cleanup(self) -> None:
-        """The command is over: its temp directory goes."""
-        self.release()
-        if self.temp is not None:
-            shutil.rmtree(self.temp, ignore_errors=True)
-
-
-def exec_argv(sandbox: Sandbox, cwd: Path, temp: Path, argv: Sequence[str]) -> list[str]:
-    """`argv` run in `sandbox` by way of `python -m raven.sandbox` (for what Raven does not
-    start itself: the MCP SDK starts stdio servers), `temp` its temp directory."""
-    head = [sys.executable, "-m", "raven.sandbox", "--level", sandbox.level]
-    head += ["--cwd", str(cwd), "--temp", str(temp)]
-    for path in sandbox.private:
-        head += ["--private", str(path)]
-    for entry in sandbox.allow:
-        head += ["--allow", entry]
-    return [*head, "--", *argv]
-
-
-def _enter(ruleset: int, isolated: bool) -> None:
-    """In the child: a network namespace of its own if asked, then the Landlock domain."""
-    if isolated:
-        libc = landlock.libc()
-        flags = _CLONE_NEWNET if os.geteuid() == 0 else _CLONE_NEWUSER | _CLONE_NEWNET
-        if libc.unshare(flags) != 0:
-            raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET) failed")
-    landlock.restrict(ruleset)
+    def denied(self) -> tuple[Path, ...]:
+        """The paths no command reads, as the kernel sees them (links resolved)."""
+        return _denied(str(Path.home()), self.private)
 
 
 @functools.lru_cache(maxsize=16)
@@ -321,11 +225,3 @@ def scrubbed(env: Mapping[str, str]) -> dict[str, str]:
     """`env` without the variables that hold credentials: a sandboxed command reads no
     credential from its environment either."""
     return {k: v for k, v in env.items() if not _SECRET.search(k)}
-
-
-def _port(entry: str) -> int:
-    """The port of a `host:port` (or bare port) entry."""
-    port = int(entry.rsplit(":", 1)[-1])
-    if not 0 < port < 65536:
-        raise ValueError(f"not a port: {entry!r}")
-    return port

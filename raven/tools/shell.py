@@ -14,14 +14,17 @@ import signal
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from pydantic import Field
 
 from raven import lifeline
 from raven.process_group import kill_group, spawn
-from raven.sandbox import Confined, Sandbox, SandboxUnavailable
+from raven.sandbox import Sandbox, SandboxUnavailable
 from raven.tools.base import Args, BuiltinTool, Capped, Preview, ToolContext, ToolOutput
+
+if TYPE_CHECKING:
+    from raven.sandbox.confine import Confined
 
 STOP_GRACE_S = 1.0
 _READ_CHUNK = 65536

@@ -49,10 +49,6 @@ class Served(StandIn, About, Protocol):
     async def aclose(self) -> None: ...
 
 
-AGENTS_PATH = "/agents/"
-"""Under the RPC path: one path per served agent (`/a2a/agents/codex`)."""
-
-
 @dataclass
 class A2AMount:
     """One agent served over A2A: Raven itself, or a configured agent (`agent`)."""
@@ -71,7 +67,7 @@ class A2AMount:
         """Its RPC path: the configured one for Raven, one under it for a served agent."""
         if self.agent is None:
             return self.settings.path
-        return self.settings.path.rstrip("/") + AGENTS_PATH + self.agent.name
+        return self.settings.agent_path(self.agent.name)
 
     @property
     def owner(self) -> str:

@@ -111,6 +111,9 @@ def status_command(
         served.append(f"no (`raven a2a serve` would listen on {s.host}:{s.port})")
     for number, line in enumerate(served):
         typer.echo(f"{'running:' if number == 0 else '':12}{line}")
+    if s.agents:
+        agents = ", ".join(f"{name} at {s.agent_path(name)}" for name in s.agents)
+        typer.echo(f"agents:     {agents} (beside Raven)")
     typer.echo(f"task store: {s.task_store}")
     allowed = ", ".join(s.push.allow_private) or "none"
     typer.echo(f"push:       public addresses; private ones allowed: {allowed}")

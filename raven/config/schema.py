@@ -272,6 +272,11 @@ class A2AServerConfig(_Model):
     agents: list[str] = Field(default_factory=list)
     """Configured agents (`agents`, by name) served over A2A beside Raven, each at a path
     of its own under `path` (`raven a2a serve --agent NAME` serves them instead)."""
+
+    def agent_path(self, name: str) -> str:
+        """Where the configured agent `name` is served: `<path>/agents/NAME`."""
+        return f"{self.path.rstrip('/')}/agents/{name}"
+
     cwd: str | None = None
     """Working directory of inbound sessions; default `<data dir>/a2a-work`."""
     input_timeout_s: float = Field(default=300.0, gt=0)

@@ -4,6 +4,7 @@ launched as an operator launches them and asked with the a2a-sdk's own client.""
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from a2a.client import A2ACardResolver
 from a2a.helpers import get_message_text
 from a2a.types import SendMessageRequest, TaskState
 
-from tests.conftest import RAVEN, write_config
+from tests.conftest import RAVEN, raven, write_config
 from tests.e2e.a2a_server import A2AServer, configure, message, start
 from tests.e2e.test_a2a import last, sdk_client, user
 from tests.e2e.test_a2a_stdio import Peer
@@ -204,6 +205,8 @@ async def test_raven_serves_the_configured_agents_beside_itself(
         assert task["status"]["message"]["parts"][0]["text"].strip() == "LOUD"
         # A task is found only at the agent that has it.
         assert upper.call("GetTask", {"id": own["id"]})["error"]["code"] == -32001
+        status = raven("a2a", "status", env=env).stdout
+        assert "agents:     upper at /a2a/agents/upper (beside Raven)" in status
     finally:
         assert server.stop() == 0
 
@@ -226,3 +229,23 @@ async def test_a_configured_agent_served_over_stdio_answers_on_its_pipes(
     assert proc.stdin is not None
     proc.stdin.close()  # the parent is done: Raven exits
     assert await peer.ended() == 0
+
+
+async def test_an_agent_that_will_not_start_is_served_by_its_config_and_fails_its_tasks(
+    env: dict[str, str], home: Path
+) -> None:
+    ghost = {"name": "ghost", "description": "Not installed", "command": "no-such-agent"}
+    configure(home, agents=[ghost])
+    server = start(env, "--agent", "ghost")
+    try:
+        card = httpx.get(f"{server.base}/.well-known/agent-card.json").json()
+        assert (card["name"], card["description"]) == ("ghost", "Not installed")
+        task = server.call("SendMessage", message("hello"))["result"]["task"]
+        assert task["status"]["state"] == "TASK_STATE_FAILED"
+        # The peer learns it failed; the operator's log says why.
+        assert "no-such-agent" not in json.dumps(task)
+    finally:
+        assert server.stop() == 0
+    logged = "".join(f.read_text() for f in (home / "logs").iterdir())
+    assert "served agent ghost did not start to describe itself" in logged
+    assert "cannot start 'no-such-agent'" in logged

@@ -73,10 +73,7 @@ class ServedAgent:
         if outcome.changes:
             text = f"{text}\n\n{outcome.changes}" if text else outcome.changes
         stop = _STOPS.get(outcome.stop_reason, "end_turn")
-        return Reply(text, stop, outcome.usage, tuple(outcome.decisions))
-
-    async def release(self, session_id: str) -> None:
-        await self._agents.release(session_id)
+        return Reply(text, stop, outcome.usage)
 
     async def aclose(self) -> None:
         await self._agents.aclose()

@@ -51,13 +51,11 @@ class Reply:
     text: str
     stop_reason: StopReason
     usage: TokenUsage | None = None
-    notes: tuple[str, ...] = ()
-    """Lines for people about how it went (the permission decisions taken)."""
 
 
 class StandIn(Protocol):
-    """An agent that answers turns in Raven's place: one conversation of its own per
-    session, kept while the session is (`release` lets it go)."""
+    """An agent that answers turns in Raven's place, with one conversation of its own per
+    session."""
 
     name: str
 
@@ -65,8 +63,6 @@ class StandIn(Protocol):
         """Answer `prompt` in the session `ctx.session_id`; what it says goes to `speak`
         as it comes; cancelling the call stops it. Raises `ToolError` when it cannot."""
         ...
-
-    async def release(self, session_id: str) -> None: ...
 
 
 class Relay:

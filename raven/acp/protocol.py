@@ -89,12 +89,30 @@ class NewSessionParams(Wire):
     mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
 
 
+class OpenMeta(Wire):
+    after: str | None = None
+    """The cursor of the last update the client had (`_meta.raven.cursor` of a
+    `session/update`): it gets what came after, exactly once, then what comes."""
+
+
 class OpenSessionParams(Wire):
     """session/load and session/resume."""
 
     session_id: str
     cwd: str
     mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
+    meta: dict[str, OpenMeta] = Field(default_factory=dict, alias="_meta")
+
+    @field_validator("meta", mode="before")
+    @classmethod
+    def _raven_only(cls, value: Any) -> Any:
+        """Others' `_meta` keys are theirs: only `raven` is read."""
+        return {"raven": value["raven"]} if isinstance(value, dict) and "raven" in value else {}
+
+    @property
+    def after(self) -> str | None:
+        raven = self.meta.get("raven")
+        return raven.after if raven is not None else None
 
 
 class ForkMeta(Wire):

@@ -1,7 +1,9 @@
 """The ACP server face: a method table over the engine's runtime.
 
-Parses each request into typed params, calls the runtime or `run_turn`, and
-translates events into `session/update`. Never writes to stdout itself: every
+Parses each request into typed params, calls the runtime or `start_turn`, and
+translates the events of each session it follows (its log, from a cursor) into
+`session/update`, whichever connection runs the turn; what a turn asks is asked of every
+editor following the session, the first answer winning. Never writes to stdout itself: every
 frame goes through the `Connection`.
 """
 
@@ -9,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn, get_args
 
 from raven.acp import protocol as p
 from raven.acp.asker import AcpAsker
@@ -23,21 +26,27 @@ from raven.acp.subagents import ChildSessions
 from raven.acp.translate import REPLAY_MAX_MESSAGES, event_update, replay_updates
 from raven.config import ConfigError
 from raven.engine import (
+    Answer,
+    Answered,
+    ApprovalRequest,
+    Asking,
     BadCursor,
     BadDirectory,
+    CursorExpired,
     LiveSession,
+    Logged,
     NoModelConfigured,
+    Question,
     Runtime,
     SessionBusy,
     SessionClosed,
     SessionNotFound,
-    TitleChanged,
     TurnEvent,
     TurnStuck,
     UnknownMode,
     UnknownModel,
-    run_turn,
     session_directory,
+    start_turn,
 )
 from raven.errors import RavenError
 from raven.jsonrpc import (
@@ -72,9 +81,21 @@ class _Session:
     """The MCP servers the editor attached to this session."""
     children: ChildSessions = field(init=False)
     """Its turns' sub-agents, for an editor that shows them as child sessions."""
+    unfollow: Callable[[], None] | None = None
+    """Stops following the session's log (while this connection follows it)."""
+    asking: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    """What the session's turn asks that this editor is being asked, by request id."""
+    settled: set[str] = field(default_factory=set)
+    """Askings answered already, as this connection heard (a replay skips them)."""
 
     def __post_init__(self) -> None:
         self.children = ChildSessions(self.live.id)
+
+
+_FOLLOWED: Counter[str] = Counter()
+"""The ACP connections of this process following each session: a turn left with none is
+cancelled once `limits.detachedTurnS` passed (`_watch`)."""
+_TURN_EVENTS = get_args(TurnEvent)
 
 
 class AcpServer:
@@ -136,9 +157,17 @@ class AcpServer:
             log.debug("ignored notification %s", method)
 
     async def shutdown(self) -> None:
-        """Cancel running turns."""
+        """The editor is gone: stop following its sessions. A turn running in one of them
+        is cancelled at once when this process serves this editor alone (`raven acp` over
+        stdio), else once `limits.detachedTurnS` passed with no editor following it (a
+        remote editor may reconnect and resume it by cursor)."""
         for state in self._sessions.values():
-            state.live.cancel_turn()
+            self._unfollow(state)
+            if self._owns_runtime:
+                state.live.cancel_turn()
+            elif state.live.running:
+                bound = self._require_runtime().config.limits.detached_turn_s
+                _watch(state.live, bound)
 
     async def aclose(self) -> None:
         """Release every session's MCP servers, then the runtime."""
@@ -184,13 +213,21 @@ class AcpServer:
         return await self._started(live, parsed.mcp_servers)
 
     async def _load(self, params: dict[str, Any]) -> dict[str, Any]:
-        state = await self._open(p.parse(p.OpenSessionParams, params))
-        for update in replay_updates(state.live.snapshot(REPLAY_MAX_MESSAGES).events()):
-            self._update(state.live.id, update)
+        parsed = p.parse(p.OpenSessionParams, params)
+        state = await self._open(parsed)
+        if parsed.after is not None:  # an editor that had it: what it missed, then live
+            self._follow(state, parsed.after)
+        else:
+            snapshot = state.live.snapshot(REPLAY_MAX_MESSAGES)
+            for update in replay_updates(snapshot.events()):
+                self._update(state.live.id, update)
+            self._follow(state, snapshot.cursor)
         return setup(self._require_runtime().config, state.live)
 
     async def _resume(self, params: dict[str, Any]) -> dict[str, Any]:
-        state = await self._open(p.parse(p.OpenSessionParams, params))
+        parsed = p.parse(p.OpenSessionParams, params)
+        state = await self._open(parsed)
+        self._follow(state, parsed.after)
         return setup(self._require_runtime().config, state.live)
 
     async def _fork(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -228,6 +265,7 @@ class AcpServer:
         await runtime.close_session(session_id)
         state = self._sessions.get(session_id)
         if state is not None:
+            self._unfollow(state)
             await self._release_mcp(state)
         return {}
 
@@ -237,6 +275,7 @@ class AcpServer:
         await runtime.delete_session(session_id)
         state = self._sessions.pop(session_id, None)
         if state is not None:
+            self._unfollow(state)
             await self._release_mcp(state)
         return {}
 
@@ -281,16 +320,14 @@ class AcpServer:
         parts = prompt_parts(parsed.prompt)
         live = state.live
         if (title := title_command(parts)) is not None:
-            await live.set_title(title)
-            self._emit(live, TitleChanged(title))
+            await live.set_title(title)  # the editors following it hear it from the log
             return {"stopReason": "end_turn"}
-        runtime = self._require_runtime()
-        assert self._connection is not None
-        asker = AcpAsker(
-            self._connection, live.id, self._capabilities, runtime.config.limits.question_timeout_s
-        )
         before = len(live.history)
-        stop = await run_turn(live, parts, asker, lambda e: self._emit(live, e))
+        # The turn's events reach this editor, and every other one following the session,
+        # from its log; what it asks is asked of each of them, the first answer winning.
+        # It goes on if this connection drops (`shutdown`).
+        turn = start_turn(live, parts, _Followers(), _told_elsewhere)
+        stop = await asyncio.shield(turn)
         return {"stopReason": stop, **_usage(live.history[before:])}
 
     async def _steer(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -333,6 +370,7 @@ class AcpServer:
         commands announced once it is answered, and the answer."""
         state = self._sessions[live.id] = _Session(live)
         await self._attach_mcp(state, servers)
+        self._follow(state)
         asyncio.get_running_loop().call_soon(self._announce_commands, live.id)
         return {"sessionId": live.id, **setup(self._require_runtime().config, live)}
 
@@ -365,18 +403,84 @@ class AcpServer:
     async def _switch_mode(self, live: LiveSession, mode_id: str) -> None:
         await self._require_runtime().set_mode(live, mode_id)
 
-    def _emit(self, live: LiveSession, event: TurnEvent) -> None:
+    def _follow(self, state: _Session, after: str | None = None) -> None:
+        """Follow the session's log from `after` (None: from now): its turns' updates reach
+        this editor, whichever connection or face runs them, and what a turn asks is asked
+        here too. Raises `CursorExpired` when the log no longer holds what follows
+        `after`."""
+        self._unfollow(state)
+        live = state.live
+        logged = live.snapshot(0).logged
+        state.settled |= {e.event.request_id for e in logged if isinstance(e.event, Answered)}
+        state.unfollow = live.follow(lambda entry: self._heard(state, entry), after)
+        _FOLLOWED[live.id] += 1
+        for entry in logged:  # what its turn waits for is asked here too
+            if isinstance(entry.event, Asking):
+                self._ask(state, entry.event)
+
+    def _unfollow(self, state: _Session) -> None:
+        if state.unfollow is None:
+            return
+        state.unfollow()
+        state.unfollow = None
+        _FOLLOWED[state.live.id] -= 1
+        if _FOLLOWED[state.live.id] <= 0:
+            del _FOLLOWED[state.live.id]
+        for task in state.asking.values():
+            task.cancel()
+
+    def _heard(self, state: _Session, entry: Logged) -> None:
+        """One event of a session this connection follows."""
+        event = entry.event
+        if isinstance(event, Asking):
+            self._ask(state, event)
+        elif isinstance(event, Answered):
+            state.settled.add(event.request_id)
+            if (asked := state.asking.pop(event.request_id, None)) is not None:
+                asked.cancel()  # answered elsewhere: the editor's request is withdrawn
+        elif isinstance(event, _TURN_EVENTS):
+            self._emit(state.live, event, entry.cursor)
+
+    def _ask(self, state: _Session, asking: Asking) -> None:
+        rid = asking.request_id
+        if rid in state.settled or rid in state.asking:
+            return
+        task = asyncio.create_task(self._ask_editor(state.live, asking))
+        state.asking[rid] = task
+        task.add_done_callback(lambda _: state.asking.pop(rid, None))
+
+    async def _ask_editor(self, live: LiveSession, asking: Asking) -> None:
+        """Ask this editor what the turn asks, and answer the turn through the engine
+        (the first answer from anywhere wins); nothing when the editor went away."""
+        runtime, connection = self._require_runtime(), self._connection
+        assert connection is not None
+        timeout_s = runtime.config.limits.question_timeout_s
+        asker = AcpAsker(connection, live.id, self._capabilities, timeout_s)
+        value: Answer
+        if asking.approval is not None:
+            value = await asker.approve(asking.approval)
+        else:
+            value = await asker.ask(asking.question or Question(text=""))
+        if not connection.closed:
+            await runtime.answer(live.id, asking.request_id, value)
+
+    def _emit(self, live: LiveSession, event: TurnEvent, cursor: str | None = None) -> None:
         update = event_update(event, live.provider.context_window)
         if self._capabilities.subagents is None:
             if update is not None:
-                self._update(live.id, update)
+                self._update(live.id, update, cursor)
             return
         for session_id, sent in self._sessions[live.id].children.updates(event, update):
-            self._update(session_id, sent)
+            self._update(session_id, sent, cursor)
 
-    def _update(self, session_id: str, update: dict[str, Any]) -> None:
+    def _update(self, session_id: str, update: dict[str, Any], cursor: str | None = None) -> None:
+        """One `session/update`; with the log's `cursor` after it, which `session/load` or
+        `session/resume` take (`_meta.raven.after`) to go on right there."""
         assert self._connection is not None
-        self._connection.notify(p.SESSION_UPDATE, {"sessionId": session_id, "update": update})
+        params: dict[str, Any] = {"sessionId": session_id, "update": update}
+        if cursor is not None:
+            params["_meta"] = {"raven": {"cursor": cursor}}
+        self._connection.notify(p.SESSION_UPDATE, params)
 
     def _announce_commands(self, session_id: str) -> None:
         self._update(
@@ -402,6 +506,8 @@ def _rpc_error(exc: RavenError) -> RpcError:
         )
     if isinstance(exc, BadCursor):
         return RpcError(INVALID_PARAMS, str(exc))
+    if isinstance(exc, CursorExpired):  # `_meta.raven.after` too old: load it whole
+        return RpcError(INVALID_PARAMS, f"{_sentence(str(exc))} Load the session instead.")
     if isinstance(exc, SandboxUnavailable):  # as the ACP sandbox RFD (a draft) names it
         data = {"error": p.SANDBOX_UNSATISFIABLE, "capability": capability()}
         return RpcError(INVALID_PARAMS, f"{p.SANDBOX_UNSATISFIABLE}: {exc}", data)
@@ -431,3 +537,41 @@ def _usage(messages: Sequence[Message]) -> dict[str, Any]:
     total = whole.input_tokens + whole.output_tokens
     usage = {"inputTokens": whole.input_tokens, "outputTokens": whole.output_tokens}
     return {"usage": {**usage, "totalTokens": total}}
+
+
+class _Followers:
+    """A turn's asker when ACP editors answer from the session's log: asks no one itself,
+    so it never answers; an editor's answer through the engine, or its deadline, ends the
+    wait."""
+
+    async def approve(self, request: ApprovalRequest) -> NoReturn:
+        await _forever()
+
+    async def ask(self, question: Question) -> NoReturn:
+        await _forever()
+
+
+async def _forever() -> NoReturn:
+    await asyncio.get_running_loop().create_future()
+    raise AssertionError("unreachable: the future is never given a result")
+
+
+def _told_elsewhere(event: TurnEvent) -> None:
+    """What the engine tells the face running the turn: the log tells every editor."""
+
+
+def _watch(live: LiveSession, bound_s: float) -> None:
+    """Cancel the session's running turn once `bound_s` passed with no ACP editor of this
+    process following the session."""
+
+    async def watch() -> None:
+        await asyncio.sleep(bound_s)
+        if not _FOLLOWED.get(live.id) and live.cancel_turn():
+            log.info("cancelled the turn of session %s: no editor followed it", live.id)
+
+    task = asyncio.get_running_loop().create_task(watch())
+    _WATCHES.add(task)
+    task.add_done_callback(_WATCHES.discard)
+
+
+_WATCHES: set[asyncio.Task[None]] = set()

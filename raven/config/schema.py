@@ -352,6 +352,9 @@ class Limits(_Model):
     """Model calls in one turn before it ends with `max_turn_requests`."""
     command_timeout_s: float = Field(default=120.0, gt=0)
     tool_output_chars: int = Field(default=30_000, ge=1_000)
+    detached_turn_s: float = Field(default=300.0, ge=0)
+    """How long a turn a remote ACP editor started goes on once no editor follows its
+    session (the connection dropped): one that reconnects in time resumes it by cursor."""
     model_timeout_s: float = Field(default=300.0, gt=0)
     """Longest silence tolerated from a model stream."""
     question_timeout_s: float = Field(default=600.0, gt=0)

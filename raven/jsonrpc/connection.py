@@ -99,6 +99,11 @@ class Connection:
                 await asyncio.wait_for(self._writer, FLUSH_TIMEOUT_S)
 
     @property
+    def closed(self) -> bool:
+        """The peer is gone: nothing sent reaches it any more."""
+        return self._closed
+
+    @property
     def backlog(self) -> int:
         """Frames queued and not yet written: how far the peer has fallen behind."""
         return self._outbox.qsize()

@@ -68,13 +68,14 @@ class Wire:
             if wanted(frame):
                 return frame
 
-    async def next_update(self) -> dict[str, Any]:
-        """The next update of a turn, in the order sent (each once)."""
+    async def next_update(self, or_asked: bool = False) -> dict[str, Any]:
+        """The next update of a turn (or, `or_asked`, permission request), in the order
+        sent, each once."""
         while True:
             while self._taken < len(self.frames):
                 frame = self.frames[self._taken]
                 self._taken += 1
-                if logged(frame):
+                if logged(frame) or (or_asked and asks(frame)):
                     return frame
             self.frames.append(await self._read())
 
@@ -191,8 +192,13 @@ async def test_two_editors_on_one_session_see_one_turn_and_the_first_answer_wins
 async def test_twenty_drops_at_random_points_lose_and_repeat_nothing(
     env: dict[str, str], home: Path, tmp_path: Path
 ) -> None:
-    words = " ".join(f"w{n}" for n in range(600)) + " END."
-    scripted(home, [{"text": words, "wordDelayMs": 4}])
+    before = " ".join(f"a{n}" for n in range(300))
+    after = " ".join(f"b{n}" for n in range(300)) + " END."
+    steps = [
+        {"text": before, "wordDelayMs": 4, "toolCalls": [WRITE_IT]},
+        {"text": after, "wordDelayMs": 4},
+    ]
+    scripted(home, steps)
     shuffle = random.Random(7)
     async with listening(env) as server:
         observer = await Wire.open(server.url, server.auth)
@@ -204,24 +210,50 @@ async def test_twenty_drops_at_random_points_lose_and_repeat_nothing(
         prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "talk"}]}
         await observer.send({"id": 99, "method": "session/prompt", "params": prompt})
         kept: list[dict[str, Any]] = []
-        for _ in range(20):
-            for _ in range(shuffle.randint(1, 25)):
-                kept.append(await dropper.next_update())
+        asked = 0
+
+        async def read(count: int) -> bool:
+            """Up to `count` updates; True when the permission was asked the first time
+            (the editor then drops with it pending), which is answered the next."""
+            nonlocal asked
+            for _ in range(count):
+                frame = await dropper.next_update(or_asked=True)
+                if not asks(frame):
+                    kept.append(frame)
+                    continue
+                asked += 1
+                if asked == 1:
+                    return True
+                await dropper.send(allow(frame))
+            return False
+
+        async def reconnect() -> Wire:
             await dropper.drop()
-            dropper = await Wire.open(server.url, server.auth)
-            after = {"raven": {"after": cursor(kept[-1])}}
-            resumed = await dropper.call(
-                "session/resume", {"sessionId": sid, "cwd": str(tmp_path), "_meta": after}
+            again = await Wire.open(server.url, server.auth)
+            after_it = {"raven": {"after": cursor(kept[-1])}}
+            resumed = await again.call(
+                "session/resume", {"sessionId": sid, "cwd": str(tmp_path), "_meta": after_it}
             )
             assert "result" in resumed, resumed
+            return again
+
+        for _ in range(20):
+            await read(shuffle.randint(1, 25))
+            dropper = await reconnect()
+        while asked < 2:  # the turn waits for the permission: dropped on once, then answered
+            if await read(1):
+                dropper = await reconnect()
         await observer.until(lambda f: f.get("id") == 99)  # the turn is over
         whole = observer.updates()  # every update of the turn, on one connection
         while cursor(kept[-1]) != cursor(whole[-1]):
-            kept.append(await dropper.next_update())
+            await read(1)
         assert [cursor(f) for f in kept] == [cursor(f) for f in whole]  # 0 lost, 0 twice
-        said = [f["params"]["update"] for f in kept]
-        text = "".join(u["content"]["text"] for u in said if "content" in u)
-        assert text == words
+        chunks = [f["params"]["update"] for f in kept]
+        text = "".join(
+            u["content"]["text"] for u in chunks if u["sessionUpdate"] == "agent_message_chunk"
+        )
+        assert text == before + "\n\n" + after  # the second step's words a paragraph on
+        assert asked == 2 and (tmp_path / "remote.txt").read_text() == "from afar"
         await dropper.drop()
         await observer.drop()
 

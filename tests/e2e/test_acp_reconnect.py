@@ -79,6 +79,23 @@ class Wire:
                     return frame
             self.frames.append(await self._read())
 
+    async def new_session(self, cwd: Path) -> str:
+        answer = await self.call("session/new", {"cwd": str(cwd), "mcpServers": []})
+        return str(answer["result"]["sessionId"])
+
+    async def resume(self, session_id: str, cwd: Path, after: str | None = None) -> None:
+        """`session/resume`, after the update whose cursor is `after` (None: from now)."""
+        params: dict[str, Any] = {"sessionId": session_id, "cwd": str(cwd)}
+        if after is not None:
+            params["_meta"] = {"raven": {"after": after}}
+        answer = await self.call("session/resume", params)
+        assert "result" in answer, answer
+
+    async def prompt(self, session_id: str, text: str) -> None:
+        """Send a prompt as request 99, whose answer comes when its turn ends."""
+        params = {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
+        await self.send({"id": 99, "method": "session/prompt", "params": params})
+
     def updates(self) -> list[dict[str, Any]]:
         """The turns' updates it was sent, each with its cursor in the log."""
         return [f for f in self.frames if logged(f)]
@@ -129,22 +146,15 @@ async def test_an_editor_that_drops_mid_turn_resumes_it_and_is_asked_again(
     scripted(home, [{"toolCalls": [WRITE_IT]}, {"text": "Written."}])
     async with listening(env) as server:
         first = await Wire.open(server.url, server.auth)
-        sid = (await first.call("session/new", {"cwd": str(tmp_path), "mcpServers": []}))["result"][
-            "sessionId"
-        ]
-        prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "write it"}]}
-        await first.send({"id": 99, "method": "session/prompt", "params": prompt})
+        sid = await first.new_session(tmp_path)
+        await first.prompt(sid, "write it")
         await first.until(asks)  # the turn waits for this editor's answer…
         seen = first.updates()
         last = cursor(seen[-1])
         await first.drop()  # …and the editor is gone
 
         again = await Wire.open(server.url, server.auth)
-        after = {"raven": {"after": last}}
-        resumed = await again.call(
-            "session/resume", {"sessionId": sid, "cwd": str(tmp_path), "_meta": after}
-        )
-        assert "result" in resumed, resumed
+        await again.resume(sid, tmp_path, after=last)
         asked = await again.until(asks)  # the turn still waits: asked again, here
         assert "remote.txt" in json.dumps(asked["params"]["toolCall"])
         await again.send(allow(asked))
@@ -162,15 +172,14 @@ async def test_two_editors_on_one_session_see_one_turn_and_the_first_answer_wins
     scripted(home, [{"toolCalls": [WRITE_IT]}, {"text": "Written."}])
     async with listening(env) as server:
         mine = await Wire.open(server.url, server.auth)
-        new = await mine.call("session/new", {"cwd": str(tmp_path), "mcpServers": []})
-        sid = new["result"]["sessionId"]
+        sid = await mine.new_session(tmp_path)
         theirs = await Wire.open(server.url, server.auth)
-        await theirs.call("session/resume", {"sessionId": sid, "cwd": str(tmp_path)})
-        prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "write it"}]}
-        await mine.send({"id": 99, "method": "session/prompt", "params": prompt})
+        await theirs.resume(sid, tmp_path)
+        await mine.prompt(sid, "write it")
         asked_me, asked_them = await mine.until(asks), await theirs.until(asks)
         # One turn at a time: the other editor's prompt is refused while it runs.
-        refused = await theirs.call("session/prompt", prompt)
+        words = [{"type": "text", "text": "write it"}]
+        refused = await theirs.call("session/prompt", {"sessionId": sid, "prompt": words})
         assert refused["error"]["code"] == -32600, refused
         assert "already running" in refused["error"]["message"]
         await theirs.send(allow(asked_them))  # they answer first
@@ -202,13 +211,10 @@ async def test_twenty_drops_at_random_points_lose_and_repeat_nothing(
     shuffle = random.Random(7)
     async with listening(env) as server:
         observer = await Wire.open(server.url, server.auth)
-        sid = (await observer.call("session/new", {"cwd": str(tmp_path), "mcpServers": []}))[
-            "result"
-        ]["sessionId"]
+        sid = await observer.new_session(tmp_path)
         dropper = await Wire.open(server.url, server.auth)
-        await dropper.call("session/resume", {"sessionId": sid, "cwd": str(tmp_path)})
-        prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "talk"}]}
-        await observer.send({"id": 99, "method": "session/prompt", "params": prompt})
+        await dropper.resume(sid, tmp_path)
+        await observer.prompt(sid, "talk")
         kept: list[dict[str, Any]] = []
         asked = 0
 
@@ -230,11 +236,7 @@ async def test_twenty_drops_at_random_points_lose_and_repeat_nothing(
         async def reconnect() -> Wire:
             await dropper.drop()
             again = await Wire.open(server.url, server.auth)
-            after_it = {"raven": {"after": cursor(kept[-1])}}
-            resumed = await again.call(
-                "session/resume", {"sessionId": sid, "cwd": str(tmp_path), "_meta": after_it}
-            )
-            assert "result" in resumed, resumed
+            await again.resume(sid, tmp_path, after=cursor(kept[-1]))
             return again
 
         for _ in range(20):
@@ -270,10 +272,7 @@ async def test_a_turn_no_editor_follows_is_cancelled_once_its_bound_passed(
     write_config(home, {**config, "modes": modes, "defaultMode": "auto", "limits": limits})
     async with listening(env) as server:
         editor = await Wire.open(server.url, server.auth)
-        new = await editor.call("session/new", {"cwd": str(tmp_path), "mcpServers": []})
-        words = [{"type": "text", "text": "sleep"}]
-        prompt = {"sessionId": new["result"]["sessionId"], "prompt": words}
-        await editor.send({"id": 99, "method": "session/prompt", "params": prompt})
+        await editor.prompt(await editor.new_session(tmp_path), "sleep")
         pid = await pid_from(pidfile)
         await editor.drop()  # nobody follows the session any more: after 0.5 s, stopped
         assert await ended([pid], DEADLINE_S)

@@ -2,8 +2,9 @@
 
 A holder is this process named so that any replica can judge it: a digest of the host
 and of its boot, plus the pid. Peers never learn a host's name. A holder of this
-machine that no longer runs (a kill -9, a reboot) is known gone at once; another
-machine's holder is judged only by its lease's expiry. Imports nothing of Raven's.
+machine that no longer runs (a kill -9, even before its parent reaps it; a reboot) is
+known gone at once; another machine's holder is judged only by its lease's expiry.
+Imports nothing of Raven's.
 """
 
 from __future__ import annotations
@@ -55,7 +56,18 @@ def gone(holder: Any) -> bool:
         return True
     except PermissionError:
         return False
-    return False
+    return _exited(pid)
+
+
+def _exited(pid: int) -> bool:
+    """A process that exited and waits for its parent to reap it (a zombie): it holds
+    nothing any more, though its pid still answers."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False  # no /proc here: the pid alone says it runs
+    fields = stat.rsplit(")", 1)[-1].split()
+    return bool(fields) and fields[0] in ("Z", "X")
 
 
 @functools.cache

@@ -276,3 +276,37 @@ async def test_a_turn_no_editor_follows_is_cancelled_once_its_bound_passed(
         pid = await pid_from(pidfile)
         await editor.drop()  # nobody follows the session any more: after 0.5 s, stopped
         assert await ended([pid], DEADLINE_S)
+
+
+async def test_a_load_after_a_cursor_replays_only_what_followed_and_a_stale_one_is_refused(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    scripted(home, [{"text": "First."}, {"text": "Second."}])
+    async with listening(env) as server:
+        editor = await Wire.open(server.url, server.auth)
+        sid = await editor.new_session(tmp_path)
+        await editor.prompt(sid, "one")
+        await editor.until(lambda f: f.get("id") == 99)
+        mark = cursor(editor.updates()[-1])
+        editor.frames.clear()
+        await editor.send({"id": 98, "method": "session/prompt", "params": {
+            "sessionId": sid, "prompt": [{"type": "text", "text": "two"}]}})  # fmt: skip
+        await editor.until(lambda f: f.get("id") == 98)
+        await editor.drop()
+
+        later = await Wire.open(server.url, server.auth)
+        params = {"sessionId": sid, "cwd": str(tmp_path), "_meta": {"raven": {"after": mark}}}
+        assert "result" in await later.call("session/load", params)
+        texts = [
+            f["params"]["update"]["content"]["text"]
+            for f in later.frames
+            if f.get("method") == "session/update"
+            and f["params"]["update"].get("sessionUpdate") == "agent_message_chunk"
+        ]
+        assert texts == ["Second."]  # the turn it missed, not the whole transcript
+        stale = {**params, "_meta": {"raven": {"after": "0000.1"}}}
+        refused = await later.call("session/resume", stale)
+        assert (
+            refused["error"]["code"] == -32602 and "Load the session" in refused["error"]["message"]
+        )
+        await later.drop()

@@ -51,6 +51,7 @@ from raven.engine import (
     UsageUpdated,
     preview_lines,
     start_turn,
+    until_answered,
 )
 from raven.messages import TextPart
 from raven.redact import redact
@@ -374,8 +375,7 @@ class TaskTurn:
         pending = self._asking = _Pending(request_id, approval)
         self._steps.put_nowait(Asked(redact(text), request_id, approval))
         try:
-            await asyncio.get_running_loop().create_future()  # until the engine stops it
-            raise AssertionError("an asking ends when the engine stops it")
+            await until_answered()
         except asyncio.CancelledError:  # answered (by the peer, or a person), or stopped
             self.answered_elsewhere = not self._cancelled and not self._peer_answered
             raise

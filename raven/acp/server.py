@@ -14,7 +14,7 @@ import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NoReturn, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
 from raven.acp import protocol as p
 from raven.acp.asker import AcpAsker
@@ -28,7 +28,7 @@ from raven.config import ConfigError
 from raven.engine import (
     Answer,
     Answered,
-    ApprovalRequest,
+    AnsweredElsewhere,
     Asking,
     BadCursor,
     BadDirectory,
@@ -326,7 +326,7 @@ class AcpServer:
         # The turn's events reach this editor, and every other one following the session,
         # from its log; what it asks is asked of each of them, the first answer winning.
         # It goes on if this connection drops (`shutdown`).
-        turn = start_turn(live, parts, _Followers(), _told_elsewhere)
+        turn = start_turn(live, parts, AnsweredElsewhere(), _told_elsewhere)
         stop = await asyncio.shield(turn)
         return {"stopReason": stop, **_usage(live.history[before:])}
 
@@ -537,23 +537,6 @@ def _usage(messages: Sequence[Message]) -> dict[str, Any]:
     total = whole.input_tokens + whole.output_tokens
     usage = {"inputTokens": whole.input_tokens, "outputTokens": whole.output_tokens}
     return {"usage": {**usage, "totalTokens": total}}
-
-
-class _Followers:
-    """A turn's asker when ACP editors answer from the session's log: asks no one itself,
-    so it never answers; an editor's answer through the engine, or its deadline, ends the
-    wait."""
-
-    async def approve(self, request: ApprovalRequest) -> NoReturn:
-        await _forever()
-
-    async def ask(self, question: Question) -> NoReturn:
-        await _forever()
-
-
-async def _forever() -> NoReturn:
-    await asyncio.get_running_loop().create_future()
-    raise AssertionError("unreachable: the future is never given a result")
 
 
 def _told_elsewhere(event: TurnEvent) -> None:

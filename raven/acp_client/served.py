@@ -17,8 +17,7 @@ from typing import get_args
 from raven.acp_client.agent import AgentInfo, SubAgent, SubAgentError
 from raven.acp_client.tool import AgentsSource
 from raven.config import AgentSpec
-from raven.engine.stand_in import Reply
-from raven.providers import StopReason
+from raven.engine import Reply, StopReason
 from raven.sandbox import Sandbox
 from raven.tools import ToolContext
 

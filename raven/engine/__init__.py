@@ -4,7 +4,16 @@ Knows no protocol. Faces call `run_turn` with a live session, an asker and an
 emit callable, and translate the events they receive.
 """
 
-from raven.engine.asker import Answer, ApprovalRequest, Asker, Decision, Unanswered, approval_of
+from raven.engine.asker import (
+    Answer,
+    AnsweredElsewhere,
+    ApprovalRequest,
+    Asker,
+    Decision,
+    Unanswered,
+    approval_of,
+    until_answered,
+)
 from raven.engine.errors import (
     BadCursor,
     BadDirectory,
@@ -45,6 +54,7 @@ from raven.engine.session import LiveSession
 from raven.engine.stand_in import Reply, StandIn
 from raven.engine.turn import CANCELLED_RESULT, run_turn, start_turn
 from raven.messages import shown
+from raven.providers import StopReason
 from raven.sessions import (
     MATCH_END,
     MATCH_START,
@@ -65,6 +75,7 @@ __all__ = [
     "AgentThought",
     "Answer",
     "Answered",
+    "AnsweredElsewhere",
     "ApprovalRequest",
     "Asker",
     "Asking",
@@ -98,6 +109,7 @@ __all__ = [
     "SharedTaskRows",
     "Snapshot",
     "StandIn",
+    "StopReason",
     "StoreUnavailable",
     "TaskFilter",
     "TaskRow",
@@ -121,4 +133,5 @@ __all__ = [
     "session_directory",
     "shown",
     "start_turn",
+    "until_answered",
 ]

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NoReturn, Protocol
 
 from raven.tools import ALL_DECISIONS, Decision, Permission, Preview, Question, ToolKind
 
@@ -66,3 +67,22 @@ class Asker(Protocol):
     async def approve(self, request: ApprovalRequest) -> Decision | Unanswered: ...
 
     async def ask(self, question: Question) -> str | None: ...
+
+
+async def until_answered() -> NoReturn:
+    """Wait, for an asking a face does not answer itself: the answer comes through the
+    engine (`Runtime.answer`, from whoever follows the session's log), which then ends
+    the wait, as does the turn's deadline or its end."""
+    await asyncio.get_running_loop().create_future()
+    raise AssertionError("an asking ends when the engine stops it")
+
+
+class AnsweredElsewhere:
+    """The asker of a face whose people answer from the session's log (each editor, or
+    UI, following it): asks no one itself, so it never answers (`until_answered`)."""
+
+    async def approve(self, request: ApprovalRequest) -> NoReturn:
+        await until_answered()
+
+    async def ask(self, question: Question) -> NoReturn:
+        await until_answered()

@@ -9,7 +9,6 @@ but through `broadcast`.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any, NoReturn
 
@@ -23,6 +22,7 @@ from raven.engine import (
     Logged,
     Question,
     Runtime,
+    until_answered,
 )
 from raven.jsonrpc import RpcError
 from raven.rpc import contract as c
@@ -94,10 +94,9 @@ class HubAsker:
     async def _shown(self) -> NoReturn:
         stop = self._attend(self._session_id)
         try:
-            await asyncio.get_running_loop().create_future()
+            await until_answered()
         finally:
             stop()
-        raise AssertionError("unreachable: the future is never given a result")
 
 
 def _permission_note(session_id: str, request: ApprovalRequest) -> c.PermissionRequested:

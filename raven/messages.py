@@ -85,7 +85,26 @@ class ToolResultMessage(_Model):
     """What the call spent on a model of its own (a sub-agent's task, say)."""
 
 
-Message = Annotated[UserMessage | AssistantMessage | ToolResultMessage, Field(discriminator="role")]
+class CompactionMessage(_Model):
+    """What a compaction left: a summary standing for the transcript before `kept_from`.
+
+    Stored at the end of the transcript when it was made; the model sees, from then on,
+    the summary and the messages from `kept_from` on (`raven.engine.compaction`). The
+    messages it stands for stay in the store for loading, exporting and searching."""
+
+    role: Literal["compaction"] = "compaction"
+    id: str
+    summary: str
+    kept_from: int
+    """The index in the transcript of the oldest message still sent as it is."""
+    usage: TokenUsage | None = None
+    """What the model call that wrote the summary used."""
+
+
+Message = Annotated[
+    UserMessage | AssistantMessage | ToolResultMessage | CompactionMessage,
+    Field(discriminator="role"),
+]
 
 
 MESSAGE_ADAPTER: TypeAdapter[Message] = TypeAdapter(Message)

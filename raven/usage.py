@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from raven.messages import AssistantMessage, Message, TokenUsage, ToolResultMessage
+from raven.messages import AssistantMessage, CompactionMessage, Message, TokenUsage, UserMessage
 
 
 @dataclass
@@ -51,9 +51,10 @@ def totals(messages: Iterable[Message]) -> Totals:
     """The usage the messages record, by model and by sub-agent."""
     found = Totals()
     for message in messages:
-        usage = message.usage if isinstance(message, AssistantMessage | ToolResultMessage) else None
+        usage = None if isinstance(message, UserMessage) else message.usage
         if usage is not None:
-            into = found.models if isinstance(message, AssistantMessage) else found.agents
+            by_model = isinstance(message, AssistantMessage | CompactionMessage)
+            into = found.models if by_model else found.agents
             _add(into.setdefault(usage.by, Spent()), usage)
     return found
 

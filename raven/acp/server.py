@@ -218,7 +218,7 @@ class AcpServer:
         if parsed.after is not None:  # an editor that had it: what it missed, then live
             self._follow(state, parsed.after)
         else:
-            snapshot = state.live.snapshot(REPLAY_MAX_MESSAGES)
+            snapshot = await state.live.snapshot(REPLAY_MAX_MESSAGES)
             for update in replay_updates(snapshot.events()):
                 self._update(state.live.id, update)
             self._follow(state, snapshot.cursor)
@@ -322,13 +322,13 @@ class AcpServer:
         if (title := title_command(parts)) is not None:
             await live.set_title(title)  # the editors following it hear it from the log
             return {"stopReason": "end_turn"}
-        before = len(live.history)
+        before = live.version
         # The turn's events reach this editor, and every other one following the session,
         # from its log; what it asks is asked of each of them, the first answer winning.
         # It goes on if this connection drops (`shutdown`).
         turn = start_turn(live, parts, AnsweredElsewhere(), _told_elsewhere)
         stop = await asyncio.shield(turn)
-        return {"stopReason": stop, **_usage(live.history[before:])}
+        return {"stopReason": stop, **_usage(live.since(before))}
 
     async def _steer(self, params: dict[str, Any]) -> dict[str, Any]:
         parsed = p.parse(p.SteerParams, params)
@@ -410,7 +410,7 @@ class AcpServer:
         `after`."""
         self._unfollow(state)
         live = state.live
-        logged = live.snapshot(0).logged
+        logged = live.log.logged
         state.settled |= {e.event.request_id for e in logged if isinstance(e.event, Answered)}
         state.unfollow = live.follow(lambda entry: self._heard(state, entry), after)
         _FOLLOWED[live.id] += 1

@@ -192,7 +192,7 @@ async def _run(cfg: RavenConfig, paths: Paths, prompt: str, options: RunOptions)
                 _discard_stdout()
                 live.cancel_turn()
 
-        before = len(live.history)
+        before = live.version
         with StopSignals(lambda _: live.cancel_turn(), (signal.SIGINT, *STOP_SIGNALS)) as signals:
             view.waiting()
             parts = [*options.attached, TextPart(text=prompt)]
@@ -204,7 +204,7 @@ async def _run(cfg: RavenConfig, paths: Paths, prompt: str, options: RunOptions)
         if options.usage or options.output == "json":
             from raven.usage import as_json, describe, totals
 
-            turn_totals = totals(live.history[before:])
+            turn_totals = totals(live.since(before))
             if options.usage:
                 err.print(f"Token usage: {describe(turn_totals, cfg.prices())}", markup=False)
             if options.output == "json":

@@ -361,12 +361,27 @@ class Limits(_Model):
     """How long a turn waits for a person's approval or answer."""
 
 
+class CompactionConfig(_Model):
+    """When and how a long session is summarised to stay inside its model's context
+    window (`raven.engine.compaction`)."""
+
+    auto: bool = True
+    """Compact before a model call whose request would pass `threshold` of the window."""
+    threshold: float = Field(default=0.8, gt=0, le=1)
+    """The share of the model's context window a request may fill before compacting."""
+    keep: float = Field(default=0.25, ge=0, lt=1)
+    """The share of the window the newest messages, kept as they are, may fill."""
+    model: str | None = None
+    """The model that writes the summary (a cheaper one, say); None: the session's."""
+
+
 class RavenConfig(_Model):
     models: list[ModelSpec] = Field(default_factory=list)
     default_model: str | None = None
     modes: list[ModeSpec] = Field(default_factory=list)
     default_mode: str | None = None
     limits: Limits = Field(default_factory=Limits)
+    compaction: CompactionConfig = Field(default_factory=CompactionConfig)
     mcp_servers: list[McpServerSpec] = Field(default_factory=list)
     agents: list[AgentSpec] = Field(default_factory=list)
     a2a: A2AConfig = Field(default_factory=A2AConfig, alias="a2a")
@@ -392,6 +407,8 @@ class RavenConfig(_Model):
         known_models = {m.id for m in self.models} | {ECHO_MODEL_ID}
         if self.default_model and self.default_model not in known_models:
             raise ValueError(f"defaultModel {self.default_model!r} is not among models")
+        if self.compaction.model and self.compaction.model not in known_models:
+            raise ValueError(f"compaction.model {self.compaction.model!r} is not among models")
         if self.default_mode and self.default_mode not in {m.id for m in self.modes}:
             raise ValueError(f"defaultMode {self.default_mode!r} is not among modes")
         return self

@@ -89,6 +89,34 @@ class Notice:
     text: str
 
 
+CompactionStatus = Literal["in_progress", "completed", "failed", "cancelled"]
+
+
+@dataclass(frozen=True)
+class CompactionUpdated:
+    """A compaction (`raven.engine.compaction`) began, ended or failed: the older part of
+    the session is (being) summarised to stay inside the model's context window. When
+    completed, the model sees `summary` and the newest messages from then on; the whole
+    transcript stays stored. A failed one changed nothing and says why (`error`)."""
+
+    compaction_id: str
+    status: CompactionStatus
+    summary: str | None = None
+    """The whole summary, once completed."""
+    error: str | None = None
+    tokens_before: int | None = None
+    """The estimated size of what the model was sent before, and (`tokens_after`) after."""
+    tokens_after: int | None = None
+
+
+@dataclass(frozen=True)
+class CompactionText:
+    """A piece of a running compaction's summary, as the model writes it."""
+
+    compaction_id: str
+    text: str
+
+
 @dataclass(frozen=True)
 class TurnEnded:
     stop_reason: StopReason
@@ -105,6 +133,8 @@ TurnEvent = (
     | UsageUpdated
     | TitleChanged
     | Notice
+    | CompactionUpdated
+    | CompactionText
     | TurnEnded
 )
 
@@ -159,5 +189,7 @@ SessionEvent = (
     | SessionEnded
     | Asking
     | Answered
+    | CompactionUpdated
+    | CompactionText
 )
 """What every subscriber of a session hears, whichever face runs its turns."""

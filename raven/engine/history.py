@@ -11,6 +11,7 @@ from raven.engine.events import (
     PARAGRAPH,
     AgentText,
     AgentThought,
+    CompactionUpdated,
     ToolCallStarted,
     ToolCallUpdated,
     ToolStatus,
@@ -20,6 +21,7 @@ from raven.engine.events import (
 from raven.messages import (
     INTERRUPTED_RESULT,
     AssistantMessage,
+    CompactionMessage,
     Message,
     ToolCall,
     ToolResultMessage,
@@ -33,8 +35,8 @@ _KINDS = frozenset(get_args(ToolKind))
 
 
 def history_events(messages: Sequence[Message]) -> Iterator[HistoryEvent]:
-    """Each message as the events that showed it: a prompt, thought, text, tool calls, results
-    (a later step's text led by `PARAGRAPH`, as it was shown live)."""
+    """Each message as the events that showed it: a prompt, thought, text, tool calls,
+    results (a later step's text led by `PARAGRAPH`, as it was shown live), compactions."""
     spoke = False
     for message in messages:
         if isinstance(message, UserMessage):
@@ -51,6 +53,8 @@ def history_events(messages: Sequence[Message]) -> Iterator[HistoryEvent]:
         elif isinstance(message, ToolResultMessage):
             status: ToolStatus = "failed" if message.is_error else "completed"
             yield ToolCallUpdated(message.call_id, status, shown(message.content))
+        elif isinstance(message, CompactionMessage):
+            yield CompactionUpdated(message.id, "completed", message.summary)
 
 
 def _started(call: ToolCall) -> ToolCallStarted:

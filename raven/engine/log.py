@@ -183,12 +183,19 @@ class EventLog:
         the shared log `epoch` from after its event `seq`. Cursors of the old log expire."""
         self._start(base, epoch, seq)
 
-    def snapshot(self, history: Sequence[Message], last: int | None = None) -> Snapshot:
-        """The session as events: `history` (the whole transcript) before the log, replayed,
-        then the logged events. `last` keeps only the newest messages of that older part."""
-        older = list(history[: self._base])
-        if last is not None:
-            older = older[-last:] if last > 0 else []
+    @property
+    def base(self) -> int:
+        """How many transcript messages precede the log."""
+        return self._base
+
+    @property
+    def logged(self) -> list[Logged]:
+        """The events the log holds, oldest first."""
+        return list(self._entries)
+
+    def snapshot(self, older: Sequence[Message]) -> Snapshot:
+        """The session as events: `older` (transcript messages that end where the log
+        begins, at `base`) replayed, then the logged events."""
         return Snapshot(list(history_events(older)), list(self._entries), self.cursor)
 
     def follow(self, listener: Listener, after: str | None = None) -> Callable[[], None]:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
 from raven.config import ECHO_MODEL_ID, ConfigError, ModelSpec, ModeSpec, Paths, RavenConfig
 from raven.engine.asker import Answer
+from raven.engine.compaction import Compactor
 from raven.engine.errors import (
     SessionBusy,
     SessionClosed,
@@ -186,6 +187,13 @@ class Runtime:
             self._providers[spec.id] = create_provider(spec, self.config, self.paths.config_dir)
         return self._providers[spec.id]
 
+    def compactor(self) -> Compactor:
+        """How sessions compact: the config's settings, and the model that summarises
+        (`compaction.model`, else each session's own)."""
+        settings = self.config.compaction
+        summariser = self.provider(self.model(settings.model)) if settings.model else None
+        return Compactor(settings, summariser)
+
     def live(self, session_id: str) -> LiveSession | None:
         return self._live.get(session_id)
 
@@ -216,7 +224,7 @@ class Runtime:
                 record=record,
                 deferred=deferred,
                 store=self.store,
-                history=[],
+                window=[],
                 model=model,
                 provider=provider,
                 mode=mode,
@@ -226,6 +234,7 @@ class Runtime:
                 tool_sources=list(self.tool_sources),
                 jail=self.jail,
                 stand_in=answered_by,
+                compactor=self.compactor(),
             )
         )
 
@@ -316,7 +325,7 @@ class Runtime:
             return live
         if create_in is not None:
             model, mode = self._model_for(None, answered_by), self.mode(None)
-            record, history = await self.store.get_or_create(
+            record, window = await self.store.get_or_create(
                 session_id,
                 str(create_in),
                 self.face,
@@ -325,7 +334,7 @@ class Runtime:
             )
         else:
             record = await self.store.get(session_id)
-            history = await self.store.messages(session_id)
+            window = await self.store.window(session_id)
         model = self._stored_model(record.model, answered_by)
         mode = self.config.find_mode(record.mode) if record.mode else None
         mode = mode or self.mode(None)
@@ -337,8 +346,9 @@ class Runtime:
             LiveSession(
                 record=record,
                 store=self.store,
-                history=history,
-                version=len(history),
+                window=window.messages,
+                window_start=window.start,
+                version=window.start + len(window.messages),
                 model=model,
                 provider=self.provider(model),
                 mode=mode,
@@ -348,6 +358,7 @@ class Runtime:
                 tool_sources=list(self.tool_sources),
                 jail=self.jail,
                 stand_in=answered_by,
+                compactor=self.compactor(),
             )
         )
 

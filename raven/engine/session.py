@@ -1,7 +1,9 @@
 """A live session: one stored session plus what a turn needs in memory.
 
-Holds the transcript cache, the ordered event log, the model and mode in force,
-remembered "always" decisions and steering text. Writes go to the store as they happen.
+Holds the window of the transcript the model sees (from the newest compaction's kept
+part on: older messages stay in the store and are read from it when asked for), the
+ordered event log, the model and mode in force, remembered "always" decisions and
+steering text. Writes go to the store as they happen.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from raven.config import Limits, ModelSpec, ModeSpec, SandboxLevel
+from raven.config import CompactionConfig, Limits, ModelSpec, ModeSpec, SandboxLevel
 from raven.engine.asker import Answer
+from raven.engine.compaction import Compactor, message_chars
 from raven.engine.errors import SessionBusy, SessionClosed, TurnStuck
 from raven.engine.events import SessionEnded, TitleChanged, TurnEnded
 from raven.engine.history import interrupted_results
@@ -24,7 +27,7 @@ from raven.engine.log import EventLog, Listener, LogEvent, Snapshot
 from raven.engine.project import NONE as NO_PROJECT_INSTRUCTIONS
 from raven.engine.project import ProjectInstructions, read_project_instructions
 from raven.engine.turn_state import Phase, TurnState
-from raven.messages import Message
+from raven.messages import CompactionMessage, Message
 from raven.providers import Provider
 from raven.sandbox import Sandbox, SandboxUnavailable, enforcement, strictest
 from raven.sessions import SessionRecord, Sessions, TurnElsewhere
@@ -43,7 +46,9 @@ CLAIM_RETRY_S = 0.25
 class LiveSession:
     record: SessionRecord
     store: Sessions
-    history: list[Message]
+    window: list[Message]
+    """The transcript from `window_start` on: what the model sees, with the summary of
+    the newest compaction among them (`raven.engine.compaction`)."""
     model: ModelSpec
     provider: Provider
     mode: ModeSpec | None
@@ -75,6 +80,10 @@ class LiveSession:
     """Whether the project's instructions are read (`--no-project-instructions` says no)."""
     version: int = 0
     """Messages of the session written so far, as this process knows them."""
+    window_start: int = 0
+    """The index in the transcript of the window's first message."""
+    compactor: Compactor = field(default_factory=lambda: Compactor(CompactionConfig()))
+    """When the session compacts, and the model that writes its summaries."""
     _answers: dict[str, asyncio.Future[Answer]] = field(default_factory=dict)
     _source_tools: list[Tool] = field(default_factory=list)
     _turn: TurnState | None = None
@@ -85,8 +94,30 @@ class LiveSession:
     """Every event of the session, numbered: what faces follow from a cursor."""
 
     def __post_init__(self) -> None:
-        self.log = EventLog(self.id, len(self.history))
+        self.log = EventLog(self.id, self.version)
         self._cwd = Path(self.record.cwd)  # a session never moves; read on every tool call
+        self._windowed(self.window_start, self.window)
+
+    def _windowed(self, start: int, messages: list[Message]) -> None:
+        self.window, self.window_start = messages, start
+        self.sizes = [message_chars(m) for m in messages]
+        """What each message of the window adds to a request, in characters."""
+        summaries = [m.summary for m in messages if isinstance(m, CompactionMessage)]
+        self.summary: str | None = summaries[-1] if summaries else None
+        """The newest compaction's summary, which the model sees before the window."""
+
+    def model_messages(self) -> list[Message]:
+        """The messages of the window a model call sends (the summary goes apart)."""
+        return [m for m in self.window if not isinstance(m, CompactionMessage)]
+
+    def since(self, version: int) -> list[Message]:
+        """The messages committed after the first `version` (those the window holds)."""
+        return self.window[max(0, version - self.window_start) :]
+
+    @property
+    def window_chars(self) -> int:
+        """What the window adds to a request, in characters, the summary included."""
+        return sum(self.sizes) + len(self.summary or "")
 
     @property
     def id(self) -> str:
@@ -226,7 +257,7 @@ class LiveSession:
             await self._reload(version)
         # Calls a killed process left unanswered get their results now that no other
         # process can be running them, so providers accept the history.
-        for result in interrupted_results(self.history):
+        for result in interrupted_results(self.window):
             await self.commit(result)
 
     async def catch_up(self) -> None:
@@ -241,10 +272,11 @@ class LiveSession:
             await self.shared.catch_up(self)
 
     async def _reload(self, version: int) -> None:
-        self.history = await self.store.messages(self.id)
-        self.version = version
+        window = await self.store.window(self.id)
+        self._windowed(window.start, window.messages)
+        self.version = window.start + len(window.messages)
         if self.shared is None:  # this process's log no longer continues the transcript
-            self.log.rebase(len(self.history))
+            self.log.rebase(self.version)
 
     async def unclaim(self, turn: TurnState, end: TurnEnded) -> None:
         """End this process's claim for `turn` (done even when the turn was cancelled), and
@@ -369,10 +401,21 @@ class LiveSession:
         if cursor is not None and self.shared is not None and self.log.behind(cursor):
             await self.shared.catch_up(self)
 
-    def snapshot(self, last: int | None = None) -> Snapshot:
+    async def snapshot(self, last: int | None = None) -> Snapshot:
         """The session so far as events, and the cursor to follow it from (`last`: only the
-        newest messages of the transcript older than the log)."""
-        return self.log.snapshot(self.history, last)
+        newest messages of the transcript older than the log). Reads from the store only
+        what the window does not hold, and only what it replays."""
+        while True:
+            base = self.log.base
+            first = 0 if last is None else max(0, base - last)
+            if first >= base:
+                older: list[Message] = []
+            elif first >= self.window_start or self.deferred:
+                older = self.window[first - self.window_start : base - self.window_start]
+            else:
+                older = await self.store.messages(self.id, last=base - first, upto=base)
+            if self.log.base == base:  # else the log moved on while the store answered
+                return self.log.snapshot(older)
 
     def awaiting(self, request_id: str) -> asyncio.Future[Answer]:
         """What `answer` gives for the turn's asking `request_id`, until `settled`."""
@@ -405,8 +448,12 @@ class LiveSession:
         session is stored together with its first message."""
         create = self.record if self.deferred else None
         self.deferred = False
-        self.history.append(message)
+        self.window.append(message)
+        self.sizes.append(message_chars(message))
         self.version += 1
+        if isinstance(message, CompactionMessage):  # the model sees from its kept part on
+            cut = message.kept_from - self.window_start
+            self._windowed(message.kept_from, self.window[cut:])
         if title is not None:
             self.record = dataclasses.replace(self.record, title=title)
         claimed = create is not None and self.claimed

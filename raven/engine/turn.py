@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import io
 import logging
@@ -19,6 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from raven.config.schema import ApprovalPolicy
+from raven.engine import compaction
 from raven.engine.asker import ApprovalRequest, Asker, Decision, Unanswered, approval_of
 from raven.engine.events import (
     PARAGRAPH,
@@ -68,6 +70,7 @@ from raven.providers import (
     Usage,
     estimate_text_tokens,
     estimate_tokens,
+    tools_chars,
 )
 from raven.safe_chunks import SafeChunks
 from raven.sessions import StoreUnavailable
@@ -231,7 +234,7 @@ async def _loop(
         return await _stood_in(session, session.stand_in, prompt, asker, emit)
     for notice in await session.load_tools():
         emit(Notice(notice))
-    return await _steps(session, asker, emit)
+    return await _steps(session, asker, emit, session.version - 1)
 
 
 async def _stood_in(
@@ -263,12 +266,15 @@ async def _stood_in(
     return reply.stop_reason
 
 
-async def _steps(session: LiveSession, asker: _TurnAsker, emit: Emit) -> StopReason:
+async def _steps(session: LiveSession, asker: _TurnAsker, emit: Emit, prompted: int) -> StopReason:
+    """The turn's model calls and tool calls; `prompted` is the index of its prompt in the
+    transcript (a compaction keeps the turn from there on)."""
     spoke = False
     for _ in range(session.limits.max_turn_steps):
         for text in session.take_steering():
             await session.commit(UserMessage(parts=[TextPart(text=text)]))
-        assistant, finish = await _call_model(session, emit, PARAGRAPH if spoke else "")
+        lead = PARAGRAPH if spoke else ""
+        assistant, finish = await _call_model(session, emit, lead, prompted)
         spoke = spoke or bool(assistant.text)
         if finish in ("max_tokens", "refusal"):
             return finish
@@ -291,19 +297,23 @@ async def _steps(session: LiveSession, asker: _TurnAsker, emit: Emit) -> StopRea
 
 
 async def _call_model(
-    session: LiveSession, emit: Emit, lead: str
+    session: LiveSession, emit: Emit, lead: str, prompted: int
 ) -> tuple[AssistantMessage, FinishReason]:
-    """One model call, streamed as events; `lead` goes before the first text it shows."""
-    tools = session.offered_tools()
+    """One model call, streamed as events; `lead` goes before the first text it shows.
+    First the session is compacted if the call would pass its share of the window."""
+    tools = [ToolSpec(t.name, t.description, t.parameters()) for t in session.offered_tools()]
+    system = system_prompt(
+        session.cwd, date.today(), session.system or session.instructions, session.project.text
+    )
+    fixed = len(system) + tools_chars(tools)
+    window = session.provider.context_window
+    if compaction.due(session.compactor.settings, window, fixed + session.window_chars):
+        with contextlib.suppress(compaction.NothingToCompact):
+            await compaction.compact(session, emit, fixed, prompted)
     request = ModelRequest(
-        system=system_prompt(
-            session.cwd,
-            date.today(),
-            session.system or session.instructions,
-            session.project.text,
-        ),
-        messages=list(session.history),
-        tools=[ToolSpec(t.name, t.description, t.parameters()) for t in tools],
+        system=compaction.with_summary(system, session.summary),
+        messages=session.model_messages(),
+        tools=tools,
     )
     # Streams of small deltas (a word each, hundreds of thousands in a long answer) are
     # kept as text, not as a list of pieces.
@@ -601,7 +611,7 @@ async def _finish(session: LiveSession, call: ToolCall, output: ToolOutput, emit
 
 
 def _answered_ids(session: LiveSession) -> set[str]:
-    return {m.call_id for m in session.history if isinstance(m, ToolResultMessage)}
+    return {m.call_id for m in session.window if isinstance(m, ToolResultMessage)}
 
 
 def _result(call: ToolCall, output: ToolOutput) -> ToolResultMessage:

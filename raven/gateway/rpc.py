@@ -117,7 +117,7 @@ class Hub:
             return
         if followed is not None:
             followed[1]()
-        self.questions.known(live, live.snapshot(last=0).logged)
+        self.questions.known(live, live.log.logged)
         stop = live.follow(lambda entry: self.questions.heard(live, entry))
         self._followed[live.id] = (live, stop, 1)
 
@@ -341,7 +341,7 @@ class Peer:
         else:
             live = await self._live(p.session_id)
             await live.catch_up()
-            snapshot = live.snapshot(p.history_limit)
+            snapshot = await live.snapshot(p.history_limit)
             record, events, cursor = live.record, snapshot.events(), snapshot.cursor
             read = live.project.names(live.cwd)
             level = live.sandbox.level

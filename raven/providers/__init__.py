@@ -6,6 +6,7 @@ when a model of theirs is used.
 """
 
 from raven.providers.base import (
+    CHARS_PER_TOKEN,
     Finish,
     FinishReason,
     ModelEvent,
@@ -20,10 +21,12 @@ from raven.providers.base import (
     Usage,
     estimate_text_tokens,
     estimate_tokens,
+    tools_chars,
 )
 from raven.providers.resolve import NoModelConfigured, create_provider, pick_model
 
 __all__ = [
+    "CHARS_PER_TOKEN",
     "Finish",
     "FinishReason",
     "ModelEvent",
@@ -41,4 +44,5 @@ __all__ = [
     "estimate_text_tokens",
     "estimate_tokens",
     "pick_model",
+    "tools_chars",
 ]

@@ -139,8 +139,12 @@ def estimate_tokens(request: ModelRequest, answer: str = "") -> int:
     report none: the system prompt, the history, the tool specs and the answer."""
     chars = len(request.system) + len(answer)
     chars += sum(len(m.model_dump_json(exclude={"usage"})) for m in request.messages)
-    chars += sum(_spec_chars(t) for t in request.tools)
-    return _tokens(chars)
+    return _tokens(chars + tools_chars(request.tools))
+
+
+def tools_chars(tools: Sequence[ToolSpec]) -> int:
+    """What the tool specs add to a request, in characters."""
+    return sum(_spec_chars(t) for t in tools)
 
 
 def estimate_text_tokens(text: str) -> int:

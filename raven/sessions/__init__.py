@@ -19,6 +19,7 @@ from raven.sessions.records import (
     StoreUnavailable,
     TurnElsewhere,
     TurnLost,
+    Window,
     new_record,
 )
 from raven.sessions.sqlite import SqliteStore
@@ -51,6 +52,7 @@ __all__ = [
     "TurnElsewhere",
     "TurnLost",
     "Watcher",
+    "Window",
     "new_record",
     "open_sessions",
 ]

@@ -244,6 +244,12 @@ def _m010_tasks_run_in_their_sessions_turns(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE tasks ADD COLUMN session_id TEXT")
 
 
+def _m011_sessions_know_their_window(db: sqlite3.Connection) -> None:
+    """`compacted_at` is the seq of the session's newest compaction (0: none), so a live
+    session reads only the window its model sees (`raven.messages.CompactionMessage`)."""
+    db.execute("ALTER TABLE sessions ADD COLUMN compacted_at INTEGER NOT NULL DEFAULT 0")
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("sessions_and_messages", _m001_sessions_and_messages),
     ("tool_calls_keep_title_and_kind", _m002_tool_calls_keep_title_and_kind),
@@ -255,6 +261,7 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("forks_name_their_parent", _m008_forks_name_their_parent),
     ("pending_words_come_with_their_text", _m009_pending_words_come_with_their_text),
     ("tasks_run_in_their_sessions_turns", _m010_tasks_run_in_their_sessions_turns),
+    ("sessions_know_their_window", _m011_sessions_know_their_window),
 ]
 
 

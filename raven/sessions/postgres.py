@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import asyncpg
 
 from raven.holders import gone, on_this_machine, parse, this_holder
-from raven.messages import MESSAGE_ADAPTER, Message
+from raven.messages import MESSAGE_ADAPTER, CompactionMessage, Message
 from raven.sessions.pg_connections import Connections
 from raven.sessions.postgres_schema import NOW, migrate
 from raven.sessions.postgres_tasks import TASK_CHANNEL, PostgresTasks
@@ -41,8 +41,10 @@ from raven.sessions.records import (
     StoreUnavailable,
     TurnElsewhere,
     TurnLost,
+    Window,
     decode_cursor,
     encode_cursor,
+    kept_from,
     like_pattern,
     new_record,
     now_iso,
@@ -101,9 +103,12 @@ _SELECT = (
     " FROM raven_sessions"
 )
 _APPEND = (
-    # Each message's number is the session's version once it counts the message.
+    # Each message's number is the session's version once it counts the message; with
+    # $6, the last is a compaction, which the session's window starts from.
     "WITH s AS (UPDATE raven_sessions SET updated_at = $2, title = COALESCE($3, title),"
-    " version = version + cardinality($4::text[]) WHERE id = $1 RETURNING version)"
+    " version = version + cardinality($4::text[]), compacted_at = CASE WHEN $6"
+    " THEN version + cardinality($4::text[]) ELSE compacted_at END"
+    " WHERE id = $1 RETURNING version)"
     " INSERT INTO raven_messages (session_id, seq, body, created_at, search_text)"
     " SELECT $1, s.version - cardinality($4::text[]) + t.n, t.b, $2, t.w"
     " FROM s, unnest($4::text[], $5::text[]) WITH ORDINALITY AS t(b, w, n)"
@@ -267,10 +272,10 @@ class PostgresSessions(PostgresTasks):
 
     async def get_or_create(
         self, session_id: str, cwd: str, face: str, mode: str | None, model: str | None
-    ) -> tuple[SessionRecord, list[Message]]:
+    ) -> tuple[SessionRecord, Window]:
         async with self._conn() as conn:
             await _insert_session(conn, new_record(cwd, face, mode, model, session_id), True)
-        return await self.get(session_id), await self.messages(session_id)
+        return await self.get(session_id), await self.window(session_id)
 
     async def fork(
         self, session_id: str, cwd: str, face: str, upto: int | None = None
@@ -284,8 +289,9 @@ class PostgresSessions(PostgresTasks):
                 " (session_id, seq, body, created_at, search_text)"
                 " SELECT $1, seq, body, created_at, search_text FROM raven_messages"
                 " WHERE session_id = $2 AND seq <= $3 RETURNING 1)"
-                " UPDATE raven_sessions SET version = (SELECT count(*) FROM copied)"
-                " WHERE id = $1",
+                " UPDATE raven_sessions SET version = (SELECT count(*) FROM copied),"
+                " compacted_at = (SELECT CASE WHEN compacted_at <= $3 THEN compacted_at"
+                " ELSE 0 END FROM raven_sessions WHERE id = $2) WHERE id = $1",
                 record.id,
                 parent.id,
                 upto if upto is not None else MAX_SEQ,
@@ -356,8 +362,12 @@ class PostgresSessions(PostgresTasks):
         soon: bool = False,
         claimed: bool = False,
     ) -> None:
-        staged = _Staged(MESSAGE_ADAPTER.dump_json(message).decode(), _searchable(message), title)
-        if soon and create is None:  # the next append's statement, or one at the step's end
+        body = MESSAGE_ADAPTER.dump_json(message).decode()
+        compaction = isinstance(message, CompactionMessage)
+        staged = _Staged(body, _searchable(message), title, compaction)
+        if (
+            soon and create is None and not compaction
+        ):  # the next append's statement, or one at the step's end
             waiting = self._staged.setdefault(session_id, [])
             waiting.append(staged)
             if len(waiting) == 1:
@@ -384,6 +394,7 @@ class PostgresSessions(PostgresTasks):
                 titles[-1] if titles else None,
                 [m.body for m in messages],
                 [m.search for m in messages],
+                messages[-1].compaction,
             )
             async with self._conn(transaction=create is not None) as conn:
                 if create is not None:
@@ -428,17 +439,37 @@ class PostgresSessions(PostgresTasks):
             else:
                 self._order[session_id] = (lock, users - 1)
 
-    async def messages(self, session_id: str, last: int | None = None) -> list[Message]:
+    async def messages(
+        self, session_id: str, last: int | None = None, upto: int | None = None
+    ) -> list[Message]:
         async with self._conn() as conn:
             if not await conn.fetchval("SELECT 1 FROM raven_sessions WHERE id = $1", session_id):
                 raise SessionNotFound(session_id)
             rows = await conn.fetch(
-                "SELECT body FROM raven_messages WHERE session_id = $1 ORDER BY seq DESC"
-                + (" LIMIT $2" if last is not None else ""),
+                "SELECT body FROM raven_messages WHERE session_id = $1 AND seq <= $2"
+                " ORDER BY seq DESC" + (" LIMIT $3" if last is not None else ""),
                 session_id,
+                MAX_SEQ if upto is None else upto,
                 *([last] if last is not None else []),
             )
         return [MESSAGE_ADAPTER.validate_json(r["body"]) for r in reversed(rows)]
+
+    async def window(self, session_id: str) -> Window:
+        async with self._conn() as conn:
+            row = await conn.fetchrow(
+                "SELECT m.body FROM raven_sessions s LEFT JOIN raven_messages m"
+                " ON m.session_id = s.id AND m.seq = s.compacted_at WHERE s.id = $1",
+                session_id,
+            )
+            if row is None:
+                raise SessionNotFound(session_id)
+            start = kept_from(row["body"])
+            rows = await conn.fetch(
+                "SELECT body FROM raven_messages WHERE session_id = $1 AND seq > $2 ORDER BY seq",
+                session_id,
+                start,
+            )
+        return Window(start, [MESSAGE_ADAPTER.validate_json(r["body"]) for r in rows])
 
     async def version(self, session_id: str) -> int:
         async with self._conn() as conn:
@@ -794,6 +825,7 @@ class _Staged(NamedTuple):
     body: str
     search: str
     title: str | None
+    compaction: bool = False
 
 
 def _searchable(message: Message) -> str:

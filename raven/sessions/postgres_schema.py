@@ -177,6 +177,14 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE raven_tasks DROP COLUMN held_until;
         """,
     ),
+    (
+        "sessions_know_their_window",
+        """
+        -- The seq of the session's newest compaction (0: none): a live session reads
+        -- only the window its model sees.
+        ALTER TABLE raven_sessions ADD COLUMN compacted_at INTEGER NOT NULL DEFAULT 0;
+        """,
+    ),
 ]
 
 NOW = "extract(epoch FROM clock_timestamp())"

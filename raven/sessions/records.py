@@ -14,7 +14,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from raven.errors import RavenError
-from raven.messages import AssistantMessage, Message, ToolResultMessage
+from raven.messages import (
+    MESSAGE_ADAPTER,
+    AssistantMessage,
+    CompactionMessage,
+    Message,
+    ToolResultMessage,
+    UserMessage,
+)
 
 DEFAULT_PAGE_SIZE = 50
 MAX_SHOWN_MATCHES = 10
@@ -99,6 +106,15 @@ class SearchHit:
 
 
 @dataclass(frozen=True)
+class Window:
+    """What a live session keeps of its transcript: the messages from `start` (an index
+    in the transcript) on, which the model sees with the newest compaction's summary."""
+
+    start: int
+    messages: list[Message]
+
+
+@dataclass(frozen=True)
 class SessionPage:
     sessions: list[SessionRecord]
     next_cursor: str | None
@@ -151,8 +167,9 @@ def searchable_text(message: Message) -> str:
         pieces.append(" ".join(arguments))
     elif isinstance(message, ToolResultMessage):
         pieces.append(message.content)
-    else:
+    elif isinstance(message, UserMessage):
         pieces.append(message.text)
+    # A compaction's summary repeats what its messages say: a search finds them instead.
     return " ".join(piece[:INDEXED_CHARS] for piece in pieces if piece)
 
 
@@ -194,3 +211,11 @@ def process_alive(pid: int | None) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def kept_from(body: str | None) -> int:
+    """Where the window begins, by the newest compaction's stored body (None: none)."""
+    if body is None:
+        return 0
+    message = MESSAGE_ADAPTER.validate_json(body)
+    return message.kept_from if isinstance(message, CompactionMessage) else 0

@@ -19,7 +19,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, TypeVar
 
-from raven.messages import MESSAGE_ADAPTER, Message
+from raven.messages import MESSAGE_ADAPTER, CompactionMessage, Message
 from raven.private_files import private_file
 from raven.sessions.migrations import index_pending, migrate
 from raven.sessions.records import (
@@ -34,8 +34,10 @@ from raven.sessions.records import (
     SessionRecord,
     StoreUnavailable,
     TurnElsewhere,
+    Window,
     decode_cursor,
     encode_cursor,
+    kept_from,
     like_pattern,
     new_record,
     now_iso,
@@ -410,17 +412,22 @@ class SqliteStore:
                 " WHERE session_id = ? AND seq <= ?",
                 (record.id, parent.id, last),
             ).rowcount
-            db.execute("UPDATE sessions SET version = ? WHERE id = ?", (copied, record.id))
+            db.execute(
+                "UPDATE sessions SET version = ?, compacted_at = "
+                "(SELECT CASE WHEN compacted_at <= ? THEN compacted_at ELSE 0 END"
+                " FROM sessions WHERE id = ?) WHERE id = ?",
+                (copied, last, parent.id, record.id),
+            )
         return record
 
     def get_or_create(
         self, session_id: str, cwd: str, face: str, mode: str | None, model: str | None
-    ) -> tuple[SessionRecord, list[Message]]:
-        """The session and its transcript, created empty first if it does not exist."""
+    ) -> tuple[SessionRecord, Window]:
+        """The session and its window, created empty first if it does not exist."""
         try:
-            return self.get(session_id), self.messages(session_id)
+            return self.get(session_id), self.window(session_id)
         except SessionNotFound:
-            return self.create(cwd, face, mode, model, session_id), []
+            return self.create(cwd, face, mode, model, session_id), Window(0, [])
 
     def get(self, session_id: str) -> SessionRecord:
         with self.reading() as db:
@@ -517,18 +524,44 @@ class SqliteStore:
                 "UPDATE messages_unindexed SET text = ? WHERE message_rowid = ?",
                 (searchable_text(message), added.lastrowid),
             )
+            if isinstance(message, CompactionMessage):
+                db.execute(
+                    "UPDATE sessions SET compacted_at = "
+                    "(SELECT seq FROM messages WHERE rowid = ?) WHERE id = ?",
+                    (added.lastrowid, session_id),
+                )
 
-    def messages(self, session_id: str, last: int | None = None) -> list[Message]:
-        """The transcript in order; with `last`, only its newest `last` messages."""
+    def messages(
+        self, session_id: str, last: int | None = None, upto: int | None = None
+    ) -> list[Message]:
+        """The transcript in order; with `upto`, only its first `upto` messages; with
+        `last`, only the newest `last` of those."""
         self.get(session_id)
-        sql = "SELECT body FROM messages WHERE session_id = ? ORDER BY seq DESC"
-        params: list[object] = [session_id]
+        sql = "SELECT body FROM messages WHERE session_id = ? AND seq <= ? ORDER BY seq DESC"
+        params: list[object] = [session_id, MAX_SEQ if upto is None else upto]
         if last is not None:
             sql += " LIMIT ?"
             params.append(last)
         with self.reading():
             rows = self._db.execute(sql, params).fetchall()
         return [MESSAGE_ADAPTER.validate_json(body) for (body,) in reversed(rows)]
+
+    def window(self, session_id: str) -> Window:
+        """The messages from the newest compaction's `kept_from` on."""
+        with self.reading() as db:
+            row = db.execute(
+                "SELECT m.body FROM sessions s LEFT JOIN messages m"
+                " ON m.session_id = s.id AND m.seq = s.compacted_at WHERE s.id = ?",
+                (session_id,),
+            ).fetchone()
+            if row is None:
+                raise SessionNotFound(session_id)
+            start = kept_from(row[0])
+            rows = db.execute(
+                "SELECT body FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq",
+                (session_id, start),
+            ).fetchall()
+        return Window(start, [MESSAGE_ADAPTER.validate_json(body) for (body,) in rows])
 
     def claim_turn(self, session_id: str, pid: int) -> int:
         """Mark a turn of process `pid` as running in the session; returns its version (the
@@ -716,7 +749,7 @@ class SqliteSessions(SqliteTasks):
 
     async def get_or_create(
         self, session_id: str, cwd: str, face: str, mode: str | None, model: str | None
-    ) -> tuple[SessionRecord, list[Message]]:
+    ) -> tuple[SessionRecord, Window]:
         return await self.db.call(self.db.get_or_create, session_id, cwd, face, mode, model)
 
     async def fork(
@@ -752,8 +785,13 @@ class SqliteSessions(SqliteTasks):
         claimant = os.getpid() if claimed else None
         await call(self.db.append, session_id, message, title, create, claimant)
 
-    async def messages(self, session_id: str, last: int | None = None) -> list[Message]:
-        return await self.db.call(self.db.messages, session_id, last)
+    async def messages(
+        self, session_id: str, last: int | None = None, upto: int | None = None
+    ) -> list[Message]:
+        return await self.db.call(self.db.messages, session_id, last, upto)
+
+    async def window(self, session_id: str) -> Window:
+        return await self.db.call(self.db.window, session_id)
 
     async def version(self, session_id: str) -> int:
         return await self.db.call(self.db.version, session_id)

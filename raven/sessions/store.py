@@ -13,7 +13,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from raven.messages import Message
-from raven.sessions.records import DEFAULT_PAGE_SIZE, SearchHit, SessionPage, SessionRecord
+from raven.sessions.records import (
+    DEFAULT_PAGE_SIZE,
+    SearchHit,
+    SessionPage,
+    SessionRecord,
+    Window,
+)
 from raven.sessions.tasks import SharedTaskRows, TaskRows
 
 if TYPE_CHECKING:
@@ -46,16 +52,17 @@ class Sessions(TaskRows, Protocol):
 
     async def get_or_create(
         self, session_id: str, cwd: str, face: str, mode: str | None, model: str | None
-    ) -> tuple[SessionRecord, list[Message]]:
-        """The session and its transcript, created empty first if it does not exist."""
+    ) -> tuple[SessionRecord, Window]:
+        """The session and its window (`window`), created empty first if it does not exist."""
         ...
 
     async def fork(
         self, session_id: str, cwd: str, face: str, upto: int | None = None
     ) -> SessionRecord:
         """A new session holding the transcript of `session_id` (its first `upto` messages,
-        or all) in one transaction, with its title, mode and model, naming it as its
-        parent; `SessionNotFound` when there is none."""
+        or all) in one transaction, with its title, mode and model (and its newest
+        compaction among them), naming it as its parent; `SessionNotFound` when there
+        is none."""
         ...
 
     async def get(self, session_id: str) -> SessionRecord: ...
@@ -88,7 +95,8 @@ class Sessions(TaskRows, Protocol):
         """Commit one message at the end of the transcript (and a new title); with
         `create`, the session is inserted first, in the same transaction (`claimed`: with
         this process's claim for its turn, as `claim_turn` takes it). Appends to one
-        session commit in the order they were called.
+        session commit in the order they were called. A `CompactionMessage` becomes the
+        session's newest compaction, which `window` starts from.
 
         With `soon`, the commit may wait for this process's next append to the session,
         to share its transaction (SQLite) or its statement (PostgreSQL), but not past the
@@ -97,8 +105,16 @@ class Sessions(TaskRows, Protocol):
         then. The turn's end (`end_turn`) comes after it."""
         ...
 
-    async def messages(self, session_id: str, last: int | None = None) -> list[Message]:
-        """The transcript in order; with `last`, only its newest `last` messages."""
+    async def messages(
+        self, session_id: str, last: int | None = None, upto: int | None = None
+    ) -> list[Message]:
+        """The transcript in order; with `upto`, only its first `upto` messages; with
+        `last`, only the newest `last` of those. Reads only what it returns."""
+        ...
+
+    async def window(self, session_id: str) -> Window:
+        """What the model sees of the session: the messages from its newest compaction's
+        `kept_from` on (the whole transcript before any compaction). Reads only those."""
         ...
 
     async def version(self, session_id: str) -> int:

@@ -265,7 +265,7 @@ class Chat:
         found = await self.runtime.find_session(session_id)
         self.session = await self.runtime.open_session(found, reopen=True)
         self.runtime.set_system_prompt(self.session, self.system)
-        print_transcript(self.session.record, self.session.history[-20:], self.err)
+        print_transcript(self.session.record, self.session.window[-20:], self.err)
         self._banner()
 
     async def pick(self) -> str | None:

@@ -14,6 +14,7 @@ from rich.markup import escape
 
 from raven.messages import (
     AssistantMessage,
+    CompactionMessage,
     Message,
     TextPart,
     ToolResultMessage,
@@ -50,6 +51,8 @@ def masked(messages: Sequence[Message]) -> list[Message]:
             ]
             update = {"text": redact(msg.text), "thought": redact(msg.thought)}
             out.append(msg.model_copy(update={**update, "tool_calls": calls}))
+        elif isinstance(msg, CompactionMessage):
+            out.append(msg.model_copy(update={"summary": redact(msg.summary)}))
         else:
             out.append(msg.model_copy(update={"content": redact(msg.content)}))
     return out
@@ -78,6 +81,9 @@ def print_transcript(
         elif isinstance(msg, ToolResultMessage):
             mark = "[red]✗[/]" if msg.is_error else "[green]✓[/]"
             out.print(f"{mark} [dim]{escape(msg.name)}:[/] {escape(shown(msg.content))}")
+        elif isinstance(msg, CompactionMessage):
+            out.print("[dim]── compacted: the model sees this summary of what came before ──[/]")
+            out.print(f"[dim]{escape(msg.summary)}[/]")
     if record.failure:
         out.print()
         out.print(f"[red]the last turn failed:[/] {escape(redact(record.failure))}")
@@ -111,4 +117,6 @@ def markdown_transcript(record: SessionRecord, messages: Sequence[Message]) -> s
         elif isinstance(msg, ToolResultMessage):
             status = "failed" if msg.is_error else "result"
             lines += [f"**Tool {status}** ({msg.name})", "", "```", msg.content, "```"]
+        elif isinstance(msg, CompactionMessage):
+            lines += ["## Compacted", "", "> " + msg.summary.replace("\n", "\n> ")]
     return "\n".join(lines) + "\n"

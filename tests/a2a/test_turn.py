@@ -66,7 +66,7 @@ async def test_the_peers_answer_and_anyones_go_to_the_engines_one_registry(
                 pass  # progress: the ask_user call ended
         assert end.text == "Blue it is."
         assert turn.answered_elsewhere is (answerer != "the peer")
-        results = [m.content for m in session.history if isinstance(m, ToolResultMessage)]
+        results = [m.content for m in session.window if isinstance(m, ToolResultMessage)]
         assert "blue" in results[0]
         stop()
     finally:

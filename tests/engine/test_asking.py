@@ -93,7 +93,7 @@ async def test_a_question_answered_elsewhere_reaches_the_tool(
     session.follow(answering(runtime, session.id, "main"))
     async with asyncio.timeout(DEADLINE_S):
         await run_turn(session, prompt("deploy"), SilentAsker(), lambda e: None)
-    result = session.history[-2]
+    result = session.window[-2]
     assert result.role == "tool" and result.content == "main"  # type: ignore[union-attr]
 
 

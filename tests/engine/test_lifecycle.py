@@ -48,7 +48,7 @@ async def test_closing_stops_the_running_turn_and_a_reopened_session_runs_one_tu
     again = await runtime.open_session(live.id, reopen=True)
     assert again is not live and not again.closed
     assert await start_turn(again, prompt("b"), RecordingAsker(), Events().append) == "end_turn"
-    roles = [(type(m).__name__, m.text) for m in again.history]
+    roles = [(type(m).__name__, m.text) for m in again.window]
     assert roles == [
         ("UserMessage", "a"),
         ("AssistantMessage", "slow "),  # what it said before it was stopped

@@ -113,7 +113,7 @@ async def test_a_snapshot_mid_turn_shows_the_streamed_text_before_it_is_stored(
     turn = start_turn(session, prompt("second"), RecordingAsker(), Events().append)
     await until(lambda: bool(texts))
 
-    snapshot = session.snapshot()
+    snapshot = await session.snapshot()
     shown = [e for e in snapshot.events() if isinstance(e, AgentText | TurnStarted)]
     said = "".join(f"[{e.parts[0].text}]" if isinstance(e, TurnStarted) else e.text for e in shown)
     assert said == "[first]earlier answer[second]" + "".join(texts)
@@ -136,9 +136,9 @@ async def test_a_reopened_session_replays_its_transcript_then_its_new_events(
     await run_turn(session, prompt("old"), RecordingAsker(), Events().append)
     runtime.release(session.id)
     again = await runtime.open_session(session.id)
-    assert again is not session and again.snapshot().logged == []
+    assert again is not session and (await again.snapshot()).logged == []
     await run_turn(again, prompt("new"), RecordingAsker(), Events().append)
-    snapshot = again.snapshot()
+    snapshot = await again.snapshot()
     assert [type(e).__name__ for e in snapshot.history] == ["TurnStarted", "AgentText"]
     assert kinds(snapshot.logged)[0] == "TurnStarted"
     assert snapshot.logged[0].seq == 1 and snapshot.cursor == snapshot.logged[-1].cursor
@@ -150,9 +150,9 @@ async def test_cursors_from_another_log_or_beyond_it_expire(
     runtime = make_runtime()
     one, two = await runtime.new_session(tmp_path), await runtime.new_session(tmp_path)
     await run_turn(one, prompt("a"), RecordingAsker(), Events().append)
-    head = one.snapshot().cursor
+    head = (await one.snapshot()).cursor
     epoch, _, seq = head.partition(".")
-    for bad in (two.snapshot().cursor, f"{epoch}.{int(seq) + 1}", "nonsense", f"{epoch}.x"):
+    for bad in ((await two.snapshot()).cursor, f"{epoch}.{int(seq) + 1}", "nonsense", f"{epoch}.x"):
         with pytest.raises(CursorExpired):
             one.follow(lambda e: None, after=bad)
     got: list[Logged] = []
@@ -166,14 +166,14 @@ async def test_old_turns_leave_a_full_log_but_the_snapshot_still_has_them_from_t
     monkeypatch.setattr(event_log, "MAX_EVENTS", 8)
     runtime = make_runtime([{"text": f"answer {n}"} for n in range(4)])
     session = await runtime.new_session(tmp_path)
-    start = session.snapshot().cursor
+    start = (await session.snapshot()).cursor
     early: list[Logged] = []
     session.follow(early.append)
     for n in range(4):
         await run_turn(session, prompt(f"q{n}"), RecordingAsker(), Events().append)
     with pytest.raises(CursorExpired):
         session.follow(lambda e: None, after=start)  # its turns left the log
-    snapshot = session.snapshot()
+    snapshot = await session.snapshot()
     assert len(snapshot.logged) <= 8 and isinstance(snapshot.logged[0].event, TurnStarted)
     prompts = [e.parts[0].text for e in snapshot.events() if isinstance(e, TurnStarted)]
     answers = [e.text for e in snapshot.events() if isinstance(e, AgentText)]
@@ -203,11 +203,11 @@ async def test_a_turn_streaming_more_than_the_log_holds_joins_its_older_text(
     first_word = next(e for e in early if isinstance(e.event, AgentText)).cursor
     gate.touch()
     sizes: list[int] = []
-    session.follow(lambda e: sizes.append(len(session.snapshot().logged)))
+    session.follow(lambda e: sizes.append(len(session.log.logged)))
     await running
     # At most the limit, plus one joined event for each half of it the turn streamed.
     assert max(sizes) <= 20 + len(words) // 10 < len(words)
-    snapshot = session.snapshot()
+    snapshot = await session.snapshot()
     said = "".join(e.text for e in snapshot.events() if isinstance(e, AgentText))
     assert said == "".join(words)
     with pytest.raises(CursorExpired):  # it points into text since joined
@@ -226,7 +226,7 @@ async def test_what_another_process_wrote_expires_the_cursors_and_shows_in_the_s
     here = make_runtime([{"text": "from here"}])
     session = await here.new_session(tmp_path)
     await run_turn(session, prompt("one"), RecordingAsker(), Events().append)
-    cursor = session.snapshot().cursor
+    cursor = (await session.snapshot()).cursor
     elsewhere = Runtime(here.config, here.paths, face="other")  # the same store, as another
     try:  # Raven process would open it
         other = await elsewhere.open_session(session.id)
@@ -237,5 +237,7 @@ async def test_what_another_process_wrote_expires_the_cursors_and_shows_in_the_s
     await session.catch_up()
     with pytest.raises(CursorExpired):
         session.follow(lambda e: None, after=cursor)
-    prompts = [e.parts[0].text for e in session.snapshot().events() if isinstance(e, TurnStarted)]
+    prompts = [
+        e.parts[0].text for e in (await session.snapshot()).events() if isinstance(e, TurnStarted)
+    ]
     assert prompts == ["one", "two"]

@@ -36,7 +36,7 @@ async def test_a_turn_sees_what_another_process_wrote_since(
         other = raven("run", "-s", session.id, "from the other process", env=env, cwd=tmp_path)
         assert other.returncode == 0, other.stderr
         await run_turn(session, [TextPart(text="third")], RecordingAsker(), lambda e: None)
-        prompts = [m.text for m in session.history if isinstance(m, UserMessage)]
+        prompts = [m.text for m in session.window if isinstance(m, UserMessage)]
         stored = await runtime.store.messages(session.id)
     finally:
         await runtime.aclose()

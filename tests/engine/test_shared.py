@@ -76,7 +76,7 @@ async def test_a_turn_on_one_replica_is_followed_on_another_in_order_from_any_cu
     turn = start_turn(on_a, prompt("count"), RecordingAsker(), lambda e: None)
     await streamed.wait()
     assert on_b.running and not on_b.is_busy  # B knows a turn runs, elsewhere
-    snapshot = on_b.snapshot()  # the running turn, as far as B has it
+    snapshot = await on_b.snapshot()  # the running turn, as far as B has it
     assert isinstance(snapshot.events()[-1], AgentText)
     (tmp_path / "go on").touch()  # the model streams the rest
     assert await turn == "end_turn"
@@ -246,13 +246,13 @@ async def test_a_cancel_and_a_steer_sent_through_one_replica_reach_the_turn_on_a
     def took_it() -> bool:
         """A took the steer from its inbox (NOTIFY): it waits for the next model call or,
         come before the first one, is in the transcript already."""
-        said = [m.text for m in on_a.history if isinstance(m, UserMessage)]
+        said = [m.text for m in on_a.window if isinstance(m, UserMessage)]
         return on_a.has_steering() or "check the tests too" in said
 
     await until(took_it)
     (tmp_path / "gate").touch()  # and only now does the model answer
     assert await turn == "end_turn"
-    said = [m.text for m in on_a.history if m.role == "user"]  # type: ignore[union-attr]
+    said = [m.text for m in on_a.window if m.role == "user"]  # type: ignore[union-attr]
     assert said == ["look around", "check the tests too"]
 
     slow = start_turn(on_a, prompt("take your time"), RecordingAsker(), lambda e: None)
@@ -285,7 +285,7 @@ async def test_a_turn_whose_replica_died_is_ended_by_another(
     # The session is free again: a turn runs there, on the full transcript.
     await on_b.catch_up()
     assert await run_turn(on_b, prompt("again"), RecordingAsker(), lambda e: None) == "end_turn"
-    assert isinstance(on_b.log.snapshot(on_b.history).events()[0], TurnStarted)
+    assert isinstance((await on_b.snapshot()).events()[0], TurnStarted)
 
 
 def claim_and_die(url: str, tmp_path: Path, session_id: str) -> int:

@@ -126,7 +126,7 @@ async def test_calls_of_one_step_run_together_and_results_keep_the_models_order(
         session = await runtime.new_session(tmp_path)
         events = Events()
         stop = await run_turn(session, [TextPart(text="go")], RecordingAsker(), events.append)
-        results = [m for m in session.history if isinstance(m, ToolResultMessage)]
+        results = [m for m in session.window if isinstance(m, ToolResultMessage)]
     finally:
         await runtime.aclose()
     assert stop == "end_turn"
@@ -148,7 +148,7 @@ async def test_progress_and_approval_go_through_the_engine(tmp_path: Path) -> No
         session = await runtime.new_session(tmp_path)
         events = Events()
         await run_turn(session, [TextPart(text="go")], asker, events.append)
-        results = [m.content for m in session.history if isinstance(m, ToolResultMessage)]
+        results = [m.content for m in session.window if isinstance(m, ToolResultMessage)]
         session_id = session.id
         await runtime.close_session(session_id)
     finally:
@@ -178,7 +178,7 @@ async def test_a_mode_decides_tool_approvals_too(tmp_path: Path) -> None:
     try:
         session = await runtime.new_session(tmp_path)
         await run_turn(session, [TextPart(text="go")], asker, lambda e: None)
-        results = [m.content for m in session.history if isinstance(m, ToolResultMessage)]
+        results = [m.content for m in session.window if isinstance(m, ToolResultMessage)]
     finally:
         await runtime.aclose()
     assert results == ["allow_once"] and asker.approvals == []
@@ -200,7 +200,7 @@ async def test_an_escalated_request_reaches_the_person_even_in_an_auto_mode(
         await run_turn(session, [TextPart(text="go")], asker, lambda e: None)
         await runtime.set_mode(session, "deny")  # a deny mode still refuses, asking no one
         await run_turn(session, [TextPart(text="again")], asker, lambda e: None)
-        results = [m.content for m in session.history if isinstance(m, ToolResultMessage)]
+        results = [m.content for m in session.window if isinstance(m, ToolResultMessage)]
     finally:
         await runtime.aclose()
     assert [a.person for a in asker.approvals] == [True]
@@ -223,7 +223,7 @@ async def test_cancel_stops_every_running_call(tmp_path: Path) -> None:
                 await asyncio.sleep(0.01)
         assert session.cancel_turn()
         assert await asyncio.wait_for(turn, DEADLINE_S) == "cancelled"
-        results = [m for m in session.history if isinstance(m, ToolResultMessage)]
+        results = [m for m in session.window if isinstance(m, ToolResultMessage)]
     finally:
         await runtime.aclose()
     assert len(results) == 2 and all(r.is_error for r in results)

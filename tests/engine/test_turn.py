@@ -82,7 +82,7 @@ async def test_tool_loop_runs_tools_and_feeds_results_back(
     assert events.of(AgentThought) == [AgentThought("look first")]
     done = [e for e in events.of(ToolCallUpdated) if e.status == "completed"]
     assert done[0].content == "the secret is 42\n"
-    result = next(m for m in session.history if isinstance(m, ToolResultMessage))
+    result = next(m for m in session.window if isinstance(m, ToolResultMessage))
     assert result.content == "the secret is 42\n" and not result.is_error
 
 
@@ -127,7 +127,7 @@ async def test_the_model_is_told_when_no_answer_came_or_the_asking_was_cancelled
     await run_turn(session, prompt("one"), SilentAsker(), Events().append)
     cancelled = RecordingAsker(decisions=["cancelled"])  # type: ignore[list-item]
     await run_turn(session, prompt("two"), cancelled, Events().append)
-    results = [m.content for m in session.history if isinstance(m, ToolResultMessage)]
+    results = [m.content for m in session.window if isinstance(m, ToolResultMessage)]
     assert results[0].startswith("Not run: no one answered the approval request in time")
     assert results[1] == "Not run: the approval request was cancelled before anyone answered."
     assert not (tmp_path / "a.txt").exists()
@@ -154,7 +154,7 @@ async def test_always_decisions_are_remembered_for_the_session(
     events = Events()
     await run_turn(session, prompt("go"), asker, events.append)
     assert [a.tool for a in asker.approvals] == ["run_command", "write_file"]
-    results = [m for m in session.history if isinstance(m, ToolResultMessage)]
+    results = [m for m in session.window if isinstance(m, ToolResultMessage)]
     assert [r.is_error for r in results] == [False, False, True, True]
     assert "one" in results[0].content and "[exit code 0]" in results[0].content
 
@@ -230,7 +230,7 @@ async def test_a_faces_standing_policy_decides_after_the_mode(
     denied = Events()
     await run_turn(session, prompt("a"), asker, denied.append, approvals="deny")
     assert not (tmp_path / "w.txt").exists() and asker.approvals == []  # nobody asked
-    results = [m.content for m in session.history if isinstance(m, ToolResultMessage)]
+    results = [m.content for m in session.window if isinstance(m, ToolResultMessage)]
     assert results and results[0].startswith("Not run: refused by policy")  # to the model
     shown = [e.content for e in denied.of(ToolCallUpdated) if e.status == "failed"]
     assert shown == [
@@ -269,7 +269,7 @@ async def test_ask_user_gets_the_answer(make_runtime: MakeRuntime, tmp_path: Pat
     asker = RecordingAsker(answers=["blue", None])
     await run_turn(session, prompt("paint"), asker, Events().append)
     assert asker.questions[0].choices == ("red", "blue")
-    results = [m for m in session.history if isinstance(m, ToolResultMessage)]
+    results = [m for m in session.window if isinstance(m, ToolResultMessage)]
     assert results[0].content == "blue"
     assert results[1].content == "no answer available" and results[1].is_error
 
@@ -307,7 +307,7 @@ async def test_invalid_arguments_and_failing_tools_go_back_to_the_model(
     assert await run_turn(session, prompt("x"), RecordingAsker(["allow_once"]), events.append) == (
         "end_turn"
     )
-    results = [m for m in session.history if isinstance(m, ToolResultMessage)]
+    results = [m for m in session.window if isinstance(m, ToolResultMessage)]
     assert all(r.is_error for r in results)
     assert "Invalid arguments" in results[0].content and "path" in results[0].content
     assert "no such file" in results[1].content
@@ -336,7 +336,7 @@ async def test_cancel_kills_a_running_command_and_its_group(
     assert loop.time() - started < 2.0
     assert events[-1] == TurnEnded("cancelled")
     assert await ended([pid], 5)  # killed with its group: gone a moment after
-    results = [m for m in session.history if isinstance(m, ToolResultMessage)]
+    results = [m for m in session.window if isinstance(m, ToolResultMessage)]
     assert results and "Cancelled" in results[-1].content
     assert not session.is_busy
 
@@ -369,7 +369,7 @@ async def test_cancel_call_stops_one_tool_call_and_the_turn_goes_on(
     assert await ended([pid], 5)
     ends = {e.call_id: e for e in events.of(ToolCallUpdated) if e.status in ("completed", "failed")}
     assert ends[sleeping].status == "failed" and ends[sleeping].content == CANCELLED_RESULT
-    results = [m for m in session.history if isinstance(m, ToolResultMessage)]
+    results = [m for m in session.window if isinstance(m, ToolResultMessage)]
     assert [r.content for r in results] == [CANCELLED_RESULT, "done\n\n[exit code 0]"]
     assert "".join(e.text for e in events.of(AgentText)) == "One was cancelled."
     assert not session.cancel_call(sleeping)  # over
@@ -465,7 +465,7 @@ async def test_steering_joins_before_the_next_model_call(
     assert session.steer("also check README") is True
     (tmp_path / "gate").touch()  # the model answers its first call only now
     assert await turn == "end_turn"
-    users = [m.text for m in session.history if isinstance(m, UserMessage)]
+    users = [m.text for m in session.window if isinstance(m, UserMessage)]
     assert users == ["x", "also check README"]
 
 
@@ -517,7 +517,7 @@ async def test_update_plan_emits_the_whole_plan(make_runtime: MakeRuntime, tmp_p
         ("read", "completed"),
         ("write", "pending"),
     ]
-    result = next(m for m in session.history if isinstance(m, ToolResultMessage))
+    result = next(m for m in session.window if isinstance(m, ToolResultMessage))
     assert result.content == "Plan updated: 1/2 steps completed."
 
 
@@ -592,7 +592,7 @@ async def test_the_texts_of_two_steps_read_as_two_paragraphs_live_and_replayed(
     assert live == "Let me look.\n\nDone looking."
     replayed = await runtime.history(session.id)
     assert "".join(e.text for e in replayed if isinstance(e, AgentText)) == live
-    stored = [m.text for m in session.history if isinstance(m, AssistantMessage)]
+    stored = [m.text for m in session.window if isinstance(m, AssistantMessage)]
     assert stored == ["Let me look.", "Done looking."]  # the transcript keeps each step's own
 
 

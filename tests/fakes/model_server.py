@@ -49,6 +49,9 @@ class FakeModelServer:
         self.replies: list[Reply | Callable[[dict[str, Any]], Reply]] = []
         """Replies in order; a callable builds its reply from the request body."""
         self.requests: list[Recorded] = []
+        self.context_tokens: int | None = None
+        """A Chat Completions request larger than this (4 characters a token) is refused
+        as llama.cpp refuses one that passes its context size."""
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._runner: web.AppRunner | None = None
@@ -100,6 +103,17 @@ class FakeModelServer:
             # What llama.cpp's OpenAI-compatible server answers for a message it will not take.
             error = {"error": {"code": 500, "message": problem, "type": "server_error"}}
             return web.Response(status=500, text=json.dumps(error), content_type="application/json")
+        if request.path.endswith("/chat/completions") and self.context_tokens is not None:
+            size = request_tokens(body)
+            if size > self.context_tokens:
+                error = {
+                    "code": 400,
+                    "message": "the request exceeds the available context size, try increasing it",
+                    "type": "exceed_context_size_error",
+                    "n_prompt_tokens": size,
+                    "n_ctx": self.context_tokens,
+                }
+                return web.json_response({"error": error}, status=400)
         if request.path.endswith("/responses") and (problem := strict_responses_check(body)):
             # What OpenAI's Responses API answers for an input it will not take.
             error = {"error": {"message": problem, "type": "invalid_request_error", "code": None}}
@@ -138,6 +152,13 @@ class FakeModelServer:
             return response
         await response.write_eof()
         return response
+
+
+def request_tokens(body: dict[str, Any]) -> int:
+    """A Chat Completions request's size as the fake counts it: 4 characters a token of
+    its messages and tools as JSON."""
+    chars = len(json.dumps(body.get("messages", []))) + len(json.dumps(body.get("tools", [])))
+    return chars // 4
 
 
 def strict_chat_check(body: dict[str, Any]) -> str | None:

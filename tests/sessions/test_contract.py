@@ -141,11 +141,11 @@ async def test_a_deferred_session_is_stored_with_its_first_message(store: Sessio
 
 
 async def test_get_or_create_makes_a_session_once(store: Sessions) -> None:
-    made, history = await store.get_or_create("a2a_x", "/w", "a2a", None, "echo")
-    assert history == [] and made.id == "a2a_x"
+    made, window = await store.get_or_create("a2a_x", "/w", "a2a", None, "echo")
+    assert window.messages == [] and made.id == "a2a_x"
     await store.append("a2a_x", user_text("kept"))
-    again, history = await store.get_or_create("a2a_x", "/elsewhere", "a2a", None, "echo")
-    assert again.cwd == "/w" and [m.text for m in history] == ["kept"]  # type: ignore[union-attr]
+    again, window = await store.get_or_create("a2a_x", "/elsewhere", "a2a", None, "echo")
+    assert again.cwd == "/w" and [m.text for m in window.messages] == ["kept"]  # type: ignore[union-attr]
 
 
 async def test_search_finds_every_word_with_a_marked_snippet(store: Sessions) -> None:

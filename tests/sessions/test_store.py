@@ -54,6 +54,7 @@ def test_migrations_apply_once(tmp_path: Path) -> None:
         "forks_name_their_parent",
         "pending_words_come_with_their_text",
         "tasks_run_in_their_sessions_turns",
+        "sessions_know_their_window",
     ]
 
 

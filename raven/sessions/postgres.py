@@ -33,6 +33,7 @@ from raven.sessions.records import (
     MAX_SEQ,
     MAX_SHOWN_MATCHES,
     SESSION_ID_PREFIX,
+    COMPACTION_BODY,
     AmbiguousSession,
     SearchHit,
     SessionNotFound,
@@ -290,8 +291,9 @@ class PostgresSessions(PostgresTasks):
                 " SELECT $1, seq, body, created_at, search_text FROM raven_messages"
                 " WHERE session_id = $2 AND seq <= $3 RETURNING 1)"
                 " UPDATE raven_sessions SET version = (SELECT count(*) FROM copied),"
-                " compacted_at = (SELECT CASE WHEN compacted_at <= $3 THEN compacted_at"
-                " ELSE 0 END FROM raven_sessions WHERE id = $2) WHERE id = $1",
+                " compacted_at = (SELECT COALESCE(max(seq), 0) FROM raven_messages"
+                f" WHERE session_id = $2 AND seq <= $3 AND body LIKE '{COMPACTION_BODY}%')"
+                " WHERE id = $1",
                 record.id,
                 parent.id,
                 upto if upto is not None else MAX_SEQ,

@@ -27,6 +27,7 @@ from raven.sessions.records import (
     MAX_SEQ,
     MAX_SHOWN_MATCHES,
     SESSION_ID_PREFIX,
+    COMPACTION_BODY,
     AmbiguousSession,
     SearchHit,
     SessionNotFound,
@@ -413,10 +414,10 @@ class SqliteStore:
                 (record.id, parent.id, last),
             ).rowcount
             db.execute(
-                "UPDATE sessions SET version = ?, compacted_at = "
-                "(SELECT CASE WHEN compacted_at <= ? THEN compacted_at ELSE 0 END"
-                " FROM sessions WHERE id = ?) WHERE id = ?",
-                (copied, last, parent.id, record.id),
+                "UPDATE sessions SET version = ?, compacted_at = (SELECT COALESCE(MAX(seq), 0)"
+                f" FROM messages WHERE session_id = ? AND body LIKE '{COMPACTION_BODY}%')"
+                " WHERE id = ?",
+                (copied, record.id, record.id),
             )
         return record
 

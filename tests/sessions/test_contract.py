@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from raven.config import Paths, SessionsConfig
-from raven.messages import AssistantMessage, ToolCall, ToolResultMessage, user_text
+from raven.messages import (
+    AssistantMessage,
+    CompactionMessage,
+    ToolCall,
+    ToolResultMessage,
+    user_text,
+)
 from raven.sessions import (
     AmbiguousSession,
     BadCursor,
@@ -47,6 +53,32 @@ async def test_messages_round_trip_in_order(store: Sessions) -> None:
     assert await store.messages(rec.id) == msgs
     assert await store.messages(rec.id, last=2) == msgs[1:]
     assert await store.version(rec.id) == 3
+
+
+async def test_the_window_starts_at_the_newest_compactions_kept_part(store: Sessions) -> None:
+    rec = await store.create("/work", face="cli", model="echo")
+    assert (await store.window(rec.id)).start == 0
+    said = [user_text(f"turn {n}") for n in range(6)]
+    for message in said[:4]:
+        await store.append(rec.id, message)
+    first = CompactionMessage(id="cmp_1", summary="turns 0 and 1", kept_from=2)
+    await store.append(rec.id, first)
+    await store.append(rec.id, said[4])
+    window = await store.window(rec.id)
+    assert (window.start, window.messages) == (2, [*said[2:4], first, said[4]])
+    second = CompactionMessage(id="cmp_2", summary="turns 0 to 3", kept_from=5)
+    await store.append(rec.id, second)
+    await store.append(rec.id, said[5])
+    window = await store.window(rec.id)
+    assert (window.start, window.messages) == (5, [said[4], second, said[5]])
+    # The whole transcript stays; a bounded read takes only what it asks for.
+    assert len(await store.messages(rec.id)) == 8
+    assert await store.messages(rec.id, last=2, upto=4) == said[2:4]
+    # A fork keeps a compaction it holds, and none it does not.
+    early = await store.fork(rec.id, "/work", face="cli", upto=4)
+    assert (await store.window(early.id)).start == 0
+    late = await store.fork(rec.id, "/work", face="cli", upto=6)
+    assert (await store.window(late.id)).messages == [*said[2:4], first, said[4]]
 
 
 async def test_a_fork_holds_the_transcript_up_to_where_it_was_asked_and_names_its_parent(

@@ -59,8 +59,14 @@ class ElicitationCapabilities(Wire):
     url: dict[str, Any] | None = None
 
 
+class ClientSessionCapabilities(Wire):
+    compaction: dict[str, Any] | None = None
+    """Present when the editor shows compactions (`compaction_update`, schema 1.25)."""
+
+
 class ClientCapabilities(Wire):
     elicitation: ElicitationCapabilities | None = None
+    session: ClientSessionCapabilities | None = None
     terminal: bool = False
     subagents: dict[str, Any] | None = None
     """Present when the editor shows sub-agents as child sessions (the ACP subagents

@@ -219,7 +219,7 @@ class AcpServer:
             self._follow(state, parsed.after)
         else:
             snapshot = await state.live.snapshot(REPLAY_MAX_MESSAGES)
-            for update in replay_updates(snapshot.events()):
+            for update in replay_updates(snapshot.events(), self._compaction):
                 self._update(state.live.id, update)
             self._follow(state, snapshot.cursor)
         return setup(self._require_runtime().config, state.live)
@@ -465,13 +465,19 @@ class AcpServer:
             await runtime.answer(live.id, asking.request_id, value)
 
     def _emit(self, live: LiveSession, event: TurnEvent, cursor: str | None = None) -> None:
-        update = event_update(event, live.provider.context_window)
+        update = event_update(event, live.provider.context_window, self._compaction)
         if self._capabilities.subagents is None:
             if update is not None:
                 self._update(live.id, update, cursor)
             return
         for session_id, sent in self._sessions[live.id].children.updates(event, update):
             self._update(session_id, sent, cursor)
+
+    @property
+    def _compaction(self) -> bool:
+        """The editor shows compactions (`session.compaction`, ACP schema 1.25)."""
+        session = self._capabilities.session
+        return session is not None and session.compaction is not None
 
     def _update(self, session_id: str, update: dict[str, Any], cursor: str | None = None) -> None:
         """One `session/update`; with the log's `cursor` after it, which `session/load` or

@@ -15,6 +15,8 @@ from raven.engine import (
     AgentThought,
     Answered,
     Asking,
+    CompactionText,
+    CompactionUpdated,
     HistoryEvent,
     LogEvent,
     ModeChanged,
@@ -46,8 +48,12 @@ def chunk(kind: str, text: str) -> Update:
     return {"sessionUpdate": kind, "content": text_block(text)}
 
 
-def event_update(event: TurnEvent, context_window: int | None = None) -> Update | None:
-    """The `update` object for one turn event, or None when ACP has nothing to say."""
+def event_update(
+    event: TurnEvent, context_window: int | None = None, compaction: bool = False
+) -> Update | None:
+    """The `update` object for one turn event, or None when ACP has nothing to say;
+    `compaction`: the editor declared `session.compaction` (else a compaction is told
+    as a notice in the answer, once it has ended)."""
     if isinstance(event, AgentText):
         return chunk("agent_message_chunk", event.text)
     if isinstance(event, AgentThought):
@@ -94,12 +100,54 @@ def event_update(event: TurnEvent, context_window: int | None = None) -> Update 
         return {"sessionUpdate": "session_info_update", "title": event.title}
     if isinstance(event, Notice):
         return chunk("agent_message_chunk", f"\n\n⚠ {event.text}\n")
+    if isinstance(event, CompactionUpdated | CompactionText):
+        return _compaction(event) if compaction else _compaction_notice(event)
     return None
 
 
-def replay_updates(events: Iterable[HistoryEvent | LogEvent]) -> Iterable[Update]:
+def _compaction(event: CompactionUpdated | CompactionText) -> Update:
+    if isinstance(event, CompactionText):
+        return {
+            "sessionUpdate": "compaction_summary_chunk",
+            "compactionId": event.compaction_id,
+            "content": text_block(event.text),
+        }
+    update: Update = {
+        "sessionUpdate": "compaction_update",
+        "compactionId": event.compaction_id,
+        "status": event.status,
+    }
+    if event.summary is not None:
+        update["summary"] = [text_block(event.summary)]
+    if event.error is not None:
+        update["error"] = event.error
+    if event.tokens_before is not None:
+        sizes = {"tokensBefore": event.tokens_before, "tokensAfter": event.tokens_after}
+        update["_meta"] = {"raven": {k: v for k, v in sizes.items() if v is not None}}
+    return update
+
+
+def _compaction_notice(event: CompactionUpdated | CompactionText) -> Update | None:
+    """For an editor that shows no compactions: one line once it ended, in the answer."""
+    if not isinstance(event, CompactionUpdated):
+        return None
+    if event.status == "completed":
+        sizes = ""
+        if event.tokens_before is not None and event.tokens_after is not None:
+            sizes = f" (about {event.tokens_before:,} → {event.tokens_after:,} tokens)"
+        said = f"Compacted: the model now sees a summary of the earlier conversation{sizes}."
+        return chunk("agent_message_chunk", f"\n\n⚠ {said}\n")
+    if event.status == "failed":
+        return chunk("agent_message_chunk", f"\n\n⚠ Compaction failed: {event.error}\n")
+    return None
+
+
+def replay_updates(
+    events: Iterable[HistoryEvent | LogEvent], compaction: bool = False
+) -> Iterable[Update]:
     """A session's events (its snapshot) as updates, through the live translation, texts
-    capped; the mode and model in force are told by the load's answer instead."""
+    capped; the mode and model in force are told by the load's answer instead. Past
+    compactions are replayed only to an editor that shows them (`compaction`)."""
     for event in events:
         if isinstance(event, TurnStarted):
             for part in event.parts:
@@ -108,11 +156,13 @@ def replay_updates(events: Iterable[HistoryEvent | LogEvent]) -> Iterable[Update
             continue
         if isinstance(event, ModeChanged | ModelChanged | SessionEnded | Asking | Answered):
             continue
+        if isinstance(event, CompactionUpdated | CompactionText) and not compaction:
+            continue
         if isinstance(event, AgentText | AgentThought):
             event = dataclasses.replace(event, text=_cap(event.text))
         elif isinstance(event, ToolCallUpdated) and event.content:
             event = dataclasses.replace(event, content=_cap(event.content))
-        update = event_update(event)
+        update = event_update(event, compaction=compaction)
         if update is not None:
             yield update
 

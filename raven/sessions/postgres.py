@@ -28,12 +28,12 @@ from raven.sessions.pg_connections import Connections
 from raven.sessions.postgres_schema import NOW, migrate
 from raven.sessions.postgres_tasks import TASK_CHANNEL, PostgresTasks
 from raven.sessions.records import (
+    COMPACTION_BODY,
     DEFAULT_PAGE_SIZE,
     INDEXED_CHARS,
     MAX_SEQ,
     MAX_SHOWN_MATCHES,
     SESSION_ID_PREFIX,
-    COMPACTION_BODY,
     AmbiguousSession,
     SearchHit,
     SessionNotFound,

@@ -212,6 +212,7 @@ def process_alive(pid: int | None) -> bool:
         return True
     return True
 
+
 COMPACTION_BODY = '{"role":"compaction"'
 """How a stored compaction's JSON begins (its role is its first field): a fork finds the
 newest one it copies by it."""

@@ -23,11 +23,11 @@ from raven.messages import MESSAGE_ADAPTER, CompactionMessage, Message
 from raven.private_files import private_file
 from raven.sessions.migrations import index_pending, migrate
 from raven.sessions.records import (
+    COMPACTION_BODY,
     DEFAULT_PAGE_SIZE,
     MAX_SEQ,
     MAX_SHOWN_MATCHES,
     SESSION_ID_PREFIX,
-    COMPACTION_BODY,
     AmbiguousSession,
     SearchHit,
     SessionNotFound,

@@ -21,9 +21,12 @@ from raven.sandbox import kernel_version
 from raven.sessions import SqliteStore
 from tests.acp_schema import AcpSchema
 from tests.children import scripted_child
-from tests.conftest import write_config
+from tests.conftest import RAVEN, write_config
 from tests.e2e.acp_harness import Editor, RavenAcp
-from tests.fakes.model_server import FakeModelServer, Reply, openai_stream
+from tests.e2e.test_acp_listen import TS_SDK
+from tests.fakes.compacting import WINDOW, compacting_model, summarising
+from tests.fakes.model_server import FakeModelServer, Reply, openai_stream, request_tokens
+from tests.npm import npm_install
 from tests.processes import ended, pid_from
 
 MODES = [
@@ -897,3 +900,68 @@ async def test_a_key_streamed_in_sub_word_pieces_reaches_the_editor_masked(
     shown = agent.editor.text(sid)
     assert shown.startswith("Your key is [REDACTED] and") and shown.endswith(" ok")
     assert not any(SPLIT_KEY[i : i + 6] in shown for i in range(len(SPLIT_KEY) - 5))
+
+
+async def test_an_editor_that_shows_compactions_sees_them_live_and_replayed(
+    env: dict[str, str],
+    home: Path,
+    tmp_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    model_server: FakeModelServer,
+) -> None:
+    """The official TypeScript SDK's client, declaring `session.compaction`, drives a
+    long session against a model server that refuses what passes its context: no
+    request passes it, and each compaction comes as `compaction_update` (in progress,
+    then completed) with the summary streamed as `compaction_summary_chunk`."""
+    script = Path(__file__).parent / "compacting_editor.mjs"
+    folder = npm_install(tmp_path_factory, TS_SDK, beside=[script])
+    model_server.context_tokens = WINDOW
+    model_server.replies = [compacting_model] * 1000
+    write_config(
+        home,
+        {
+            "models": [
+                {
+                    "id": "local",
+                    "provider": "openai",
+                    "baseUrl": model_server.url + "/v1",
+                    "contextWindow": WINDOW,
+                }
+            ],
+            "defaultModel": "local",
+        },
+    )
+    command = json.dumps([*RAVEN, "acp"])
+    proc = await asyncio.create_subprocess_exec(
+        "node",
+        str(folder / script.name),
+        command,
+        str(tmp_path),
+        "40",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    out, _ = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 0
+    seen = json.loads(out)
+    assert seen["stops"] == ["end_turn"] * 40
+    answering = [r.body for r in model_server.requests if not summarising(r.body)]
+    assert max(request_tokens(b) for b in answering) <= WINDOW
+    assert "plum" in answering[-1]["messages"][0]["content"]  # the summary carried it
+    updates = [u for u in seen["live"] if u["sessionUpdate"].startswith("compaction")]
+    ids = list(dict.fromkeys(u["compactionId"] for u in updates))
+    assert len(ids) >= 2
+    for compaction_id in ids:
+        mine = [u for u in updates if u["compactionId"] == compaction_id]
+        assert [u["status"] for u in mine if u["sessionUpdate"] == "compaction_update"] == [
+            "in_progress",
+            "completed",
+        ]
+        streamed = "".join(
+            u["content"]["text"] for u in mine if u["sessionUpdate"] == "compaction_summary_chunk"
+        )
+        assert mine[-1]["summary"] == [{"type": "text", "text": streamed.strip()}]
+    # Nothing about compaction in the answers: the editor shows it itself.
+    assert not any("Compacted" in u.get("content", {}).get("text", "") for u in seen["live"])
+    replayed = [u for u in seen["replayed"] if u["sessionUpdate"] == "compaction_update"]
+    assert replayed and all(u["status"] == "completed" and u["summary"] for u in replayed)

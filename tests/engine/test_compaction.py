@@ -29,10 +29,8 @@ from raven.messages import (
     user_text,
 )
 from tests.engine.conftest import Events, MakeRuntime, RecordingAsker
-from tests.fakes.model_server import FakeModelServer, Reply, openai_stream, request_tokens
-
-WINDOW = 2_000
-SECRET = "the release is code-named plum"
+from tests.fakes.compacting import SECRET, WINDOW, compacting_model, summarising
+from tests.fakes.model_server import FakeModelServer, Reply, request_tokens
 
 
 @pytest.fixture
@@ -45,18 +43,7 @@ def server() -> Iterator[FakeModelServer]:
         server.stop()
 
 
-def summarising(body: dict[str, Any]) -> bool:
-    return "<conversation>" in body["messages"][0]["content"]
-
-
-def model(body: dict[str, Any]) -> Reply:
-    """Summaries keep the secret when the conversation they read holds it; answers are
-    about 300 characters."""
-    if summarising(body):
-        said = body["messages"][0]["content"]
-        kept = f"Summary: {SECRET}." if "plum" in said else "Summary: nothing."
-        return Reply(events=openai_stream(text=kept, usage=None))
-    return Reply(events=openai_stream(text="noted " * 50, usage=None))
+model = compacting_model
 
 
 def local(server: FakeModelServer, **compaction: Any) -> dict[str, Any]:

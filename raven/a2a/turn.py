@@ -35,6 +35,7 @@ from raven.engine import (
     Answer,
     ApprovalRequest,
     Asker,
+    CompactionUpdated,
     Decision,
     LiveSession,
     LogEvent,
@@ -449,4 +450,8 @@ def _progress_line(event: LogEvent, titles: dict[str, str]) -> str | None:
     if isinstance(event, PlanUpdated):
         marks = {"completed": "[x]", "in_progress": "[~]", "pending": "[ ]"}
         return "Plan:\n" + "\n".join(f"{marks[s.status]} {s.content}" for s in event.steps)
+    if isinstance(event, CompactionUpdated) and event.status == "completed":
+        return "Compacted: the model now sees a summary of the earlier conversation."
+    if isinstance(event, CompactionUpdated) and event.status == "failed":
+        return f"Compaction failed: {event.error}"
     return None

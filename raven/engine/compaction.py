@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from raven.config import CompactionConfig
 from raven.engine.events import CompactionText, CompactionUpdated, Emit
+from raven.errors import RavenError
 from raven.messages import (
     AssistantMessage,
     CompactionMessage,
@@ -68,7 +69,7 @@ READ_SHARE = 0.5
 OMITTED = "[… the earliest messages are left out here]"
 
 
-class NothingToCompact(Exception):
+class NothingToCompact(RavenError):
     """Every message the model sees is part of what must be kept (the running turn)."""
 
 
@@ -205,15 +206,20 @@ async def summarise(
     return summary, usage
 
 
-async def compact(session: LiveSession, emit: Emit, fixed_chars: int, latest: int) -> None:
+async def compact(
+    session: LiveSession, emit: Emit, fixed_chars: int, latest: int, keep: bool = True
+) -> None:
     """Summarise the session's older messages and commit the compaction, told as
     `CompactionUpdated` (in progress, then completed or failed) with the summary's text
     between; `fixed_chars` is what a request carries beside its messages (the system
-    prompt, the tools). A model that fails leaves the session as it was. Raises
+    prompt, the tools). `keep`: the newest messages the settings' share of the window
+    holds stay as they are, else only the newest turn does (a compaction asked for).
+    A model that fails leaves the session as it was. Raises
     `NothingToCompact` (before anything is told) when everything must be kept, and
     `CancelledError` when cancelled (told as cancelled first)."""
     window = session.provider.context_window or 0
-    keep_chars = int(session.compactor.settings.keep * window * CHARS_PER_TOKEN)
+    share = session.compactor.settings.keep if keep else 0
+    keep_chars = int(share * window * CHARS_PER_TOKEN)
     at = split(session.window, session.window_start, session.sizes, keep_chars, latest)
     cut = at - session.window_start
     before = tokens(fixed_chars + len(session.summary or "") + sum(session.sizes))

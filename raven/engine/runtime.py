@@ -22,7 +22,14 @@ from raven.engine.errors import (
     UnknownModel,
     session_directory,
 )
-from raven.engine.events import ModeChanged, ModelChanged, SessionEnded, TitleChanged, TurnEnded
+from raven.engine.events import (
+    CompactionUpdated,
+    ModeChanged,
+    ModelChanged,
+    SessionEnded,
+    TitleChanged,
+    TurnEnded,
+)
 from raven.engine.history import HistoryEvent, history_events
 from raven.engine.log import LogEvent
 from raven.engine.session import LiveSession
@@ -361,6 +368,13 @@ class Runtime:
                 compactor=self.compactor(),
             )
         )
+
+    async def compact(self, session: LiveSession) -> CompactionUpdated:
+        """Summarise the session's older messages now (`raven.engine.compaction`); see
+        `compact_session`."""
+        from raven.engine.turn import compact_session
+
+        return await compact_session(session)
 
     async def set_model(self, session: LiveSession, model_id: str) -> None:
         """Use the model for the session's next turns, here and on every replica."""

@@ -28,6 +28,7 @@ from raven.engine.events import (
     AgentThought,
     Answered,
     Asking,
+    CompactionUpdated,
     Emit,
     Notice,
     PlanUpdated,
@@ -296,15 +297,48 @@ async def _steps(session: LiveSession, asker: _TurnAsker, emit: Emit, prompted: 
     return "max_turn_requests"
 
 
+async def compact_session(session: LiveSession) -> CompactionUpdated:
+    """Compact the session now, whatever its window's fill (`/compact`, Raven RPC's
+    `session.compact`), keeping only its newest turn as it is: its followers hear it as
+    they hear a turn's compaction; the last
+    of it (completed, or failed and why) is returned. Raises `SessionBusy` or
+    `SessionClosed` as a turn would, and `NothingToCompact` for a session too short."""
+    turn = session.reserve()
+    told: list[CompactionUpdated] = []
+
+    def emit(event: TurnEvent) -> None:
+        session.publish(event)
+        if isinstance(event, CompactionUpdated):
+            told.append(event)
+
+    try:
+        await session.claim(turn)
+        try:
+            system, tools = _request_start(session)
+            fixed = len(system) + tools_chars(tools)
+            await compaction.compact(session, emit, fixed, session.version, keep=False)
+        finally:
+            await session.unclaim(turn, TurnEnded("end_turn"))
+    finally:
+        session.free(turn)
+    return told[-1]
+
+
+def _request_start(session: LiveSession) -> tuple[str, list[ToolSpec]]:
+    """The system prompt (without a compaction's summary) and the tools of a model call."""
+    tools = [ToolSpec(t.name, t.description, t.parameters()) for t in session.offered_tools()]
+    system = system_prompt(
+        session.cwd, date.today(), session.system or session.instructions, session.project.text
+    )
+    return system, tools
+
+
 async def _call_model(
     session: LiveSession, emit: Emit, lead: str, prompted: int
 ) -> tuple[AssistantMessage, FinishReason]:
     """One model call, streamed as events; `lead` goes before the first text it shows.
     First the session is compacted if the call would pass its share of the window."""
-    tools = [ToolSpec(t.name, t.description, t.parameters()) for t in session.offered_tools()]
-    system = system_prompt(
-        session.cwd, date.today(), session.system or session.instructions, session.project.text
-    )
+    system, tools = _request_start(session)
     fixed = len(system) + tools_chars(tools)
     window = session.provider.context_window
     if compaction.due(session.compactor.settings, window, fixed + session.window_chars):

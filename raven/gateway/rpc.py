@@ -37,6 +37,7 @@ from raven.engine import (
     start_turn,
 )
 from raven.engine.codec import event_json
+from raven.engine.compaction import NothingToCompact
 from raven.errors import RavenError, invalid_fields
 from raven.gateway.questions import HubAsker, Questions
 from raven.jsonrpc import (
@@ -372,6 +373,17 @@ class Peer:
         record = await self._hub.runtime.rename_session(p.session_id, p.title)
         return self._info(record)
 
+    async def _session_compact(self, p: c.SessionRef) -> c.Compacted:
+        live = await self._live(p.session_id)
+        end = await self._hub.runtime.compact(live)
+        return c.Compacted(
+            status="completed" if end.status == "completed" else "failed",
+            summary=end.summary,
+            error=end.error,
+            tokens_before=end.tokens_before,
+            tokens_after=end.tokens_after,
+        )
+
     async def _session_setMode(self, p: c.SessionSetMode) -> c.SessionInfo:
         live = await self._live(p.session_id)
         await self._hub.runtime.set_mode(live, p.mode)
@@ -516,7 +528,7 @@ def _rpc_error(exc: RavenError) -> RpcError:
         return RpcError(c.Code.SESSION_NOT_FOUND, f"Session not found: {exc.session_id}")
     if isinstance(exc, UnknownModel | UnknownMode | BadDirectory):
         return RpcError(INVALID_PARAMS, str(exc))
-    if isinstance(exc, SessionBusy | SessionClosed):
+    if isinstance(exc, SessionBusy | SessionClosed | NothingToCompact):
         return RpcError(INVALID_REQUEST, str(exc))
     if isinstance(exc, CursorExpired):
         return RpcError(c.Code.CURSOR_EXPIRED, str(exc))

@@ -151,6 +151,15 @@ class SessionRename(Wire):
     title: str = Field(min_length=1)
 
 
+class Compacted(Wire):
+    status: Literal["completed", "failed"]
+    summary: str | None = None
+    """What the model sees from now on in place of the older messages."""
+    error: str | None = None
+    tokens_before: int | None = None
+    tokens_after: int | None = None
+
+
 class SessionSetMode(Wire):
     session_id: str
     mode: str
@@ -314,6 +323,13 @@ METHODS: dict[str, tuple[type[Wire], type[Wire], str]] = {
     "session.close": (SessionRef, Accepted, "Close a session (its transcript is kept)."),
     "session.rename": (SessionRename, SessionInfo, "Give a session a new title."),
     "session.setMode": (SessionSetMode, SessionInfo, "Switch the mode for the next turn."),
+    "session.compact": (
+        SessionRef,
+        Compacted,
+        "Summarise the session's older messages now, as it does near the model's context "
+        "window; subscribers get the compaction's events. Error -32600 while a turn runs "
+        "or when there is nothing older than the last turn to summarise.",
+    ),
     "session.setModel": (SessionSetModel, SessionInfo, "Switch the model for the next turn."),
     "session.subscribe": (
         SessionSubscribe,

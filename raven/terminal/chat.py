@@ -38,6 +38,8 @@ HELP = """commands:
   /resume [ID]    continue a stored session (no ID: pick one)
   /model [ID]     list models, or switch model for the next turn
   /mode [ID]      list modes, or switch mode for the next turn
+  /compact        summarise the older part of the conversation now (the model then sees
+                  the summary and the last messages; the whole transcript is kept)
   /help           this help
   /quit           leave (Ctrl-D works too)
 Ctrl-C cancels a running turn. On a terminal: Up/Down for history, Alt-Enter for a new
@@ -47,7 +49,7 @@ PROMPT = "› "
 CONTINUED = "… "
 """The prompt of a message's further lines."""
 PICK_LIMIT = 10
-COMMANDS = ("/new", "/sessions", "/resume", "/model", "/mode", "/help", "/quit")
+COMMANDS = ("/new", "/sessions", "/resume", "/model", "/mode", "/compact", "/help", "/quit")
 FENCE = '"""'
 _ATTACHED = re.compile(r"(?:^|\s)@(\S+)")
 
@@ -230,6 +232,8 @@ class Chat:
                 chosen = arg or await self.pick()
                 if chosen:
                     await self._resume(chosen)
+            elif name == "/compact":
+                await self._compact()
             elif name == "/model" and not arg:
                 self._models()
             elif name == "/mode" and not arg:
@@ -251,6 +255,28 @@ class Chat:
         except RavenError as exc:
             self.err.print(f"[red]{escape(str(exc))}[/]")
         return True
+
+    async def _compact(self) -> None:
+        """Summarise the older part of the conversation now; the view shows how it went."""
+        from raven.engine.compaction import NothingToCompact
+
+        if self.session is None or self.session.deferred:
+            self.err.print("[dim]nothing to compact yet[/]")
+            return
+        stop = self.session.follow(lambda entry: self._told(entry.event))
+        try:
+            await self.runtime.compact(self.session)
+        except NothingToCompact as exc:
+            self.err.print(f"[dim]{escape(str(exc))}[/]")
+        finally:
+            stop()
+            self.view.pause()
+
+    def _told(self, event: object) -> None:
+        from raven.engine import CompactionUpdated
+
+        if isinstance(event, CompactionUpdated):
+            self.view(event)
 
     async def _new(self) -> None:
         self.session = await self.runtime.new_session(

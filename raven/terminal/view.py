@@ -16,6 +16,8 @@ from rich.markup import escape
 from raven.engine import (
     AgentText,
     AgentThought,
+    CompactionText,
+    CompactionUpdated,
     Notice,
     PlanUpdated,
     TitleChanged,
@@ -104,6 +106,8 @@ class TerminalView:
             self.waiting(f"running {self._titles.get(event.call_id, event.call_id)}")
         elif isinstance(event, Notice):
             self._err.print(f"[bold red]![/] {escape(event.text)}")
+        elif isinstance(event, CompactionUpdated):
+            self._compaction(event)
         elif isinstance(event, PlanUpdated):
             marks = {"completed": "[green]✓[/]", "in_progress": "[yellow]▸[/]", "pending": "·"}
             self._err.print("[bold]plan[/]")
@@ -112,6 +116,19 @@ class TerminalView:
         elif isinstance(event, TurnEnded) and event.stop_reason == "cancelled":
             # On a terminal the ^C echo is still on the line.
             self._err.print(("\n" if self._err.is_terminal else "") + "[yellow]cancelled[/]")
+
+    def _compaction(self, event: CompactionUpdated) -> None:
+        if event.status == "in_progress":
+            self.waiting("compacting the conversation")
+        elif event.status == "completed":
+            sizes = ""
+            if event.tokens_before is not None and event.tokens_after is not None:
+                sizes = f" (about {event.tokens_before:,} → {event.tokens_after:,} tokens)"
+            said = f"compacted: the model now sees a summary of the earlier conversation{sizes}"
+            self._err.print(f"[dim]── {said} ──[/]")
+            self.waiting("thinking")
+        elif event.status == "failed":
+            self._err.print(f"[bold red]![/] compaction failed: {escape(event.error or '')}")
 
     def waiting(self, label: str = "thinking") -> None:
         """Show a spinner with `label` and the time waited, until the next output."""
@@ -213,8 +230,9 @@ def _loop() -> asyncio.AbstractEventLoop | None:
 
 
 def _silent(event: TurnEvent) -> bool:
-    """Events the terminal shows nothing for (a title, a usage count, a bare heartbeat)."""
-    if isinstance(event, TitleChanged | UsageUpdated):
+    """Events the terminal shows nothing for (a title, a usage count, a bare heartbeat, a
+    summary being written)."""
+    if isinstance(event, TitleChanged | UsageUpdated | CompactionText):
         return True
     if isinstance(event, ToolCallUpdated):
         return event.status == "in_progress" and not event.content

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import signal
 import stat
 import subprocess
@@ -556,3 +557,21 @@ def test_project_instructions_reach_the_model_and_run_says_which(
     assert "project instructions: none" in off.stderr
     system = model_server.requests[2].body["messages"][0]["content"]
     assert "limericks" not in system and "tabs" not in system
+
+
+def test_a_session_near_its_window_is_compacted_and_the_terminal_says_so(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    """The offline model with a small window: the second `raven run` of a session passes
+    its share, so the older turn is summarised first, and stderr says so in a line."""
+    echo = {"id": "echo", "provider": "scripted", "contextWindow": 1_600}
+    write_config(home, {"models": [echo], "defaultModel": "echo"})
+    first = raven("run", "alpha " * 300, env=env, cwd=tmp_path)
+    assert first.returncode == 0 and "compacted" not in first.stderr
+    second = raven("run", "--continue", "beta " * 100, env=env, cwd=tmp_path)
+    assert second.returncode == 0, second.stderr
+    assert "compacted: the model now sees a summary of the earlier conversation" in second.stderr
+    assert second.stdout.strip() == ("beta " * 100).strip()  # the answer after it
+    (session_id,) = set(re.findall(r"ses_[0-9a-f]+", raven("sessions", "list", env=env).stdout))
+    shown = raven("sessions", "show", session_id, env=env, cwd=tmp_path)
+    assert "alpha alpha" in shown.stdout and "compacted" in shown.stdout

@@ -652,3 +652,56 @@ async def test_an_asking_answered_through_the_engine_by_another_face_is_settled_
     assert (await onlooker.call("session.get", sessionId=sid))["pending"] == []
     await starter.close()
     await onlooker.close()
+
+
+async def test_a_session_is_compacted_on_demand_and_every_ui_sees_it(
+    gateway: Any, tmp_path: Path
+) -> None:
+    answers = [{"text": word} for word in ("One.", "Two.", "Three.")]
+    summary = {"text": "The user counted to three."}
+    g = await gateway([*answers, summary, {"text": "Four."}])
+    ui, other = await g.connect(), await g.connect()
+    sid = (await ui.call("session.create", cwd=str(tmp_path)))["sessionId"]
+    await other.call("session.subscribe", sessionId=sid)
+    for n, word in enumerate(("one", "two", "three"), start=1):
+        await ui.call("turn.send", sessionId=sid, text=word)
+        await ui.until(lambda n=n: len(ui.events("TurnEnded")) == n)
+    done = await ui.call("session.compact", sessionId=sid)
+    assert done["status"] == "completed" and done["summary"] == "The user counted to three."
+    told = await other.until(lambda: other.events("CompactionUpdated")[1:])
+    assert [e["status"] for e in told] == ["completed"]
+    streamed = "".join(e["text"] for e in other.events("CompactionText"))
+    assert streamed.strip() == done["summary"]
+    # The next turn's model call sees the summary and the newest turn, not the first two.
+    await ui.call("turn.send", sessionId=sid, text="four")
+    await ui.until(lambda: len(ui.events("TurnEnded")) == 4)
+    live = g.runtime.live(sid)
+    assert live.summary == done["summary"]
+    assert [m.text for m in live.model_messages() if m.role == "user"] == ["three", "four"]
+    # The stored session still replays every turn, and the compaction where it happened.
+    history = (await ui.call("session.get", sessionId=sid))["history"]
+    said = [e["parts"][0]["text"] for e in history if e["type"] == "TurnStarted"]
+    assert said == ["one", "two", "three", "four"]
+    assert any(e["type"] == "CompactionUpdated" for e in history)
+    await ui.close()
+    await other.close()
+
+
+async def test_compacting_a_session_too_short_or_busy_is_refused(
+    gateway: Any, tmp_path: Path
+) -> None:
+    g = await gateway([{"text": "Hi."}, {"text": "slow", "waitFor": str(tmp_path / "gate")}])
+    ui = await g.connect()
+    sid = (await ui.call("session.create", cwd=str(tmp_path)))["sessionId"]
+    await ui.call("turn.send", sessionId=sid, text="hi")
+    await ui.until(lambda: ui.events("TurnEnded"))
+    short = await ui.call("session.compact", sessionId=sid)
+    assert short["code"] == -32600 and "nothing older" in short["message"]
+    await ui.call("turn.send", sessionId=sid, text="go")
+    await ui.until(lambda: len(ui.events("TurnStarted")) == 2)
+    busy = await ui.call("session.compact", sessionId=sid)
+    assert busy["code"] == -32600
+    (tmp_path / "gate").touch()
+    await ui.until(lambda: len(ui.events("TurnEnded")) == 2)
+    assert len(await g.runtime.transcript(sid)) == 4  # nothing was added
+    await ui.close()

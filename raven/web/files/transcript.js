@@ -188,6 +188,21 @@ export class Transcript {
     this.usage = event;
   }
 
+  onCompactionUpdated(event) {
+    // A marker where the conversation was compacted: the model sees the summary from here.
+    if (event.status === "in_progress") return;
+    const marker = el("details", "compaction");
+    marker.dataset.status = event.status;
+    const said =
+      event.status === "completed"
+        ? "Compacted: the model sees a summary of the conversation before this point"
+        : `Compaction ${event.status}${event.error ? `: ${event.error}` : ""}`;
+    marker.append(el("summary", null, said));
+    if (event.summary) marker.append(el("div", "compaction-summary", event.summary));
+    this.currentTurn().append(marker);
+    this.answer = null;
+  }
+
   onNotice(event) {
     this.notice = el("div", "notice", event.text);
     this.currentTurn().append(this.notice);

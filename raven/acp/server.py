@@ -218,7 +218,7 @@ class AcpServer:
         if parsed.after is not None:  # an editor that had it: what it missed, then live
             self._follow(state, parsed.after)
         else:
-            snapshot = await state.live.snapshot(REPLAY_MAX_MESSAGES)
+            snapshot = await state.live.snapshot(REPLAY_MAX_MESSAGES, windowed=True)
             for update in replay_updates(snapshot.events(), self._compaction):
                 self._update(state.live.id, update)
             self._follow(state, snapshot.cursor)

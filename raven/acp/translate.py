@@ -146,8 +146,9 @@ def replay_updates(
     events: Iterable[HistoryEvent | LogEvent], compaction: bool = False
 ) -> Iterable[Update]:
     """A session's events (its snapshot) as updates, through the live translation, texts
-    capped; the mode and model in force are told by the load's answer instead. Past
-    compactions are replayed only to an editor that shows them (`compaction`)."""
+    capped; the mode and model in force are told by the load's answer instead. A past
+    compaction is replayed as one (`compaction`: the editor shows them) or as its
+    summary in the answer."""
     for event in events:
         if isinstance(event, TurnStarted):
             for part in event.parts:
@@ -156,7 +157,10 @@ def replay_updates(
             continue
         if isinstance(event, ModeChanged | ModelChanged | SessionEnded | Asking | Answered):
             continue
-        if isinstance(event, CompactionUpdated | CompactionText) and not compaction:
+        if isinstance(event, CompactionUpdated) and not compaction:
+            # What came before is replayed no more: the summary stands for it.
+            said = f"Earlier in this conversation (summarised): {event.summary}"
+            yield chunk("agent_message_chunk", _cap(said) + "\n\n")
             continue
         if isinstance(event, AgentText | AgentThought):
             event = dataclasses.replace(event, text=_cap(event.text))

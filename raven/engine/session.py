@@ -401,13 +401,16 @@ class LiveSession:
         if cursor is not None and self.shared is not None and self.log.behind(cursor):
             await self.shared.catch_up(self)
 
-    async def snapshot(self, last: int | None = None) -> Snapshot:
+    async def snapshot(self, last: int | None = None, windowed: bool = False) -> Snapshot:
         """The session so far as events, and the cursor to follow it from (`last`: only the
-        newest messages of the transcript older than the log). Reads from the store only
-        what the window does not hold, and only what it replays."""
+        newest messages of the transcript older than the log; `windowed`: none older than
+        the window, whose compaction stands for them). Reads from the store only what the
+        window does not hold, and only what it replays."""
         while True:
             base = self.log.base
             first = 0 if last is None else max(0, base - last)
+            if windowed:
+                first = max(first, self.window_start)
             if first >= base:
                 older: list[Message] = []
             elif first >= self.window_start or self.deferred:

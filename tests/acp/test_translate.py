@@ -11,6 +11,8 @@ from raven.acp.translate import event_update, replay_updates
 from raven.engine import (
     AgentText,
     AgentThought,
+    CompactionText,
+    CompactionUpdated,
     Notice,
     PlanUpdated,
     TitleChanged,
@@ -20,8 +22,15 @@ from raven.engine import (
     UsageUpdated,
     history_events,
 )
-from raven.messages import AssistantMessage, ToolCall, ToolResultMessage, user_text
+from raven.messages import (
+    AssistantMessage,
+    CompactionMessage,
+    ToolCall,
+    ToolResultMessage,
+    user_text,
+)
 from raven.tools import FileDiff, PlanStep
+from tests.acp_schema import AcpSchema
 
 EVENTS = [
     AgentText("hi"),
@@ -98,3 +107,32 @@ def test_an_estimated_usage_says_so() -> None:
     assert exact is not None and "_meta" not in exact
     assert estimated is not None and estimated["_meta"] == {"raven": {"estimated": True}}
     schema.SessionNotification.model_validate({"sessionId": "s", "update": estimated})
+
+
+def test_a_compaction_is_a_notice_for_an_editor_that_shows_none_and_frames_for_one_that_does(
+    acp_schema: AcpSchema,
+) -> None:
+    done = CompactionUpdated("cmp_1", "completed", "They fixed the bug.", None, 9000, 1200)
+    steps = [CompactionUpdated("cmp_1", "in_progress"), CompactionText("cmp_1", "They"), done]
+    plain = [event_update(e) for e in steps]
+    assert plain[:2] == [None, None]  # nothing while it runs
+    assert "9,000 → 1,200 tokens" in plain[2]["content"]["text"]  # type: ignore[index]
+    valid(plain[2])  # type: ignore[arg-type]
+    shown = [event_update(e, compaction=True) for e in steps]
+    notes = [{"sessionId": "s", "update": u} for u in shown]
+    read = acp_schema.read([("zSessionNotification", n, "stable") for n in notes])
+    assert all("ok" in r for r in read), read  # schema 1.25, which has compactions
+    assert [u["sessionUpdate"] for u in shown] == [  # type: ignore[index]
+        "compaction_update",
+        "compaction_summary_chunk",
+        "compaction_update",
+    ]
+    assert shown[2]["summary"] == [{"type": "text", "text": "They fixed the bug."}]  # type: ignore[index]
+    failed = event_update(CompactionUpdated("cmp_2", "failed", error="the model is down"))
+    assert "Compaction failed: the model is down" in failed["content"]["text"]  # type: ignore[index]
+    # Replayed to an editor that shows none, the summary stands for what it replaced.
+    history = history_events(
+        [CompactionMessage(id="cmp_1", summary="They fixed the bug.", kept_from=4)]
+    )
+    (replayed,) = replay_updates(history)
+    assert "summarised): They fixed the bug." in replayed["content"]["text"]

@@ -359,6 +359,9 @@ class Limits(_Model):
     """Longest silence tolerated from a model stream."""
     question_timeout_s: float = Field(default=600.0, gt=0)
     """How long a turn waits for a person's approval or answer."""
+    idle_session_s: float = Field(default=60.0, ge=0)
+    """How long a served session (the gateway's) stays in memory once no UI follows it
+    and no turn runs in it; a UI back within it resumes from its cursor."""
 
 
 class CompactionConfig(_Model):

@@ -189,6 +189,11 @@ class EventLog:
         return self._base
 
     @property
+    def followed(self) -> bool:
+        """Something follows the log (`follow`) and has not stopped."""
+        return bool(self._listeners)
+
+    @property
     def logged(self) -> list[Logged]:
         """The events the log holds, oldest first."""
         return list(self._entries)

@@ -5,6 +5,7 @@ Creates, opens and switches sessions; never runs a turn itself.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import logging
@@ -12,6 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
+from raven import heap
 from raven.config import ECHO_MODEL_ID, ConfigError, ModelSpec, ModeSpec, Paths, RavenConfig
 from raven.engine.asker import Answer
 from raven.engine.compaction import Compactor
@@ -56,6 +58,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+GIVE_BACK_CHARS = 4_000_000
+"""A session let go of whose window held this much (a long answer, say), or the last one
+in memory, has the heap's free pages given back to the system (`raven.heap`)."""
+
 T = TypeVar("T")
 STOP_TURN_S = 5.0
 """How long closing or deleting a session waits for its cancelled turn to end."""
@@ -82,6 +88,8 @@ class Runtime:
         self.store = open_sessions(config.sessions, paths)
         self._providers: dict[str, Provider] = {}
         self._live: dict[str, LiveSession] = {}
+        self._idle: dict[str, asyncio.TimerHandle] = {}
+        """Sessions let go of (`let_go`), each with the timer that drops it."""
         self._shared: SharedLog | None = None
         self._replicas: Replicas | None = None
         if self.store.shared:  # loaded only then: `raven acp` on SQLite never needs them
@@ -143,6 +151,9 @@ class Runtime:
             await self._replicas.start()
 
     async def aclose(self) -> None:
+        for timer in self._idle.values():
+            timer.cancel()
+        self._idle.clear()
         if self._replicas is not None:
             await self._replicas.aclose()
         if self._shared is not None:
@@ -405,6 +416,28 @@ class Runtime:
         mode's, the model's or Raven's own (`{cwd}`, `{date}`, `{platform}` filled in);
         None goes back to theirs. Not stored: another process keeps its own."""
         session.system = text or None
+
+    def let_go(self, session_id: str) -> None:
+        """Drop the session from memory once nothing here has needed it for
+        `limits.idleSessionS`: no turn ran in it and nothing followed its log (a face
+        calls it when its last follower left, or its turn ended). It stays stored and
+        open; the next use reads its window again, and a cursor into the old log expires."""
+        if (timer := self._idle.pop(session_id, None)) is not None:
+            timer.cancel()
+        wait_s = self.config.limits.idle_session_s
+        loop = asyncio.get_running_loop()
+        self._idle[session_id] = loop.call_later(wait_s, self._idle_over, session_id)
+
+    def _idle_over(self, session_id: str) -> None:
+        self._idle.pop(session_id, None)
+        live = self._live.get(session_id)
+        if live is None or live.log.followed or live.is_busy:
+            return
+        big = live.window_chars >= GIVE_BACK_CHARS
+        del live  # the last reference here: what it held is freed before it is given back
+        self.release(session_id)
+        if big or not self._live:  # a long answer went, or the last session: idle now
+            heap.give_back()
 
     def release(self, session_id: str) -> None:
         """Drop the session from memory (it stays stored and open); a no-op if it is busy."""

@@ -258,8 +258,11 @@ async def _rpc(request: web.Request) -> web.StreamResponse:
         request.app[SOCKETS].pop(ws, None)
         hub.forget(peer)
         peer.reader.feed_eof()
-        await serving
-        await peer.connection.finish(1.0)
+        try:
+            await serving
+            await peer.connection.finish(1.0)
+        finally:  # also when aiohttp cancels the handler of a connection that went away
+            peer.connection.close()
     return ws
 
 

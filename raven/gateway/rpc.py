@@ -133,6 +133,7 @@ class Hub:
         stop()
         del self._followed[session_id]
         self.questions.forget(session_id)
+        self.runtime.let_go(session_id)  # unless a turn or another face still has it
 
     def watching(self, live: LiveSession, peer: Peer) -> bool:
         followed = peer.following.get(live.id)
@@ -412,6 +413,7 @@ class Peer:
         task = start_turn(live, [TextPart(text=p.text)], hub.asker(live.id), _ignore)
         hub.turns.add(task)
         task.add_done_callback(hub.turns.discard)
+        task.add_done_callback(lambda _: hub.runtime.let_go(live.id))
         return c.Accepted()
 
     async def _turn_cancel(self, p: c.SessionRef) -> c.Accepted:

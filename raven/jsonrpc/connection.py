@@ -98,6 +98,13 @@ class Connection:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._writer, FLUSH_TIMEOUT_S)
 
+    def close(self) -> None:
+        """Stop writing at once (what is queued is let go) and end the writer task, so
+        nothing of the connection outlives it; `finish` first flushes."""
+        self._closed = True
+        if self._writer is not None and not self._writer.done():
+            self._writer.cancel()
+
     @property
     def closed(self) -> bool:
         """The peer is gone: nothing sent reaches it any more."""

@@ -152,10 +152,11 @@ class Client:
 async def gateway(tmp_path: Path) -> AsyncIterator[Any]:
     made: list[Gateway] = []
 
-    async def start(steps: list[dict[str, Any]]) -> Gateway:
+    async def start(steps: list[dict[str, Any]], **more: Any) -> Gateway:
         (tmp_path / "script.json").write_text(json.dumps(steps))
         config = RavenConfig.model_validate(
             {
+                **more,
                 "models": [{"id": "s", "provider": "scripted", "script": "script.json"}],
                 "modes": [
                     {"id": "ask", "name": "Ask"},
@@ -705,3 +706,74 @@ async def test_compacting_a_session_too_short_or_busy_is_refused(
     await ui.until(lambda: len(ui.events("TurnEnded")) == 2)
     assert len(await g.runtime.transcript(sid)) == 4  # nothing was added
     await ui.close()
+
+
+async def test_a_session_no_ui_follows_leaves_memory_and_comes_back_from_the_store(
+    gateway: Any, tmp_path: Path
+) -> None:
+    steps = [
+        {"text": "One."},
+        {"text": "slow", "waitFor": str(tmp_path / "gate")},
+        {"text": "Three."},
+    ]
+    g = await gateway(steps, limits={"idleSessionS": 0.05})
+    ui = await g.connect()
+    sid = (await ui.call("session.create", cwd=str(tmp_path)))["sessionId"]
+    await ui.call("turn.send", sessionId=sid, text="one")
+    await ui.until(lambda: ui.events("TurnEnded"))
+    await ui.close()  # the last UI leaves: the session goes once idle
+    async with asyncio.timeout(DEADLINE_S):
+        while g.runtime.live(sid) is not None:
+            await asyncio.sleep(0.01)
+    # A turn whose UI left stays in memory as long as it runs.
+    ui = await g.connect()
+    await ui.call("turn.send", sessionId=sid, text="two")
+    await ui.until(lambda: ui.events("TurnStarted"))
+    await ui.close()
+    live = g.runtime.live(sid)
+    await asyncio.sleep(0.2)  # four times the idle time: it would be gone if it could go
+    assert g.runtime.live(sid) is live and live.is_busy
+    (tmp_path / "gate").touch()
+    async with asyncio.timeout(DEADLINE_S):
+        while g.runtime.live(sid) is not None:
+            await asyncio.sleep(0.01)
+    # Read again from the store, the session goes on where it was.
+    ui = await g.connect()
+    history = (await ui.call("session.get", sessionId=sid))["history"]
+    said = [e["text"] for e in history if e["type"] == "AgentText"]
+    assert said == ["One.", "slow"]
+    await ui.call("turn.send", sessionId=sid, text="three")
+    ended = await ui.until(lambda: ui.events("TurnEnded"))
+    assert ended[0]["stopReason"] == "end_turn"
+    await ui.close()
+
+
+async def test_sockets_that_come_and_go_leave_no_task_or_session_behind(
+    gateway: Any, tmp_path: Path
+) -> None:
+    """Each socket's writer ends with it, also when aiohttp cancels the handler of a
+    connection that went away, and the sessions go once idle: 40 UIs that each sent a
+    turn and left leave nothing running and nothing in memory."""
+    g = await gateway([{"text": "Hi."}] * 40, limits={"idleSessionS": 0.05})
+
+    async def one() -> str:
+        ui = await g.connect()
+        sid = (await ui.call("session.create", cwd=str(tmp_path)))["sessionId"]
+        await ui.call("turn.send", sessionId=sid, text="hi")
+        await ui.until(lambda: ui.events("TurnEnded"))
+        await ui.close()
+        return str(sid)
+
+    made = await asyncio.gather(*(one() for _ in range(40)))
+
+    def left() -> list[object]:
+        writers = [
+            t
+            for t in asyncio.all_tasks()
+            if t.get_coro().__qualname__ == "Connection._drain_outbox"  # type: ignore[union-attr]
+        ]
+        return [*writers, *filter(None, map(g.runtime.live, made))]
+
+    async with asyncio.timeout(DEADLINE_S):
+        while left():
+            await asyncio.sleep(0.02)

@@ -82,7 +82,7 @@ async def one_session(
     cwd: str,
     turns: int,
     model: str | None = None,
-) -> int:  # noqa: E501
+) -> int:
     ui = Ui(await http.ws_connect(url, headers=headers, max_msg_size=0))
     try:
         params = {"cwd": cwd, **({"model": model} if model else {})}

@@ -71,8 +71,24 @@ _NEEDLES = [
 ]
 
 
+CLEAN_CHARS = 64
+"""Strings this short that hold no credential are remembered (`_clean`): the same field
+names, ids and words pass through every event a face sends."""
+_CLEAN_MAX = 8192
+_clean: set[str] = set()
+
+
 def redact(text: str) -> str:
     """`text` with every recognised credential replaced by `[REDACTED]`."""
+    if text in _clean:
+        return text
+    shown = _redact(text)
+    if shown is text and len(text) <= CLEAN_CHARS and len(_clean) < _CLEAN_MAX:
+        _clean.add(text)  # never one that held a credential
+    return shown
+
+
+def _redact(text: str) -> str:
     lowered = text.lower()
     tried = -1
     for needle, ignore_case, i in _NEEDLES:
@@ -98,8 +114,14 @@ def redact_json(value: Any) -> Any:
                 while shown in copy or shown in value:
                     n += 1
                     shown = f"{base} ({n})"
-            copy[shown] = redact_json(item)
+            kind = type(item)  # a face sends this for every event: strings at once
+            copy[shown] = (
+                redact(item) if kind is str else item if kind in _PLAIN else redact_json(item)
+            )
         return copy
     if isinstance(value, list):
         return [redact_json(v) for v in value]
     return value
+
+
+_PLAIN = frozenset((int, float, bool, type(None)))

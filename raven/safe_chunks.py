@@ -54,7 +54,7 @@ def _safe_cut(text: str) -> int:
     while end and not text[end - 1].isspace():
         end -= 1  # `end` is past the last whitespace: text[end:] is the word still growing
     word = text[end:]
-    cut = end + _word_hold(word)
+    cut = end + _word_hold(word) if word else end  # most deltas end a word
     patterns = _patterns()
     label = patterns.label_tail.search(text, max(0, end - 64), end) if end else None
     if label is not None:  # "Bearer ", "password = ": what follows may still be growing

@@ -33,6 +33,9 @@ SOCKETS = web.AppKey("sockets", dict[web.WebSocketResponse, asyncio.Transport])
 A2A_MOUNTED = web.AppKey("a2a_mounted", bool)
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 SEND_TIMEOUT_S = 10.0
+QUICK_FRAME_BYTES = 16 * 1024
+"""A frame at most this big, sent while nothing waits in the transport (below its 64 KiB
+high-water mark), cannot block: it is sent without a deadline."""
 CLOSE_WAIT_S = 1.0
 ABANDON_S = 30.0
 """A socket that cannot take a message within this long is closed (a slow UI)."""
@@ -226,10 +229,16 @@ async def _rpc(request: web.Request) -> web.StreamResponse:
         closing.add(task)
         task.add_done_callback(closing.discard)
 
-    async def send(text: str) -> None:
+    async def send(frame: bytes) -> None:
+        """One text frame of UTF-8 JSON, as encoded (it is never decoded and encoded again)."""
+        if len(frame) <= QUICK_FRAME_BYTES and not transport.get_write_buffer_size():
+            # Nothing waits in the transport and the frame is too small to fill it: the
+            # write cannot block, so it needs no deadline (a timer for every event).
+            await ws.send_frame(frame, WSMsgType.TEXT)
+            return
         try:  # not wait_for: a frame the socket takes at once is sent without yielding
             async with asyncio.timeout(SEND_TIMEOUT_S):
-                await ws.send_str(text)
+                await ws.send_frame(frame, WSMsgType.TEXT)
         except TimeoutError:
             log.warning("a Raven RPC socket took no message for %gs; dropped", SEND_TIMEOUT_S)
             peer.hang_up()

@@ -1,9 +1,11 @@
 """`raven run` with a long streamed answer: time and peak memory as the answer grows.
 
-The scripted model streams an answer of each size (a word an event, common words) to
-`raven run hi` writing to a file; each run's wall time, CPU time and peak RSS, against a
-one-word turn's. Aims (#59): the largest size takes at most 5x the time of one a quarter
-its size, and peaks at most 3x the answer above the one-word turn.
+A model server on loopback speaking OpenAI's streaming wire (in this process, so the
+answer it holds is not counted in Raven's memory) streams an answer of each size (a
+word a delta, common words) to `raven run hi` writing to a file; each run's wall time,
+CPU time and peak RSS, against a one-word turn's. Aims (#59): the largest size takes at
+most 5x the time of one a quarter its size, and peaks at most 3x the answer above the
+one-word turn.
 
     uv run python bench/big_answer.py [--mb 16 64]
 """
@@ -11,13 +13,17 @@ its size, and peaks at most 3x the answer above the one-word turn.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import itertools
 import json
 import os
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+
+from aiohttp import web
 
 VOCABULARY = (
     "the quick brown fox jumps over a lazy dog while Raven streams its long answer to the terminal"
@@ -34,11 +40,46 @@ def answer_of(megabytes: float) -> str:
     return " ".join(out)
 
 
-def run(home: Path, text: str) -> tuple[float, float, float]:
+class Model:
+    """The model server, in a thread of its own: `answer` is what it streams next."""
+
+    def __init__(self) -> None:
+        self.answer = "hi"
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+        self.port = asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(10)
+
+    async def _start(self) -> int:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._stream)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        return int(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+
+    async def _stream(self, request: web.Request) -> web.StreamResponse:
+        await request.read()
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        batch: list[bytes] = []
+        for word in self.answer.split(" "):
+            delta = {"choices": [{"index": 0, "delta": {"content": word + " "}}]}
+            batch.append(f"data: {json.dumps(delta)}\n\n".encode())
+            if len(batch) == 256:
+                await response.write(b"".join(batch))
+                batch = []
+        end = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+        batch.append(f"data: {json.dumps(end)}\n\ndata: [DONE]\n\n".encode())
+        await response.write(b"".join(batch))
+        return response
+
+
+def run(home: Path, model: Model, text: str) -> tuple[float, float, float]:
     """(wall s, CPU s, peak RSS MiB) of one `raven run hi` answering `text`."""
-    (home / "script.json").write_text(json.dumps([{"text": text}]))
-    model = {"id": "s", "provider": "scripted", "script": "script.json"}
-    (home / "config.json").write_text(json.dumps({"models": [model]}))
+    model.answer = text
+    spec = {"id": "m", "provider": "openai", "baseUrl": f"http://127.0.0.1:{model.port}/v1"}
+    (home / "config.json").write_text(json.dumps({"models": [spec]}))
     env = {**os.environ, "RAVEN_HOME": str(home)}
     with open(home / "answer.txt", "wb") as out, open(os.devnull, "wb") as quiet:
         start = time.perf_counter()
@@ -64,13 +105,14 @@ def main() -> None:
     sizes = parser.parse_args().mb
     with tempfile.TemporaryDirectory() as folder:
         home = Path(folder)
-        _, _, floor = run(home, "hi")
+        model = Model()
+        _, _, floor = run(home, model, "hi")
         print(f"one-word turn: peak RSS {floor:.0f} MiB")
         header = ("answer MB", "wall s", "CPU s", "peak MiB", "above / answer")
         print("{:>10} {:>8} {:>8} {:>9} {:>15}".format(*header))
         walls: dict[float, float] = {}
         for mb in sizes:
-            wall, cpu, peak = run(home, answer_of(mb))
+            wall, cpu, peak = run(home, model, answer_of(mb))
             walls[mb] = wall
             above = (peak - floor) / (mb * 1_000_000 / 2**20)
             print(f"{mb:10.1f} {wall:8.1f} {cpu:8.1f} {peak:9.0f} {above:14.1f}x")

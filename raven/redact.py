@@ -107,17 +107,19 @@ def redact_json(value: Any) -> Any:
         return redact(value)
     if isinstance(value, dict):
         copy: dict[Any, Any] = {}
+        clean = _clean  # a face sends this for every event: what is known clean at once
         for key, item in value.items():
-            shown = redact(key) if isinstance(key, str) else key
+            shown = key if key in clean or not isinstance(key, str) else redact(key)
             if shown != key:
                 base, n = shown, 1
                 while shown in copy or shown in value:
                     n += 1
                     shown = f"{base} ({n})"
-            kind = type(item)  # a face sends this for every event: strings at once
-            copy[shown] = (
-                redact(item) if kind is str else item if kind in _PLAIN else redact_json(item)
-            )
+            kind = type(item)
+            if kind is str:
+                copy[shown] = item if item in clean else redact(item)
+            else:
+                copy[shown] = item if kind in _PLAIN else redact_json(item)
         return copy
     if isinstance(value, list):
         return [redact_json(v) for v in value]

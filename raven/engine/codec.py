@@ -42,10 +42,25 @@ _BY_NAME = {cls.__name__: cls for cls in LOGGED}
 
 def event_json(event: Any) -> dict[str, Any]:
     """`{"schema": ..., "type": <event name>, <its fields>}` for one event."""
-    body: dict[str, Any] = {"schema": SCHEMA, "type": type(event).__name__}
-    for f in dataclasses.fields(event):
-        body[to_camel(f.name)] = plain(getattr(event, f.name))
+    kind = type(event)
+    body: dict[str, Any] = {"schema": SCHEMA, "type": kind.__name__}
+    for name, key in _FIELDS.get(kind) or _fields(kind):
+        value = getattr(event, name)
+        body[key] = value if type(value) in _PLAIN else plain(value)
     return body
+
+
+_FIELDS: dict[type, tuple[tuple[str, str], ...]] = {}
+
+
+def _fields(kind: type) -> tuple[tuple[str, str], ...]:
+    """An event type's fields, each with its JSON key, kept: asked for every event a face
+    sends."""
+    found = _FIELDS[kind] = tuple((f.name, to_camel(f.name)) for f in dataclasses.fields(kind))
+    return found
+
+
+_PLAIN = frozenset((str, int, float, bool, type(None)))
 
 
 def event_from_json(body: dict[str, Any]) -> Any:

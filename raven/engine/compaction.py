@@ -86,11 +86,26 @@ def tokens(chars: int) -> int:
     return (chars + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
 
 
+MESSAGE_CHARS = 48
+"""What a message adds to a request beside its contents (its role, the wire's keys)."""
+
+
 def message_chars(message: Message) -> int:
-    """What a message adds to a request, as `estimate_tokens` counts it (in characters)."""
+    """What a message adds to a request, in characters: its contents, counted without
+    writing it out (a long answer is not copied to be measured)."""
     if isinstance(message, CompactionMessage):
         return 0  # its summary goes in the system prompt, counted there
-    return len(message.model_dump_json(exclude={"usage"}))
+    if isinstance(message, UserMessage):
+        parts = (p.text if isinstance(p, TextPart) else p.data for p in message.parts)
+        return MESSAGE_CHARS + sum(map(len, parts))
+    if isinstance(message, AssistantMessage):
+        calls = sum(
+            len(c.id) + len(c.name) + len(c.raw_arguments or json.dumps(c.arguments))
+            for c in message.tool_calls
+        )
+        return MESSAGE_CHARS + len(message.text) + len(message.thought) + calls
+    images = sum(len(i.data) for i in message.images)
+    return MESSAGE_CHARS + len(message.call_id) + len(message.content) + images
 
 
 def with_summary(system: str, summary: str | None) -> str:

@@ -404,6 +404,7 @@ async def _call_model(
         _flush(shown_text, shown_thought, emit, lead)
         await stream.aclose()  # type: ignore[attr-defined]
     spoken = text.getvalue()  # once: a long answer is copied out of the buffer once
+    text.close()  # and the buffer let go before it is stored
     if not reported_usage:
         answer = spoken + "".join(c.raw_arguments or "" for c in calls)
         used = estimate_tokens(request, answer)

@@ -16,6 +16,7 @@ from raven.engine import (
     CompactionUpdated,
     Notice,
     Runtime,
+    ToolCallUpdated,
     TurnEnded,
     run_turn,
 )
@@ -30,7 +31,7 @@ from raven.messages import (
 )
 from tests.engine.conftest import Events, MakeRuntime, RecordingAsker
 from tests.fakes.compacting import SECRET, WINDOW, compacting_model, summarising
-from tests.fakes.model_server import FakeModelServer, Reply, request_tokens
+from tests.fakes.model_server import FakeModelServer, Reply, openai_stream, request_tokens
 
 
 @pytest.fixture
@@ -134,6 +135,40 @@ async def test_a_compaction_that_fails_leaves_the_session_as_it_was_and_says_why
     stored = await runtime.transcript(session.id)
     assert not any(isinstance(m, CompactionMessage) for m in stored)
     assert len(stored) == 4 and events.of(TurnEnded)[-1].error is None  # the turn went on
+
+
+async def test_a_compaction_in_the_middle_of_a_tool_loop_keeps_the_running_turn_whole(
+    make_runtime: MakeRuntime, tmp_path: Path, server: FakeModelServer
+) -> None:
+    """The window fills during a turn's tool calls: the turns before it are summarised,
+    and every call of the running turn stays with its result (the server refuses a
+    result whose call it was not sent)."""
+    (tmp_path / "notes.txt").write_text("a line of notes to read\n" * 20)
+    read = json.dumps({"path": "notes.txt"})
+
+    def reading(body: dict[str, Any]) -> Reply:
+        if summarising(body):
+            return compacting_model(body)
+        results = sum(1 for m in body["messages"] if m["role"] == "tool")
+        if results < 3:
+            return Reply(events=openai_stream(tool_calls=[(f"r{results}", "read_file", read)]))
+        return Reply(events=openai_stream(text="Read it three times.", usage=None))
+
+    runtime = make_runtime(**local(server, threshold=0.7))
+    session = await runtime.new_session(tmp_path)
+    events = Events()
+    server.queue(compacting_model)
+    await run_turn(session, [TextPart(text="alpha" * 150)], RecordingAsker(), events.append)
+    server.queue(*[reading] * 6)
+    stop = await run_turn(session, [TextPart(text="read it")], RecordingAsker(), events.append)
+    assert stop == "end_turn" and not events.of(Notice), events.of(Notice)
+    assert [e.status for e in events.of(CompactionUpdated)] == ["in_progress", "completed"]
+    began = events.index(events.of(CompactionUpdated)[0])
+    done = [i for i, e in enumerate(events) if isinstance(e, ToolCallUpdated)]
+    assert done[0] < began < done[-1]  # between the turn's tool calls
+    last = server.requests[-1].body["messages"]
+    assert [m["role"] for m in last[1:]] == ["user", *["assistant", "tool"] * 3]
+    assert "alpha" not in json.dumps(last[1:])  # the first turn is in the summary only
 
 
 async def test_compaction_waits_for_a_window_it_knows(

@@ -165,9 +165,18 @@ def strict_chat_check(body: dict[str, Any]) -> str | None:
     """The first message llama-cpp-python's server rejects, as its error text; None if all pass.
 
     It validates each message with pydantic: `content` must be present and a string
-    (a list of parts for user messages); a null beside `tool_calls` is refused.
+    (a list of parts for user messages); a null beside `tool_calls` is refused. A tool
+    result must answer a call made before it in the request (as OpenAI's API requires).
     """
+    called: set[str] = set()
     for i, msg in enumerate(body.get("messages", [])):
+        called |= {c.get("id") for c in msg.get("tool_calls") or []}
+        if msg.get("role") == "tool" and msg.get("tool_call_id") not in called:
+            # OpenAI's words; llama.cpp's chat templates refuse it as well.
+            return (
+                f"messages.{i}: messages with role 'tool' must be a response to a preceding"
+                " message with 'tool_calls'"
+            )
         content = msg.get("content", ...)
         if content is ...:
             return f"messages.{i}.content: Field required"

@@ -223,16 +223,16 @@ async def summarise(
 
 async def compact(
     session: LiveSession, emit: Emit, fixed_chars: int, latest: int, keep: bool = True
-) -> None:
+) -> bool:
     """Summarise the session's older messages and commit the compaction, told as
     `CompactionUpdated` (in progress, then completed or failed) with the summary's text
     between; `fixed_chars` is what a request carries beside its messages (the system
     prompt, the tools). `keep`: the newest messages the settings' share of the window
     holds stay as they are, else only the newest turn does (a compaction asked for).
-    A model that fails leaves the session as it was. Raises
+    A model that fails leaves the session as it was (False: it did not compact). Raises
     `NothingToCompact` (before anything is told) when everything must be kept, and
     `CancelledError` when cancelled (told as cancelled first)."""
-    window = session.provider.context_window or 0
+    window = session.context_window or 0
     share = session.compactor.settings.keep if keep else 0
     keep_chars = int(share * window * CHARS_PER_TOKEN)
     at = split(session.window, session.window_start, session.sizes, keep_chars, latest)
@@ -247,7 +247,7 @@ async def compact(
     except ProviderError as exc:
         log.info("compaction of session %s failed: %s", session.id, exc)
         emit(CompactionUpdated(compaction_id, "failed", error=str(exc), tokens_before=before))
-        return
+        return False
     except BaseException:
         emit(CompactionUpdated(compaction_id, "cancelled", tokens_before=before))
         raise
@@ -256,3 +256,4 @@ async def compact(
     )
     after = tokens(fixed_chars + len(summary) + sum(session.sizes))
     emit(CompactionUpdated(compaction_id, "completed", summary, None, before, after))
+    return True

@@ -84,6 +84,9 @@ class LiveSession:
     """The index in the transcript of the window's first message."""
     compactor: Compactor = field(default_factory=lambda: Compactor(CompactionConfig()))
     """When the session compacts, and the model that writes its summaries."""
+    learned_window: int | None = None
+    """The context window the model's server named when it refused a request for passing
+    it (`ContextTooLong`), in this process: it stands for the configured one from then on."""
     _answers: dict[str, asyncio.Future[Answer]] = field(default_factory=dict)
     _source_tools: list[Tool] = field(default_factory=list)
     _turn: TurnState | None = None
@@ -113,6 +116,11 @@ class LiveSession:
     def since(self, version: int) -> list[Message]:
         """The messages committed after the first `version` (those the window holds)."""
         return self.window[max(0, version - self.window_start) :]
+
+    @property
+    def context_window(self) -> int | None:
+        """The model's context window in tokens: as its server named it, else as configured."""
+        return self.learned_window or self.provider.context_window
 
     @property
     def window_chars(self) -> int:

@@ -59,6 +59,7 @@ from raven.messages import (
     shown,
 )
 from raven.providers import (
+    ContextTooLong,
     Finish,
     FinishReason,
     ModelRequest,
@@ -337,18 +338,51 @@ async def _call_model(
     session: LiveSession, emit: Emit, lead: str, prompted: int
 ) -> tuple[AssistantMessage, FinishReason]:
     """One model call, streamed as events; `lead` goes before the first text it shows.
-    First the session is compacted if the call would pass its share of the window."""
+    First the session is compacted if the call would pass its share of the window; a
+    server that refuses it for passing the window has the session compacted to the
+    window it names, and is asked once more."""
     system, tools = _request_start(session)
     fixed = len(system) + tools_chars(tools)
-    window = session.provider.context_window
+    window = session.context_window
     if compaction.due(session.compactor.settings, window, fixed + session.window_chars):
         with contextlib.suppress(compaction.NothingToCompact):
             await compaction.compact(session, emit, fixed, prompted)
-    request = ModelRequest(
+    try:
+        return await _answer(session, _request(session, system, tools), emit, lead)
+    except ContextTooLong as exc:
+        if not await _compacted_to(exc, session, emit, fixed, prompted):
+            raise
+    return await _answer(session, _request(session, system, tools), emit, lead)
+
+
+def _request(session: LiveSession, system: str, tools: list[ToolSpec]) -> ModelRequest:
+    return ModelRequest(
         system=compaction.with_summary(system, session.summary),
         messages=session.model_messages(),
         tools=tools,
     )
+
+
+async def _compacted_to(
+    refused: ContextTooLong, session: LiveSession, emit: Emit, fixed: int, prompted: int
+) -> bool:
+    """The window the server named (else nine tenths of what it refused) becomes the
+    session's, and the session is compacted to it; False when it could not be."""
+    if not session.compactor.settings.auto:
+        return False
+    sent = compaction.tokens(fixed + session.window_chars)
+    session.learned_window = refused.window or sent * 9 // 10
+    log.info("%s; compacting to a window of %d tokens", refused, session.learned_window)
+    try:
+        return await compaction.compact(session, emit, fixed, prompted)
+    except compaction.NothingToCompact:
+        return False
+
+
+async def _answer(
+    session: LiveSession, request: ModelRequest, emit: Emit, lead: str
+) -> tuple[AssistantMessage, FinishReason]:
+    """The model's answer to `request`, streamed as events, committed."""
     # Streams of small deltas (a word each, hundreds of thousands in a long answer) are
     # kept as text, not as a list of pieces.
     text, thought = io.StringIO(), io.StringIO()
@@ -381,7 +415,7 @@ async def _call_model(
             elif isinstance(event, Usage):
                 reported_usage = True
                 used = event.input_tokens + event.output_tokens
-                window = session.provider.context_window
+                window = session.context_window
                 emit(
                     UsageUpdated(
                         used, window, event.estimated, event.input_tokens, event.output_tokens
@@ -408,7 +442,7 @@ async def _call_model(
     if not reported_usage:
         answer = spoken + "".join(c.raw_arguments or "" for c in calls)
         used = estimate_tokens(request, answer)
-        emit(UsageUpdated(used, session.provider.context_window, estimated=True))
+        emit(UsageUpdated(used, session.context_window, estimated=True))
         wrote = estimate_text_tokens(answer)
         usage = TokenUsage(
             by=session.model.id, input_tokens=used - wrote, output_tokens=wrote, estimated=True

@@ -7,6 +7,7 @@ when a model of theirs is used.
 
 from raven.providers.base import (
     CHARS_PER_TOKEN,
+    ContextTooLong,
     Finish,
     FinishReason,
     ModelEvent,
@@ -27,6 +28,7 @@ from raven.providers.resolve import NoModelConfigured, create_provider, pick_mod
 
 __all__ = [
     "CHARS_PER_TOKEN",
+    "ContextTooLong",
     "Finish",
     "FinishReason",
     "ModelEvent",

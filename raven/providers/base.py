@@ -3,6 +3,7 @@
 ProviderError                  a model call failed; the message names model and URL
 ├── ProviderAuthError          401/403: the key was refused (the key is never shown)
 ├── ProviderNotFoundError      404: wrong model name or base URL
+├── ContextTooLong             the request passed the model's context window
 └── ProviderProtocolError      the stream was cut or could not be understood
 """
 
@@ -95,6 +96,16 @@ class ProviderNotFoundError(ProviderError):
 
 class ProviderProtocolError(ProviderError):
     pass
+
+
+class ContextTooLong(ProviderError):
+    """The server refused the request for passing the model's context window; `window`
+    is the window in tokens where the server said it (llama.cpp's `n_ctx`, OpenAI's and
+    Anthropic's messages)."""
+
+    def __init__(self, message: str, window: int | None) -> None:
+        super().__init__(message)
+        self.window = window
 
 
 @dataclass

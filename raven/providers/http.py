@@ -11,6 +11,7 @@ import email.utils
 import json
 import logging
 import os
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ import httpx
 
 from raven.config import ModelSpec
 from raven.providers.base import (
+    ContextTooLong,
     ProviderAuthError,
     ProviderError,
     ProviderNotFoundError,
@@ -194,7 +196,41 @@ def _status_error(response: httpx.Response, endpoint: Endpoint) -> ProviderError
         )
     detail = endpoint.scrub(_error_detail(response))
     where = f"HTTP {status} from {endpoint.label()}"
-    return ProviderError(f"{detail} ({where})" if detail else where)
+    said = f"{detail} ({where})" if detail else where
+    if status in (400, 413) and (window := context_window_in(response)) is not None:
+        return ContextTooLong(said, window or None)
+    return ProviderError(said)
+
+
+_WINDOW_SAID = (
+    re.compile(r"maximum context length is (\d+) tokens"),  # OpenAI
+    re.compile(r"prompt is too long: \d+ tokens > (\d+) maximum"),  # Anthropic
+    re.compile(r"context (?:length|size|window)[^0-9]{0,40}(\d{3,})"),  # others, worded so
+)
+
+
+def context_window_in(response: httpx.Response) -> int | None:
+    """For a refusal because the request passed the model's context window, the window
+    in tokens (0 when the server did not say it); None for any other refusal."""
+    try:
+        body = response.json()
+    except ValueError:
+        return None
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return None
+    if error.get("type") == "exceed_context_size_error":  # llama.cpp
+        n_ctx = error.get("n_ctx")
+        return n_ctx if isinstance(n_ctx, int) and n_ctx > 0 else 0
+    message = str(error.get("message", ""))
+    if error.get("code") != "context_length_exceeded" and not re.search(
+        r"context (length|size|window)|prompt is too long", message, re.IGNORECASE
+    ):
+        return None
+    for pattern in _WINDOW_SAID:
+        if found := pattern.search(message):
+            return int(found.group(1))
+    return 0
 
 
 def _error_detail(response: httpx.Response) -> str:

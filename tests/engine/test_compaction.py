@@ -171,6 +171,30 @@ async def test_a_compaction_in_the_middle_of_a_tool_loop_keeps_the_running_turn_
     assert "alpha" not in json.dumps(last[1:])  # the first turn is in the summary only
 
 
+async def test_a_window_nobody_configured_is_learned_from_the_servers_refusal(
+    make_runtime: MakeRuntime, tmp_path: Path, server: FakeModelServer
+) -> None:
+    """No `contextWindow` in the config: the first request that passes llama.cpp's context
+    is refused with its size (`n_ctx`), the session compacts to it and asks again, and
+    no later request passes it."""
+    spec = {"id": "local", "provider": "openai", "baseUrl": server.url + "/v1"}
+    runtime = make_runtime(models=[spec], defaultModel="local")
+    session = await runtime.new_session(tmp_path)
+    events = Events()
+    for n in range(40):
+        server.queue(compacting_model, compacting_model, compacting_model)
+        said = SECRET if n == 0 else f"step {n}: " + "go on " * 40
+        stop = await run_turn(session, [TextPart(text=said)], RecordingAsker(), events.append)
+        assert stop == "end_turn" and not events.of(Notice), events.of(Notice)
+        server.replies.clear()
+    assert session.learned_window == WINDOW
+    refused = [r for r in server.requests if request_tokens(r.body) > WINDOW]
+    assert len(refused) == 1  # once learned, the session compacts before it passes it
+    assert [e.status for e in events.of(CompactionUpdated)][:2] == ["in_progress", "completed"]
+    answering = [r.body for r in server.requests if not summarising(r.body)]
+    assert SECRET in answering[-1]["messages"][0]["content"]
+
+
 async def test_compaction_waits_for_a_window_it_knows(
     make_runtime: MakeRuntime, tmp_path: Path, server: FakeModelServer
 ) -> None:

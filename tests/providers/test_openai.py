@@ -5,6 +5,7 @@ import pytest
 from raven.config import ModelSpec
 from raven.messages import AssistantMessage, ToolCall, ToolResultMessage, user_text
 from raven.providers import (
+    ContextTooLong,
     Finish,
     ModelRequest,
     ProviderError,
@@ -231,3 +232,45 @@ async def test_unreachable_server_is_reported_after_retries(
     spec = ModelSpec(id="gpt", provider="openai", base_url="http://127.0.0.1:9/v1", api_key="k")
     with pytest.raises(ProviderError, match="cannot connect"):
         await collect(OpenAIProvider(spec, read_timeout_s=5))
+
+
+@pytest.mark.parametrize(
+    ("body", "window"),
+    [
+        (  # llama.cpp's server
+            '{"error":{"code":400,"message":"the request exceeds the available context size,'
+            ' try increasing it","type":"exceed_context_size_error","n_prompt_tokens":4100,'
+            '"n_ctx":4096}}',
+            4096,
+        ),
+        (  # OpenAI
+            '{"error":{"message":"This model\'s maximum context length is 128000 tokens. '
+            'However, your messages resulted in 130000 tokens.","type":"invalid_request_error",'
+            '"param":"messages","code":"context_length_exceeded"}}',
+            128000,
+        ),
+        (  # Anthropic
+            '{"type":"error","error":{"type":"invalid_request_error",'
+            '"message":"prompt is too long: 215000 tokens > 200000 maximum"}}',
+            200000,
+        ),
+        (  # a server that says so without the size
+            '{"error":{"message":"Input exceeds the context window of the model"}}',
+            None,
+        ),
+    ],
+)
+async def test_a_request_past_the_window_is_told_apart_with_the_window_the_server_names(
+    body: str, window: int | None, model_server: FakeModelServer
+) -> None:
+    model_server.queue(Reply(status=400, body=body))
+    with pytest.raises(ContextTooLong) as info:
+        await collect(provider(model_server))
+    assert info.value.window == window
+
+
+async def test_another_bad_request_is_no_context_refusal(model_server: FakeModelServer) -> None:
+    model_server.queue(Reply(status=400, body='{"error":{"message":"unknown field: tools"}}'))
+    with pytest.raises(ProviderError) as info:
+        await collect(provider(model_server))
+    assert not isinstance(info.value, ContextTooLong)

@@ -100,6 +100,13 @@ SCRIPTS: dict[str, list[dict[str, Any]]] = {
         {"text": "one two three four five six seven eight nine ten, the end.", "wordDelayMs": 150},
     ],
     "steer": [{"text": "Working on it.", "delayMs": 3000}],
+    # Its window (`WINDOWS`) is passed by the second of two long prompts: the first turn
+    # is summarised (the second step) before the second is answered.
+    "compact": [
+        {"text": "First answer."},
+        {"text": "The user sent two long notes about plums."},
+        {"text": "Second answer."},
+    ],
     "escalate": [
         call("delegate", agent="helper", task="make kid.txt"),
         {"text": "The helper is done."},
@@ -119,6 +126,10 @@ SCRIPTS: dict[str, list[dict[str, Any]]] = {
         }
     ],
 }
+
+
+WINDOWS = {"compact": {"contextWindow": 20_000}}
+"""Models with a context window of their own (tokens)."""
 
 
 class WebGateway:
@@ -217,7 +228,10 @@ def make_home(home: Path) -> None:
     models = []
     for name, steps in SCRIPTS.items():
         (home / f"{name}.json").write_text(json.dumps(steps))
-        models.append({"id": name, "provider": "scripted", "script": str(home / f"{name}.json")})
+        script = str(home / f"{name}.json")
+        models.append(
+            {"id": name, "provider": "scripted", "script": script, **WINDOWS.get(name, {})}
+        )
     # A model server that is down: nothing listens on the discard port, so a turn fails.
     models.append({"id": "down", "provider": "openai", "baseUrl": "http://127.0.0.1:9/v1"})
     config = {

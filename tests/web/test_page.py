@@ -371,6 +371,24 @@ def test_steer_a_running_turn(page: Page, web: WebGateway) -> None:
     expect(page.locator(".turn").last).to_contain_text("Working on it.")
 
 
+def test_a_compaction_shows_where_the_conversation_was_summarised(
+    page: Page, web: WebGateway
+) -> None:
+    login(page, web.login_link())
+    new_session(page, work_dir(web, "compact"), "compact")
+    send(page, "plums " * 6_700)  # about 10,000 of the window's 20,000 tokens
+    expect(page.locator(".answer").last).to_have_text("First answer.")
+    send(page, "more plums " * 2_800)  # past 16,000 with the first: compacted first
+    expect(page.locator(".answer").last).to_have_text("Second answer.")
+    marker = page.locator(".compaction")
+    expect(marker).to_have_count(1)
+    expect(marker.locator("summary")).to_contain_text("Compacted")
+    marker.locator("summary").click()
+    expect(marker).to_contain_text("The user sent two long notes about plums.")
+    page.reload()  # the replay shows it where it happened, too
+    expect(page.locator(".compaction")).to_have_count(1)
+
+
 def test_reload_mid_turn_restores_the_session_and_its_question(page: Page, web: WebGateway) -> None:
     login(page, web.login_link())
     cwd = work_dir(web, "reload")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from raven.a2a.turn import Asked, Ended, MintedContexts, TaskTurn, reply_value
+from raven.a2a.turn import Asked, Ended, MintedContexts, Progress, TaskTurn, reply_value
 from raven.config import Paths, RavenConfig
 from raven.engine import Asking, Runtime
 from raven.messages import ToolResultMessage
@@ -82,3 +82,31 @@ def test_a_peers_reply_is_taken_in_the_engines_vocabulary() -> None:
     assert reply_value("always", approval=True) == "allow_always"
     assert reply_value("no way", approval=True) == "reject_once"
     assert reply_value(None, approval=True) == "unanswered"
+
+
+async def test_a_peer_is_told_when_its_conversation_was_compacted(tmp_path: Path) -> None:
+    """A task's turn that compacts its conversation first says so to the peer, as a
+    status line, before its answer."""
+    script = tmp_path / "script.json"
+    steps = [{"text": "First."}, {"text": "They sent two long notes."}, {"text": "Second."}]
+    script.write_text(json.dumps(steps))
+    model = {"id": "s", "provider": "scripted", "script": str(script), "contextWindow": 20_000}
+    config = RavenConfig.model_validate({"models": [model], "defaultModel": "s"})
+    paths = Paths(config_file=tmp_path / "config.json", data_dir=tmp_path / "data")
+    runtime = Runtime(config, paths, face="a2a")
+    try:
+        session = await runtime.new_session(tmp_path)
+        said: list[object] = []
+        for prompt in ("plums " * 6_700, "more plums " * 2_800):
+            turn = TaskTurn(session, None)
+            turn.start(prompt, "auto", 5.0)
+            async with asyncio.timeout(10):
+                while not isinstance(step := await turn.next(), Ended):
+                    said.append(step)
+            said.append(step)
+    finally:
+        await runtime.aclose()
+    lines = [s.text for s in said if isinstance(s, Progress)]
+    assert lines == ["Compacted: the model now sees a summary of the earlier conversation."]
+    ends = [s for s in said if isinstance(s, Ended)]
+    assert [e.text for e in ends] == ["First.", "Second."]

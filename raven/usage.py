@@ -51,12 +51,17 @@ def totals(messages: Iterable[Message]) -> Totals:
     """The usage the messages record, by model and by sub-agent."""
     found = Totals()
     for message in messages:
-        usage = None if isinstance(message, UserMessage) else message.usage
-        if usage is not None:
-            by_model = isinstance(message, AssistantMessage | CompactionMessage)
-            into = found.models if by_model else found.agents
-            _add(into.setdefault(usage.by, Spent()), usage)
+        count(found, message)
     return found
+
+
+def count(found: Totals, message: Message) -> None:
+    """Add what one message records having used to `found`."""
+    usage = None if isinstance(message, UserMessage) else message.usage
+    if usage is not None:
+        by_model = isinstance(message, AssistantMessage | CompactionMessage)
+        into = found.models if by_model else found.agents
+        _add(into.setdefault(usage.by, Spent()), usage)
 
 
 def describe(found: Totals, prices: Prices) -> str:

@@ -32,6 +32,7 @@ from raven.providers import Provider
 from raven.sandbox import Sandbox, SandboxUnavailable, enforcement, strictest
 from raven.sessions import SessionRecord, Sessions, TurnElsewhere
 from raven.tools import Parts, Tool, ToolSource
+from raven.usage import Totals, count, totals
 
 if TYPE_CHECKING:
     from raven.engine.shared_log import SharedLog
@@ -95,6 +96,9 @@ class LiveSession:
     """The store's log of the session, when replicas share the store: what `log` copies."""
     log: EventLog = field(init=False)
     """Every event of the session, numbered: what faces follow from a cursor."""
+
+    _spent: Totals | None = None
+    """What the session's messages record having used, once read (`spent`)."""
 
     def __post_init__(self) -> None:
         self.log = EventLog(self.id, self.version)
@@ -279,7 +283,18 @@ class LiveSession:
         if self.shared is not None:
             await self.shared.catch_up(self)
 
+    async def spent(self) -> Totals:
+        """What the session's messages record having used, added up (`raven.usage`): read
+        from the store the first time, then kept up to date as messages are committed."""
+        while self._spent is None:
+            version = self.version
+            found = Totals() if self.deferred else totals(await self.store.messages(self.id))
+            if version == self.version:  # else a message came meanwhile: read again
+                self._spent = found
+        return self._spent
+
     async def _reload(self, version: int) -> None:
+        self._spent = None  # other processes wrote to it
         window = await self.store.window(self.id)
         self._windowed(window.start, window.messages)
         self.version = window.start + len(window.messages)
@@ -462,6 +477,8 @@ class LiveSession:
         self.window.append(message)
         self.sizes.append(message_chars(message))
         self.version += 1
+        if self._spent is not None:
+            count(self._spent, message)
         if isinstance(message, CompactionMessage):  # the model sees from its kept part on
             cut = message.kept_from - self.window_start
             self._windowed(message.kept_from, self.window[cut:])

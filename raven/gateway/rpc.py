@@ -338,6 +338,7 @@ class Peer:
             closed = await runtime.history(p.session_id, p.history_limit)
             events: list[Any] = list(closed)
             cursor, read, sandbox = None, [], ""
+            spent = totals(await runtime.transcript(p.session_id))
         else:
             live = await self._live(p.session_id)
             await live.catch_up()
@@ -346,7 +347,7 @@ class Peer:
             read = live.project.names(live.cwd)
             level = live.sandbox.level
             sandbox = "" if level == "off" else enforcement(level)
-        spent = totals(await runtime.transcript(p.session_id))
+            spent = await live.spent()  # read once while the session is in memory
         usage = None
         if not spent.empty:
             usage = c.SessionUsage.model_validate(as_json(spent, runtime.config.prices()))

@@ -777,3 +777,32 @@ async def test_sockets_that_come_and_go_leave_no_task_or_session_behind(
     async with asyncio.timeout(DEADLINE_S):
         while left():
             await asyncio.sleep(0.02)
+
+
+async def test_a_sessions_usage_is_read_once_and_kept_up_to_date(
+    gateway: Any, tmp_path: Path
+) -> None:
+    """`session.get` adds up the session's usage from its whole transcript the first time
+    only; the turns after add to it as they are stored."""
+    g = await gateway([{"text": "One."}, {"text": "Two."}])
+    ui = await g.connect()
+    sid = (await ui.call("session.create", cwd=str(tmp_path)))["sessionId"]
+    await ui.call("turn.send", sessionId=sid, text="one")
+    await ui.until(lambda: ui.events("TurnEnded"))
+    read: list[str] = []
+    whole = g.runtime.store.messages
+
+    async def counted(session_id: str, *args: Any, **kwargs: Any) -> Any:
+        read.append(session_id)
+        return await whole(session_id, *args, **kwargs)
+
+    g.runtime.store.messages = counted  # type: ignore[method-assign]
+    first = (await ui.call("session.get", sessionId=sid))["usage"]
+    await ui.call("turn.send", sessionId=sid, text="two")
+    await ui.until(lambda: len(ui.events("TurnEnded")) == 2)
+    second = (await ui.call("session.get", sessionId=sid))["usage"]
+    (one,), (two,) = first["models"].values(), second["models"].values()
+    assert (one["calls"], two["calls"]) == (1, 2)
+    assert two["outputTokens"] > one["outputTokens"]
+    assert read == [sid]  # the transcript was read for the first get alone
+    await ui.close()

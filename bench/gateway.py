@@ -65,29 +65,34 @@ class Ui:
         return (time.perf_counter() - start) * 1000
 
 
+def start_gateway(home: str) -> tuple[subprocess.Popen[str], str, dict[str, str]]:
+    """`raven gateway` on a free port with `home` as its RAVEN_HOME, once it listens: the
+    process, its Raven RPC URL and the headers that let a UI in."""
+    env = {**os.environ, "RAVEN_HOME": home}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "raven", "gateway", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdout is not None
+    proc.stdout.readline()
+    token = Path(home, "gateway.token").read_text().strip()
+    return proc, f"ws://127.0.0.1:{port}/rpc", {"Authorization": f"Bearer {token}"}
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--turns", type=int, default=50)
     turns = parser.parse_args().turns
     with tempfile.TemporaryDirectory() as home:
         Path(home, "config.json").write_text('{"defaultModel": "echo"}')
-        env = {**os.environ, "RAVEN_HOME": home}
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "raven", "gateway", "--port", str(port)],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        assert proc.stdout is not None
-        proc.stdout.readline()
-        token = Path(home, "gateway.token").read_text().strip()
-        headers = {"Authorization": f"Bearer {token}"}
-        url = f"ws://127.0.0.1:{port}/rpc"
+        proc, url, headers = start_gateway(home)
         try:
             async with aiohttp.ClientSession() as http:
                 for sessions in (1, 16):

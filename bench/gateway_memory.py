@@ -23,16 +23,13 @@ import argparse
 import asyncio
 import json
 import os
-import socket
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import aiohttp
 from aiohttp import web
-from gateway import Ui
+from gateway import Ui, start_gateway
 
 CHUNK = 4096
 
@@ -114,22 +111,7 @@ async def main() -> None:
         # Sessions no UI follows leave memory after a second (the default is a minute).
         config = {"models": [big], "defaultModel": "echo", "limits": {"idleSessionS": 1}}
         Path(home, "config.json").write_text(json.dumps(config))
-        env = {**os.environ, "RAVEN_HOME": home}
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "raven", "gateway", "--port", str(port)],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        assert proc.stdout is not None
-        proc.stdout.readline()
-        token = Path(home, "gateway.token").read_text().strip()
-        headers = {"Authorization": f"Bearer {token}"}
-        url = f"ws://127.0.0.1:{port}/rpc"
+        proc, url, headers = start_gateway(home)
         try:
             async with aiohttp.ClientSession() as http:
                 await one_session(http, url, headers, home, 1)

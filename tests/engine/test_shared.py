@@ -6,6 +6,7 @@ ended by another."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -333,3 +334,40 @@ async def test_opening_a_session_on_another_replica_never_answers_a_running_tool
     assert await turn == "end_turn"
     results = [m for m in await b.store.messages(on_a.id) if isinstance(m, ToolResultMessage)]
     assert len(results) == 1 and "done" in results[0].content
+
+
+async def test_a_compaction_on_one_replica_is_the_windows_start_on_the_other(
+    replicas: Callable[..., Runtime], tmp_path: Path
+) -> None:
+    """Replica A compacts the session near its model's window; B, taking the next turn,
+    reads only the window from the compaction on, heard the compaction in the log, and
+    its model sees A's summary."""
+    steps: list[dict[str, object]] = [
+        {"text": "First."},
+        {"text": "The user sent two long notes about plums."},
+        {"text": "Second."},
+        {"text": "Third."},
+    ]
+    (tmp_path / "a.json").write_text(json.dumps(steps[:3]))
+    (tmp_path / "b.json").write_text(json.dumps(steps[3:]))
+
+    def model(script: str) -> dict[str, object]:
+        spec = {"provider": "scripted", "script": str(tmp_path / script), "contextWindow": 20_000}
+        return {"models": [{"id": "test", **spec}]}
+
+    a, b = replicas(**model("a.json")), replicas(**model("b.json"))
+    on_a = await a.new_session(tmp_path)
+    on_b = await b.open_session(on_a.id)
+    heard: list[Logged] = []
+    on_b.follow(heard.append)
+    for said in ("plums " * 6_700, "more plums " * 2_800):
+        assert await run_turn(on_a, prompt(said), RecordingAsker(), lambda e: None) == "end_turn"
+    await until(lambda: sum(isinstance(e.event, TurnEnded) for e in heard) == 2)
+    assert "CompactionUpdated" in kinds(heard)
+    assert await run_turn(on_b, prompt("and now"), RecordingAsker(), lambda e: None) == "end_turn"
+    assert on_b.summary == "The user sent two long notes about plums."
+    assert on_b.window_start == 2  # the second turn on: the first is in the summary
+    assert [m.text for m in on_b.model_messages() if isinstance(m, UserMessage)] == [
+        "more plums " * 2_800,
+        "and now",
+    ]

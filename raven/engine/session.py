@@ -315,6 +315,15 @@ class LiveSession:
                 release = self.store.release_turn(self.id, failure)
             await asyncio.shield(release)
 
+    async def let_claim_go(self, turn: TurnState) -> None:
+        """End this process's claim for work that was no turn (a compaction asked for): what
+        it published is stored first (shared), its failure stays as it was, and no turn's
+        end is told."""
+        if turn.release() and not self.deferred:
+            if self.shared is not None:
+                await asyncio.shield(self.shared.settle(self))
+            await asyncio.shield(self.store.release_turn(self.id, self.record.failure))
+
     async def told(self, end: TurnEnded) -> None:
         """Once the session is free: the log has the turn's end, and its followers heard it
         (shared: once read back from the store)."""

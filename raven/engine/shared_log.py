@@ -126,6 +126,12 @@ class SharedLog:
         finally:
             self._flushing.pop(live.id, None)
 
+    async def settle(self, live: LiveSession) -> None:
+        """Store what the session published so far (its listeners hear it), while it is
+        still claimed."""
+        while (flushing := self._flushing.get(live.id)) is not None:
+            await asyncio.wait([flushing])
+
     async def end_turn(self, live: LiveSession, end: TurnEnded) -> None:
         """While the session is still claimed: store the turn's last events and its end in
         the transaction that releases the claim (keeping `end.error` as its failure)."""

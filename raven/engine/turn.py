@@ -319,7 +319,7 @@ async def compact_session(session: LiveSession) -> CompactionUpdated:
             fixed = len(system) + tools_chars(tools)
             await compaction.compact(session, emit, fixed, session.version, keep=False)
         finally:
-            await session.unclaim(turn, TurnEnded("end_turn"))
+            await session.let_claim_go(turn)
     finally:
         session.free(turn)
     return told[-1]

@@ -18,6 +18,7 @@ import pytest
 
 from raven.engine import (
     AgentText,
+    CompactionUpdated,
     CursorExpired,
     LogEvent,
     Logged,
@@ -346,6 +347,7 @@ async def test_a_compaction_on_one_replica_is_the_windows_start_on_the_other(
         {"text": "First."},
         {"text": "The user sent two long notes about plums."},
         {"text": "Second."},
+        {"text": "Fourth."},
         {"text": "Third."},
     ]
     (tmp_path / "a.json").write_text(json.dumps(steps[:3]))
@@ -371,3 +373,16 @@ async def test_a_compaction_on_one_replica_is_the_windows_start_on_the_other(
         "more plums " * 2_800,
         "and now",
     ]
+    # Asked for on B, a compaction reaches A's followers without a turn's end of its own.
+    heard_on_a: list[Logged] = []
+    on_a.follow(heard_on_a.append)
+    asked = await b.compact(on_b)
+    assert asked.status == "completed" and asked.summary == "Third."
+    await until(lambda: [e for e in heard_on_a if e.event == asked])
+    (first,) = [
+        e.seq
+        for e in heard_on_a
+        if e.event
+        == CompactionUpdated(asked.compaction_id, "in_progress", tokens_before=asked.tokens_before)
+    ]
+    assert not [e for e in heard_on_a if e.seq > first and isinstance(e.event, TurnEnded)]

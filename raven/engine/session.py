@@ -266,7 +266,7 @@ class LiveSession:
                 await asyncio.sleep(min(CLAIM_RETRY_S, left))
         turn.claimed(held=True)
         if version != self.version:
-            await self._reload(version)
+            await self._reload()
         # Calls a killed process left unanswered get their results now that no other
         # process can be running them, so providers accept the history.
         for result in interrupted_results(self.window):
@@ -279,7 +279,7 @@ class LiveSession:
             return
         version = await self.store.version(self.id)
         if version != self.version and not self.is_busy:
-            await self._reload(version)
+            await self._reload()
         if self.shared is not None:
             await self.shared.catch_up(self)
 
@@ -293,8 +293,9 @@ class LiveSession:
                 self._spent = found
         return self._spent
 
-    async def _reload(self, version: int) -> None:
-        self._spent = None  # other processes wrote to it
+    async def _reload(self) -> None:
+        """Read the window again: other processes wrote to the session."""
+        self._spent = None
         window = await self.store.window(self.id)
         self._windowed(window.start, window.messages)
         self.version = window.start + len(window.messages)

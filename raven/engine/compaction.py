@@ -66,6 +66,10 @@ ARGUMENT_CHARS = 500
 """How much of a tool call's arguments the summariser reads."""
 READ_SHARE = 0.5
 """The share of the summarising model's window the conversation it reads may fill."""
+SUMMARY_SHARE = 0.15
+"""The share of the session model's window a summary may fill (its `max_tokens`): with
+the newest messages kept (`keep`), what the model is sent next stays well inside it."""
+SUMMARY_MIN_TOKENS = 256
 OMITTED = "[… the earliest messages are left out here]"
 
 
@@ -184,15 +188,17 @@ async def summarise(
     messages: Sequence[Message],
     emit: Emit,
     compaction_id: str,
+    max_tokens: int | None = None,
 ) -> tuple[str, TokenUsage | None]:
-    """The summary of `previous` and `messages`, streamed as `CompactionText` while the
-    model writes it, with what the call used; raises `ProviderError` (an empty answer
-    is one too)."""
+    """The summary of `previous` and `messages` in at most `max_tokens`, streamed as
+    `CompactionText` while the model writes it, with what the call used; raises
+    `ProviderError` (an empty answer is one too)."""
     window = provider.context_window or 0
     limit = int(window * READ_SHARE * CHARS_PER_TOKEN) if window else 200_000
     request = ModelRequest(
         system=SUMMARY_PROMPT.format(conversation=conversation(previous, messages, limit)),
         messages=[user_text(SUMMARY_REQUEST)],
+        max_tokens=max_tokens,
     )
     text = io.StringIO()
     shown = SafeChunks()
@@ -243,7 +249,10 @@ async def compact(
     provider = session.compactor.summariser or session.provider
     older = session.window[:cut]
     try:
-        summary, usage = await summarise(provider, session.summary, older, emit, compaction_id)
+        most = max(SUMMARY_MIN_TOKENS, int(window * SUMMARY_SHARE)) if window else None
+        summary, usage = await summarise(
+            provider, session.summary, older, emit, compaction_id, most
+        )
     except ProviderError as exc:
         log.info("compaction of session %s failed: %s", session.id, exc)
         emit(CompactionUpdated(compaction_id, "failed", error=str(exc), tokens_before=before))

@@ -72,6 +72,8 @@ async def test_a_200_turn_session_never_passes_the_window_and_keeps_what_the_sum
     answering = [r.body for r in server.requests if not summarising(r.body)]
     assert len(answering) == turns
     assert max(request_tokens(b) for b in answering) <= WINDOW
+    summaries = [r.body for r in server.requests if summarising(r.body)]
+    assert summaries and all(b["max_tokens"] == WINDOW * 15 // 100 for b in summaries)
     done = [e for e in events.of(CompactionUpdated) if e.status == "completed"]
     assert len(done) >= 5
     assert all(e.tokens_after < e.tokens_before for e in done)

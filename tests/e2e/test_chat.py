@@ -248,6 +248,24 @@ def test_a_message_between_triple_quotes_keeps_its_lines(
     assert said == ["first line\nsecond line\n  indented", "one line"]  # the empty one is none
 
 
+def test_compact_summarises_the_conversation_but_its_newest_turn(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """`/compact` asks the model for a summary (the offline model answers the request with
+    its own words), says so, and the next turn's model sees the summary and the newest
+    turn only; the stored transcript keeps every message."""
+    typed = "plums\nmore plums\n/compact\n/compact\nand now\n/quit\n"
+    done = raven("chat", "--model", "echo", env=env, cwd=tmp_path, input=typed)
+    assert done.returncode == 0, done.stderr
+    assert "compacted: the model now sees a summary of the earlier conversation" in done.stderr
+    assert "nothing older than the running turn is left to summarise" in done.stderr
+    (session,) = json.loads(raven("sessions", "list", "--json", env=env).stdout)
+    shown = json.loads(raven("sessions", "show", session["id"], "--json", env=env).stdout)
+    roles = [m["role"] for m in shown["messages"]]
+    assert roles == ["user", "assistant", "user", "assistant", "compaction", "user", "assistant"]
+    assert shown["messages"][4]["keptFrom"] == 2
+
+
 def test_chat_says_which_sandbox_its_commands_run_in(
     env: dict[str, str], home: Path, tmp_path: Path
 ) -> None:

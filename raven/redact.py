@@ -79,11 +79,9 @@ _clean: set[str] = set()
 
 
 _INERT = "0123456789abcdef."
-"""Characters no credential `redact` knows can be made of alone (hex, digits, dots): a log
-cursor, a version, a number pass at once, and are not remembered (each is new)."""
-assert not any(n.lower().strip(_INERT) == "" or n.strip(_INERT) == "" for n, _, _ in _NEEDLES), (
-    "a needle made of inert characters only"
-)
+"""Characters no credential `redact` knows can be made of alone (hex, digits, dots;
+tests/test_redact.py holds the needles to it): a log cursor, a version, a number pass at
+once, and are not remembered (each is new)."""
 
 
 def redact(text: str) -> str:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from raven.redact import MASK, redact, redact_json
+from raven.redact import _INERT, _NEEDLES, MASK, redact, redact_json
 
 MUST = [
     ("curl -H 'Authorization: Bearer abcdef123456789'", "abcdef123456789"),
@@ -66,3 +66,11 @@ def test_redact_json_masks_credentials_used_as_keys_and_keeps_them_apart() -> No
     assert key not in shown and other not in shown
     assert out["path"] == "x" and out[MASK] == 1 and out[f"{MASK} (2)"] == 2
     assert out["nested"] == [{MASK: {MASK: "v"}}]
+
+
+def test_no_credential_is_made_of_the_characters_passed_at_once() -> None:
+    """A string of hex digits and dots is never looked into (`_INERT`): that holds only
+    while every pattern needs some other character before it is tried."""
+    for needle, _, _ in _NEEDLES:
+        assert needle.strip(_INERT) and needle.lower().strip(_INERT), needle
+    assert redact("deadbeef.42") == "deadbeef.42"

@@ -4,9 +4,9 @@ sends the summary and the newest messages instead of the whole transcript.
 Decides when a request would pass the configured share of the window (`due`), where the
 part kept as it is begins (`split`: always at a person's message, never after the running
 turn's prompt), and asks the model for a summary of the rest and of the previous
-summary. The result is a `CompactionMessage` the caller commits; a compaction that fails
-or is cancelled commits nothing, so the session is left as it was. The whole transcript
-stays in the store. Knows no protocol; never writes to the store itself.
+summary. `compact` commits the result, a `CompactionMessage`, through the session; one
+that fails or is cancelled commits nothing, so the session is left as it was. The whole
+transcript stays in the store. Knows no protocol.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import io
 import json
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -39,6 +39,7 @@ from raven.providers import (
     ProviderError,
     TextDelta,
     Usage,
+    chars_tokens,
 )
 from raven.safe_chunks import SafeChunks
 
@@ -82,12 +83,9 @@ class Compactor:
     """How a session compacts: the settings, and the model that writes the summary."""
 
     settings: CompactionConfig
-    summariser: Provider | None = None
-    """None: the session's own model."""
-
-
-def tokens(chars: int) -> int:
-    return (chars + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+    summariser: Callable[[], Provider] | None = None
+    """The summarising model's provider, made when first needed; None: the session's own
+    model."""
 
 
 MESSAGE_CHARS = 48
@@ -120,7 +118,9 @@ def with_summary(system: str, summary: str | None) -> str:
 def due(settings: CompactionConfig, window: int | None, request_chars: int) -> bool:
     """Whether a request of `request_chars` would pass the share of the window the
     settings allow (never when the window is unknown or compaction is off)."""
-    return bool(settings.auto and window and tokens(request_chars) > settings.threshold * window)
+    return bool(
+        settings.auto and window and chars_tokens(request_chars) > settings.threshold * window
+    )
 
 
 def split(
@@ -243,10 +243,11 @@ async def compact(
     keep_chars = int(share * window * CHARS_PER_TOKEN)
     at = split(session.window, session.window_start, session.sizes, keep_chars, latest)
     cut = at - session.window_start
-    before = tokens(fixed_chars + len(session.summary or "") + sum(session.sizes))
+    before = chars_tokens(fixed_chars + session.window_chars)
     compaction_id = f"cmp_{uuid.uuid4().hex[:12]}"
     emit(CompactionUpdated(compaction_id, "in_progress", tokens_before=before))
-    provider = session.compactor.summariser or session.provider
+    summariser = session.compactor.summariser
+    provider = summariser() if summariser is not None else session.provider
     older = session.window[:cut]
     try:
         most = max(SUMMARY_MIN_TOKENS, int(window * SUMMARY_SHARE)) if window else None
@@ -263,6 +264,6 @@ async def compact(
     await session.commit(
         CompactionMessage(id=compaction_id, summary=summary, kept_from=at, usage=usage)
     )
-    after = tokens(fixed_chars + len(summary) + sum(session.sizes))
+    after = chars_tokens(fixed_chars + session.window_chars)
     emit(CompactionUpdated(compaction_id, "completed", summary, None, before, after))
     return True

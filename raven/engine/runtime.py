@@ -35,6 +35,7 @@ from raven.engine.events import (
 from raven.engine.history import HistoryEvent, history_events
 from raven.engine.log import LogEvent
 from raven.engine.session import LiveSession
+from raven.engine.turn import compact_session
 from raven.messages import Message
 from raven.providers import NoModelConfigured, Provider, create_provider, pick_model
 from raven.sandbox import Sandbox, enforcement, kernel_version
@@ -209,8 +210,11 @@ class Runtime:
         """How sessions compact: the config's settings, and the model that summarises
         (`compaction.model`, else each session's own)."""
         settings = self.config.compaction
-        summariser = self.provider(self.model(settings.model)) if settings.model else None
-        return Compactor(settings, summariser)
+        if settings.model is None:
+            return Compactor(settings)
+        spec = self.model(settings.model)
+        # Made at the first compaction: a session starts without the summariser's client.
+        return Compactor(settings, lambda: self.provider(spec))
 
     def live(self, session_id: str) -> LiveSession | None:
         return self._live.get(session_id)
@@ -383,8 +387,6 @@ class Runtime:
     async def compact(self, session: LiveSession) -> CompactionUpdated:
         """Summarise the session's older messages now (`raven.engine.compaction`); see
         `compact_session`."""
-        from raven.engine.turn import compact_session
-
         return await compact_session(session)
 
     async def set_model(self, session: LiveSession, model_id: str) -> None:

@@ -70,6 +70,7 @@ from raven.providers import (
     ToolCallReady,
     ToolSpec,
     Usage,
+    chars_tokens,
     estimate_text_tokens,
     estimate_tokens,
     tools_chars,
@@ -301,9 +302,9 @@ async def _steps(session: LiveSession, asker: _TurnAsker, emit: Emit, prompted: 
 async def compact_session(session: LiveSession) -> CompactionUpdated:
     """Compact the session now, whatever its window's fill (`/compact`, Raven RPC's
     `session.compact`), keeping only its newest turn as it is: its followers hear it as
-    they hear a turn's compaction; the last
-    of it (completed, or failed and why) is returned. Raises `SessionBusy` or
-    `SessionClosed` as a turn would, and `NothingToCompact` for a session too short."""
+    they hear a turn's compaction; the last of it (completed, or failed and why) is
+    returned. Raises `SessionBusy` or `SessionClosed` as a turn would, and
+    `NothingToCompact` for a session too short."""
     turn = session.reserve()
     told: list[CompactionUpdated] = []
 
@@ -370,7 +371,7 @@ async def _compacted_to(
     session's, and the session is compacted to it; False when it could not be."""
     if not session.compactor.settings.auto:
         return False
-    sent = compaction.tokens(fixed + session.window_chars)
+    sent = chars_tokens(fixed + session.window_chars)
     session.learned_window = refused.window or sent * 9 // 10
     log.info("%s; compacting to a window of %d tokens", refused, session.learned_window)
     try:

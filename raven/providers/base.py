@@ -150,7 +150,7 @@ def estimate_tokens(request: ModelRequest, answer: str = "") -> int:
     report none: the system prompt, the history, the tool specs and the answer."""
     chars = len(request.system) + len(answer)
     chars += sum(len(m.model_dump_json(exclude={"usage"})) for m in request.messages)
-    return _tokens(chars + tools_chars(request.tools))
+    return chars_tokens(chars + tools_chars(request.tools))
 
 
 def tools_chars(tools: Sequence[ToolSpec]) -> int:
@@ -160,10 +160,11 @@ def tools_chars(tools: Sequence[ToolSpec]) -> int:
 
 def estimate_text_tokens(text: str) -> int:
     """A rough count of the tokens in `text` (4 characters a token)."""
-    return _tokens(len(text))
+    return chars_tokens(len(text))
 
 
-def _tokens(chars: int) -> int:
+def chars_tokens(chars: int) -> int:
+    """A rough count of the tokens `chars` characters make (4 characters a token)."""
     return (chars + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
 
 

@@ -197,6 +197,22 @@ async def test_a_window_nobody_configured_is_learned_from_the_servers_refusal(
     assert SECRET in answering[-1]["messages"][0]["content"]
 
 
+async def test_a_cheaper_model_configured_for_summaries_writes_them(
+    make_runtime: MakeRuntime, tmp_path: Path, server: FakeModelServer
+) -> None:
+    config = local(server, threshold=0.65, model="cheap")
+    cheap = {"id": "cheap", "provider": "openai", "baseUrl": server.url + "/v1"}
+    config["models"].append(cheap)
+    runtime = make_runtime(**config)
+    session = await runtime.new_session(tmp_path)
+    for word in ("alpha", "beta"):
+        server.queue(model, model)
+        await run_turn(session, [TextPart(text=word * 150)], RecordingAsker(), Events().append)
+        server.replies.clear()
+    asked = {r.body["model"]: summarising(r.body) for r in server.requests}
+    assert asked == {"local": False, "cheap": True}
+
+
 async def test_compaction_waits_for_a_window_it_knows(
     make_runtime: MakeRuntime, tmp_path: Path, server: FakeModelServer
 ) -> None:

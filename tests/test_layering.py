@@ -27,6 +27,9 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
     # The ACP client speaks the wire shapes the ACP face declares (raven.acp.protocol).
     ("acp_client", ("a2a", "gateway", "terminal", *ASSEMBLY, "a2a_client", "mcp")),
     ("mcp", (*FACES, *ASSEMBLY, "acp_client", "a2a_client")),
+    # The broker holds tasks and serves them on a channel; its host (who wakes agents)
+    # is the ACP client's.
+    ("broker", ("engine", *FACES, *CLIENTS, *ASSEMBLY)),
     ("jsonrpc", ("engine", *FACES, *CLIENTS, *ASSEMBLY)),
     ("web", ("engine", *FACES, *CLIENTS, *CORE, *ASSEMBLY)),
     ("rpc", ("engine", "sessions", "providers", *FACES, *CLIENTS, *ASSEMBLY)),

@@ -24,6 +24,7 @@ from raven.acp.options import MODE_OPTION, MODEL_OPTION, config_options
 from raven.acp.options import session_setup as setup
 from raven.acp.subagents import ChildSessions
 from raven.acp.translate import REPLAY_MAX_MESSAGES, event_update, replay_updates
+from raven.broker.entry import broker_entry
 from raven.config import ConfigError
 from raven.engine import (
     Answer,
@@ -63,6 +64,7 @@ from raven.sandbox import LEVELS, SandboxUnavailable, capability
 if TYPE_CHECKING:
     from raven.mcp import McpScope
     from raven.messages import Message
+    from raven.tools import ToolSource
 
 log = logging.getLogger(__name__)
 
@@ -384,19 +386,25 @@ class AcpServer:
         return state
 
     async def _attach_mcp(self, state: _Session, servers: list[dict[str, Any]]) -> None:
-        """Connect the session's own MCP servers (lazily, at its next turn), replacing any."""
+        """Connect the session's own MCP servers (lazily, at its next turn), replacing any.
+        The broker's, which a parent Raven gives its children, is Raven's own `a2a` tool."""
         await self._release_mcp(state)
-        specs = stdio_specs(servers)
-        if not specs:
-            return
-        from raven.mcp import McpScope
+        sources: list[ToolSource] = []
+        if brokers := [b for e in servers if (b := broker_entry(e)) is not None]:
+            from raven.broker.tool import BrokerTools
 
-        state.mcp = McpScope(specs, self._require_runtime().paths.logs_dir)
-        state.live.attach_tools(state.mcp)
+            sources.append(BrokerTools(*brokers[0]))
+            servers = [e for e in servers if broker_entry(e) is None]
+        if specs := stdio_specs(servers):
+            from raven.mcp import McpScope
+
+            state.mcp = McpScope(specs, self._require_runtime().paths.logs_dir)
+            sources.append(state.mcp)
+        state.live.attach_tools(*sources)
 
     async def _release_mcp(self, state: _Session) -> None:
         scope, state.mcp = state.mcp, None
-        state.live.attach_tools(None)
+        state.live.attach_tools()
         if scope is not None:
             await scope.aclose()
 

@@ -86,11 +86,19 @@ class SubAgent:
     """One sub-agent process with its ACP session, reused across prompts, and the forks of
     that session that run tasks beside it (when the child serves `session/fork`)."""
 
-    def __init__(self, spec: AgentSpec, cwd: Path, sandbox: Sandbox | None = None) -> None:
+    def __init__(
+        self,
+        spec: AgentSpec,
+        cwd: Path,
+        sandbox: Sandbox | None = None,
+        mcp_servers: list[dict[str, Any]] | None = None,
+    ) -> None:
         self.spec = spec
         self.cwd = cwd
         self.sandbox = sandbox
         """What its process is started in (`spec.sandbox` over the session's), if any."""
+        self.mcp_servers = mcp_servers or []
+        """The MCP servers Raven gives each of its sessions (the broker's, say)."""
         self.info: AgentInfo | None = None
         self._child: ChildProcess | None = None
         self._connection: Connection | None = None
@@ -157,7 +165,7 @@ class SubAgent:
 
     async def _open(self, resume: str | None) -> Any:
         """Open Raven's session in the child: `resume` again when it can, else a new one."""
-        params: dict[str, Any] = {"cwd": str(self.cwd), "mcpServers": []}
+        params: dict[str, Any] = {"cwd": str(self.cwd), "mcpServers": self.mcp_servers}
         again = None
         if resume is not None and self._serves("resume"):
             again = p.SESSION_RESUME
@@ -203,7 +211,7 @@ class SubAgent:
         mode that asks as a new session is; its id, for `prompt` and then `close`."""
         result = await self._request(
             p.SESSION_FORK,
-            {"sessionId": self._session_id, "cwd": str(self.cwd), "mcpServers": []},
+            {"sessionId": self._session_id, "cwd": str(self.cwd), "mcpServers": self.mcp_servers},
         )
         forked = p.read(p.NewSessionResult, result)
         if forked is None:

@@ -12,17 +12,21 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
 
 from raven.acp_client.agent import Outcome, SubAgent, SubAgentError
 from raven.acp_client.cli_backend import run_cli
 from raven.acp_client.worktree import WorktreeError, close_worktree, open_worktree, summary
-from raven.config import AgentSpec, SandboxLevel
+from raven.config import AgentSpec, BrokerConfig, SandboxLevel
 from raven.sandbox import Sandbox, strictest
 from raven.tools import Tool, ToolContext, ToolError, ToolKind, ToolOutput
 from raven.tools.base import Args, BuiltinTool
+
+if TYPE_CHECKING:
+    from raven.acp_client.peers import Peers
+    from raven.sessions.tasks import TaskRows
 
 
 class DelegateArgs(Args):
@@ -47,7 +51,7 @@ class DelegateTool(BuiltinTool):
         return f"Delegate to {args.agent}: {args.task[:60]}"
 
     async def run(self, args: DelegateArgs, ctx: ToolContext) -> ToolOutput:
-        outcome = await self._source.delegate(ctx, args.agent, args.task)
+        outcome = await self._source.attended(ctx, args.agent, args.task)
         lines = [outcome.answer or "(the sub-agent gave no answer)"]
         lines.append(f"[{args.agent} stopped: {outcome.stop_reason}]")
         if outcome.decisions:
@@ -90,9 +94,39 @@ class AgentsSource:
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._resume: dict[tuple[str, str], str] = {}
         """The child's session of each (session, agent), for its next child to resume."""
+        self._peers: Peers | None = None
+        """The broker's host, once `bind` gave it a store (and two agents may talk)."""
 
     async def tools(self) -> tuple[list[Tool], list[str]]:
         return self._tools, []
+
+    def bind(self, rows: TaskRows, config: BrokerConfig) -> None:
+        """Let the children ask each other through a broker whose tasks are `rows`."""
+        if config.enabled and len(self.agents) > 1:
+            from raven.acp_client.peers import Peers
+
+            self._peers = Peers(rows, self.agents, config, self.delegate, self._busy)
+
+    def _busy(self, session_id: str, agent: str) -> bool:
+        lock = self._locks.get((session_id, agent))
+        return lock is not None and lock.locked()
+
+    async def attended(self, ctx: ToolContext, name: str, task: str) -> Outcome:
+        """`delegate` as the parent's model asks it: the tasks its children give each other
+        meanwhile show in this call and are cancelled with it."""
+        if self._peers is None:
+            return await self.delegate(ctx, name, task)
+        with self._peers.attending(ctx):
+            try:
+                return await self.delegate(ctx, name, task)
+            except asyncio.CancelledError:
+                await asyncio.shield(self._peers.end(ctx.session_id))
+                raise
+
+    async def _servers(self, session_id: str, agent: str) -> list[dict[str, Any]]:
+        if self._peers is None:
+            return []
+        return await self._peers.servers(session_id, agent)
 
     async def delegate(
         self,
@@ -129,7 +163,8 @@ class AgentsSource:
                 child = self._children.pop(key, None)
                 if child is None or not child.is_alive:
                     await self._make_room()
-                    child = SubAgent(spec, cwd, jail)
+                    servers = await self._servers(ctx.session_id, name)
+                    child = SubAgent(spec, cwd, jail, servers)
                     await child.start(self._resume.get(key))
                     self._remember(key, child.session_id)
                 self._children[key] = child  # the most recently used, from now on
@@ -193,7 +228,7 @@ class AgentsSource:
             if spec.protocol == "cli":
                 outcome = await run_cli(spec, task, where, jail)
             else:
-                child = SubAgent(spec, where, jail)
+                child = SubAgent(spec, where, jail, await self._servers(ctx.session_id, spec.name))
                 ctx.parts.cancel = child.cancel_subagent
                 try:
                     await child.start()
@@ -218,9 +253,13 @@ class AgentsSource:
         for key in [k for k in self._resume if k[0] == session_id]:
             del self._resume[key]
         keys = [k for k in self._children if k[0] == session_id]
+        if self._peers is not None:
+            await self._peers.end(session_id)
         await asyncio.gather(*(self._children.pop(k).stop() for k in keys))
 
     async def aclose(self) -> None:
+        if self._peers is not None:
+            await self._peers.aclose()
         children, self._children = list(self._children.values()), {}
         await asyncio.gather(*(c.stop() for c in children))
 

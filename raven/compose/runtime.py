@@ -35,11 +35,16 @@ def build_runtime(
 
         sources.append(A2ASendSource(config.a2a, stdio_agents))
     delegates = any(a.enabled and not a.over_a2a for a in config.agents)
+    agents = None
     if delegates and not is_subagent(env):
         from raven.acp_client import AgentsSource
 
-        sources.append(AgentsSource(config.agents))
-    return Runtime(config, paths, face=face, tool_sources=sources)
+        agents = AgentsSource(config.agents)
+        sources.append(agents)
+    runtime = Runtime(config, paths, face=face, tool_sources=sources)
+    if agents is not None:
+        agents.bind(runtime.tasks, config.broker)
+    return runtime
 
 
 def served_agents(config: RavenConfig, paths: Paths, names: Sequence[str]) -> list[ServedAgent]:

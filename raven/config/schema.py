@@ -205,6 +205,9 @@ class AgentSpec(_Model):
     ready_timeout_s: float = Field(default=30.0, gt=0)
     prompt_timeout_s: float = Field(default=600.0, gt=0)
     enabled: bool = True
+    peers: list[str] | None = None
+    """The agents it may ask for work through the broker (`raven.broker`); None: every
+    other configured agent; []: none (it is given no `a2a` tool)."""
 
     @property
     def over_a2a(self) -> bool:
@@ -378,6 +381,19 @@ class CompactionConfig(_Model):
     """The model that writes the summary (a cheaper one, say); None: the session's."""
 
 
+class BrokerConfig(_Model):
+    """The local broker through which sub-agents ask each other for work (`raven.broker`)."""
+
+    enabled: bool = True
+    max_depth: int = Field(default=3, ge=1)
+    """The longest chain of tasks each sent while working on the one before."""
+    max_sends: int = Field(default=200, ge=1)
+    """Messages the sub-agents of one session may send in one run of Raven."""
+    dedup_s: float = Field(default=600.0, ge=0)
+    """A send repeated (same sender, addressee and text) within this is the task already
+    sent, not a new one."""
+
+
 class RavenConfig(_Model):
     models: list[ModelSpec] = Field(default_factory=list)
     default_model: str | None = None
@@ -387,6 +403,7 @@ class RavenConfig(_Model):
     compaction: CompactionConfig = Field(default_factory=CompactionConfig)
     mcp_servers: list[McpServerSpec] = Field(default_factory=list)
     agents: list[AgentSpec] = Field(default_factory=list)
+    broker: BrokerConfig = Field(default_factory=BrokerConfig)
     a2a: A2AConfig = Field(default_factory=A2AConfig, alias="a2a")
     gateway: GatewayConfig = Field(default_factory=lambda: GatewayConfig())
     sessions: SessionsConfig = Field(default_factory=lambda: SessionsConfig())
@@ -407,6 +424,10 @@ class RavenConfig(_Model):
         _unique([m.id for m in self.modes], "modes")
         _unique([s.name for s in self.mcp_servers], "mcpServers")
         _unique([a.name for a in self.agents], "agents")
+        names = {a.name for a in self.agents}
+        for agent in self.agents:
+            if unknown := sorted(set(agent.peers or ()) - names):
+                raise ValueError(f"agent {agent.name!r} names peers not among agents: {unknown}")
         known_models = {m.id for m in self.models} | {ECHO_MODEL_ID}
         if self.default_model and self.default_model not in known_models:
             raise ValueError(f"defaultModel {self.default_model!r} is not among models")

@@ -57,8 +57,8 @@ class LiveSession:
     tools: list[Tool]
     tool_sources: list[ToolSource] = field(default_factory=list)
     """Tool sources shared by every session of the runtime (configured MCP servers)."""
-    own_tools: ToolSource | None = None
-    """This session's own tool source (MCP servers an editor attached to it)."""
+    own_tools: tuple[ToolSource, ...] = ()
+    """This session's own tool sources (MCP servers an editor attached to it)."""
     jail: Sandbox = field(default_factory=Sandbox)
     """The sandbox of the session's commands, as the config has it (its mode may require
     another: `sandbox`)."""
@@ -206,7 +206,7 @@ class LiveSession:
         """Ask each tool source for its tools, connecting if needed; returns new notices."""
         tools: list[Tool] = []
         notices: list[str] = []
-        sources = [*self.tool_sources, *([self.own_tools] if self.own_tools else [])]
+        sources = [*self.tool_sources, *self.own_tools]
         for source in sources:
             found, problems = await source.tools()
             tools += found
@@ -387,15 +387,16 @@ class LiveSession:
             raise RuntimeError(f"no turn runs in session {self.id}")
         return self._turn
 
-    def attach_tools(self, source: ToolSource | None) -> None:
-        """Give the session a tool source of its own (MCP servers an editor attached, a
-        face's own tools), replacing any; None removes it. Its tools load at the next turn."""
-        self.own_tools = source
+    def attach_tools(self, *sources: ToolSource) -> None:
+        """Give the session tool sources of its own (MCP servers an editor attached, a
+        face's own tools), replacing any; none removes them. Their tools load at the next
+        turn."""
+        self.own_tools = sources
 
     def end(self, record: SessionRecord) -> None:
         """The session was closed or deleted (`record` says which state it is left in):
         no more turns here, and its subscribers hear it ended (shared: once stored)."""
-        self.own_tools = None
+        self.own_tools = ()
         self.record = dataclasses.replace(record, closed=True)
         self.publish(SessionEnded())
         if self.shared is None:
@@ -404,7 +405,7 @@ class LiveSession:
     def ended(self) -> None:
         """Another replica closed or deleted the session: closed here, followers let go."""
         self.record = dataclasses.replace(self.record, closed=True)
-        self.own_tools = None
+        self.own_tools = ()
         self.log.close()
 
     def read_project(self) -> None:

@@ -14,6 +14,7 @@ from raven.config import (
     A2APeer,
     A2AServerConfig,
     AgentSpec,
+    BrokerConfig,
     ConfigError,
     GatewayConfig,
     Limits,
@@ -118,6 +119,7 @@ def test_example_config_is_valid_and_shows_every_key() -> None:
     assert aliases(A2APeer) <= set(data["a2a"]["peers"][0])
     assert aliases(A2AClientConfig) <= set(data["a2a"]["client"])
     assert aliases(AgentSpec) <= set(data["agents"][0])
+    assert aliases(BrokerConfig) <= set(data["broker"])
     assert aliases(GatewayConfig) <= set(data["gateway"])
 
 

@@ -1,0 +1,168 @@
+"""The broker's host in the process that runs the sub-agents: tokens, wakes, and what
+people see of the tasks the children give each other.
+
+Each child that may address another gets the broker's `a2a` tool: an MCP server in its
+sessions' `mcpServers`, with its own token in that server's environment (a child Raven
+takes the same entry as its native tool). A task given to a child wakes it: Raven
+prompts it with the task, inside the parent turn that runs the delegation, so its
+updates and permission requests are that turn's; its reply ends the task unless it
+ended or asked back itself. A worker's reply wakes a requester that is not waiting on
+it. Every change is a progress line of the parent's call. Cancelling the parent's turn
+cancels every task its children gave. Nothing here runs before a child that may use the
+broker starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from raven.broker.broker import Broker
+from raven.broker.channel import Channel
+from raven.broker.entry import server_entry
+from raven.broker.task import BrokerTask
+from raven.config import AgentSpec, BrokerConfig
+from raven.sessions.tasks import TaskRows
+from raven.tools import Progress, ToolContext, ToolError
+
+if TYPE_CHECKING:
+    from raven.acp_client.agent import Outcome
+
+log = logging.getLogger(__name__)
+
+Delegate = Callable[[ToolContext, str, str], Awaitable["Outcome"]]
+
+
+class Peers:
+    def __init__(
+        self,
+        rows: TaskRows,
+        agents: Sequence[AgentSpec],
+        config: BrokerConfig,
+        delegate: Delegate,
+        busy: Callable[[str, str], bool],
+    ) -> None:
+        self.broker = Broker(rows, agents, config, self)
+        self._channel = Channel(self.broker)
+        self._delegate = delegate
+        self._busy = busy
+        self._tokens: dict[tuple[str, str], str] = {}
+        self._attending: dict[str, list[ToolContext]] = {}
+        """Each parent session's delegate calls running now, newest last."""
+        self._runs: dict[str, asyncio.Task[None]] = {}
+        """The worker turns running, by task."""
+        self._telling: set[asyncio.Task[None]] = set()
+        """The turns telling requesters what became of their tasks."""
+
+    async def servers(self, session_id: str, agent: str) -> list[dict[str, Any]]:
+        """The `mcpServers` entries for `agent`'s child under the parent `session_id`."""
+        if not self.broker.peers(agent):
+            return []
+        key = (session_id, agent)
+        token = self._tokens.get(key) or self._tokens.setdefault(
+            key, self.broker.mint(session_id, agent)
+        )
+        return [server_entry(await self._channel.open(), token)]
+
+    @contextlib.contextmanager
+    def attending(self, ctx: ToolContext) -> Iterator[None]:
+        """While a delegate call of the parent runs: its children's tasks show in it, and
+        are woken inside its turn."""
+        calls = self._attending.setdefault(ctx.session_id, [])
+        calls.append(ctx)
+        try:
+            yield
+        finally:
+            calls.remove(ctx)
+            if not calls:
+                del self._attending[ctx.session_id]
+
+    async def end(self, session_id: str) -> None:
+        """The parent's turn was cancelled or its session released: its children's tasks
+        are canceled, their turns on them stopped, their tokens no longer good."""
+        runs = [t for t in (*self._runs.values(), *self._telling) if t.get_name() == session_id]
+        for run in runs:
+            run.cancel()
+        await asyncio.gather(*runs, return_exceptions=True)
+        self._tokens = {k: t for k, t in self._tokens.items() if k[0] != session_id}
+        await self.broker.end_context(session_id)
+
+    async def aclose(self) -> None:
+        runs = [*self._runs.values(), *self._telling]
+        for run in runs:
+            run.cancel()
+        await asyncio.gather(*runs, return_exceptions=True)
+        await self._channel.aclose()
+
+    # The broker's host.
+
+    def runs(self, task_id: str) -> bool:
+        return task_id in self._runs
+
+    def changed(self, task: BrokerTask, wake: str | None) -> None:
+        calls = self._attending.get(task.context_id)
+        ctx = calls[-1] if calls else None
+        if ctx is not None:
+            ctx.progress(Progress(text=_line(task)))
+        if wake is None:
+            return
+        if wake == task.worker:
+            if task.state == "canceled" and (run := self._runs.get(task.id)) is not None:
+                run.cancel()
+            elif task.state in ("submitted", "working") and task.id not in self._runs:
+                if ctx is None:
+                    log.info("broker task %s waits for a turn of its session", task.id)
+                    return
+                run = self._start(task, self._work(task, ctx))
+                self._runs[task.id] = run
+                run.add_done_callback(lambda _: self._runs.pop(task.id, None))
+        elif ctx is not None and not self._busy(task.context_id, wake):
+            self._telling.add(self._start(task, self._tell(task, ctx)))
+
+    def _start(self, task: BrokerTask, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """Named by the parent session, which `end` stops."""
+        return asyncio.create_task(work, name=task.context_id)
+
+    async def _work(self, task: BrokerTask, ctx: ToolContext) -> None:
+        """The worker's turn on `task`; its reply is the answer unless it ended or asked."""
+        task = await self.broker.started(task.id)
+        asked = next(m.text for m in reversed(task.messages) if m.by == task.requester)
+        prompt = (
+            f"{task.requester} gives you task {task.id}:\n\n{asked}\n\n"
+            f"Your reply is the task's answer, sent back to {task.requester}. To ask "
+            f"{task.requester} something first, use the a2a tool: send with task_id "
+            f"{task.id}."
+        )
+        with self.broker.working_on(task):
+            try:
+                outcome = await self._delegate(ctx, task.worker, prompt)
+            except ToolError as exc:
+                await self.broker.finished(task.id, "", failure=str(exc))
+                return
+            except Exception:
+                log.exception("broker task %s: its worker's turn failed", task.id)
+                await self.broker.finished(task.id, "", failure="its worker's turn failed")
+                return
+        await self.broker.finished(task.id, outcome.answer)
+
+    async def _tell(self, task: BrokerTask, ctx: ToolContext) -> None:
+        """Tell a requester that waits on nothing what became of its task."""
+        said = task.messages[-1].text if task.messages else ""
+        prompt = (
+            f"Task {task.id}, which you gave {task.worker}, is now {task.state}. "
+            f"{task.worker} says:\n\n{said}"
+        )
+        try:
+            await self._delegate(ctx, task.requester, prompt)
+        except ToolError as exc:
+            log.info("broker task %s: %s could not be told: %s", task.id, task.requester, exc)
+        finally:
+            self._telling.discard(asyncio.current_task())  # type: ignore[arg-type]
+
+
+def _line(task: BrokerTask) -> str:
+    said = task.messages[-1].text.splitlines()[0][:80] if task.messages else ""
+    return f"a2a {task.requester} → {task.worker} ({task.id}): {task.state}: {said}"

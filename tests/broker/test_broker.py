@@ -1,0 +1,230 @@
+"""The broker over a real SQLite store and its real channel: who may ask whom, the state
+machine, the bounds, and a task that outlives the process that held it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from raven.broker.broker import OWNER, Broker
+from raven.broker.channel import Channel, ask
+from raven.broker.task import MAX_TEXT_CHARS, BrokerError, BrokerTask
+from raven.config import AgentSpec, BrokerConfig, Paths, SessionsConfig
+from raven.sessions import Sessions, open_sessions
+from raven.sessions.tasks import TaskFilter
+
+AGENTS = [
+    AgentSpec(name="ann", command="x", description="plans"),
+    AgentSpec(name="bob", command="x", description="knows colours"),
+    AgentSpec(name="cy", command="x", peers=["ann"]),
+]
+
+
+class Host:
+    """Wakes nobody by itself: records whom the broker would wake, and can play a worker."""
+
+    def __init__(self) -> None:
+        self.woken: list[tuple[str, str, str]] = []
+        self.running: set[str] = set()
+        self.wake = asyncio.Event()
+
+    def changed(self, task: BrokerTask, wake: str | None) -> None:
+        if wake is not None:
+            self.woken.append((task.id, wake, task.state))
+            self.wake.set()
+
+    def runs(self, task_id: str) -> bool:
+        return task_id in self.running
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Sessions]:
+    paths = Paths(config_file=tmp_path / "config.json", data_dir=tmp_path / "data")
+    opened = open_sessions(SessionsConfig(), paths)
+    yield opened
+    await opened.aclose()
+
+
+def broker(store: Sessions, **config: Any) -> tuple[Broker, Host]:
+    host = Host()
+    return Broker(store, AGENTS, BrokerConfig(**config), host), host
+
+
+async def answered_by_worker(b: Broker, host: Host, answer: str) -> None:
+    """Plays the host: once the broker wakes a worker, its turn answers `answer`."""
+    await asyncio.wait_for(host.wake.wait(), 5)
+    task_id = host.woken[-1][0]
+    await b.started(task_id)
+    await b.finished(task_id, answer)
+
+
+async def test_a_send_wakes_the_worker_and_its_answer_ends_the_requesters_wait(
+    store: Sessions,
+) -> None:
+    b, host = broker(store)
+    ann = b.mint("s1", "ann")
+    worker = asyncio.create_task(answered_by_worker(b, host, "Teal."))
+    done = await b.call(ann, "send", {"to": "bob", "text": "Your favourite colour?"})
+    await worker
+    assert done["state"] == "completed" and done["from"] == "ann" and done["to"] == "bob"
+    assert [m["text"] for m in done["messages"]] == ["Your favourite colour?", "Teal."]
+    assert host.woken[0][1:] == ("bob", "submitted")  # the counterpart, not the sender
+    # Stored as the one task store keeps every task: a row of the session's context.
+    page = await store.task_page(TaskFilter(OWNER, "s1"), 10)
+    assert [r.state for r in page.rows] == ["completed"]
+
+
+async def test_discover_follows_the_allow_list(store: Sessions) -> None:
+    b, _ = broker(store)
+    ann, cy = b.mint("s1", "ann"), b.mint("s1", "cy")
+    assert [a["name"] for a in (await b.call(ann, "discover", {}))["agents"]] == ["bob", "cy"]
+    assert [a["name"] for a in (await b.call(cy, "discover", {}))["agents"]] == ["ann"]
+    with pytest.raises(BrokerError) as refused:
+        await b.call(cy, "send", {"to": "bob", "text": "hi", "timeout_s": 0})
+    assert refused.value.code == "not_allowed"
+    with pytest.raises(BrokerError) as unknown:
+        await b.call(ann, "send", {"to": "dee", "text": "hi", "timeout_s": 0})
+    assert unknown.value.code == "unknown_agent"
+    lonely = Broker(
+        store, [AGENTS[0], AgentSpec(name="z", command="x", peers=[])], BrokerConfig(), Host()
+    )
+    with pytest.raises(BrokerError) as nobody:
+        await lonely.call(lonely.mint("s1", "z"), "discover", {})
+    assert nobody.value.code == "no_peers"
+    assert (await store.task_page(TaskFilter(OWNER, "s1"), 10)).total == 0  # nothing sent
+
+
+async def test_each_refusal_has_its_code_and_changes_nothing(
+    store: Sessions, tmp_path: Path
+) -> None:
+    b, _ = broker(store)
+    channel = Channel(b)
+    socket = await channel.open()
+    ann, bob, other = b.mint("s1", "ann"), b.mint("s1", "bob"), b.mint("s2", "bob")
+    try:
+        sent = await ask(socket, ann, "send", {"to": "bob", "text": "first", "timeout_s": 0})
+        task_id = sent["taskId"]
+        before = await store.task_get(task_id, OWNER)
+
+        async def code(token: str, action: str, args: dict[str, Any]) -> str:
+            with pytest.raises(BrokerError) as refused:
+                await ask(socket, token, action, args)
+            return refused.value.code
+
+        assert await code("forged", "get", {"task_id": task_id}) == "unknown_token"
+        assert await code("", "discover", {}) == "unknown_token"
+        assert await code(other, "get", {"task_id": task_id}) == "cross_context_denied"
+        assert await code(ann, "get", {"task_id": "bt_nope"}) == "unknown_task"
+        assert await code(ann, "complete", {"task_id": task_id, "text": "mine"}) == (
+            "invalid_transition"  # only the worker ends a task
+        )
+        assert await code(bob, "cancel", {"task_id": task_id}) == "invalid_transition"
+        huge = "x" * (MAX_TEXT_CHARS + 1)
+        assert await code(ann, "send", {"task_id": task_id, "text": huge}) == "payload_too_large"
+        assert await code(ann, "teleport", {}) == "invalid_request"
+        assert await store.task_get(task_id, OWNER) == before  # not one write
+        await ask(socket, bob, "complete", {"task_id": task_id, "text": "done"})
+        assert await code(ann, "send", {"task_id": task_id, "text": "more?"}) == "task_terminal"
+        assert await code(ann, "cancel", {"task_id": task_id}) == "task_terminal"
+        got = await ask(socket, ann, "get", {"task_id": task_id})
+        assert got["state"] == "completed" and got["messages"][-1]["text"] == "done"
+    finally:
+        await channel.aclose()
+    assert not Path(socket).exists()
+
+
+async def test_the_worker_asks_back_and_the_requesters_follow_up_wakes_it(
+    store: Sessions,
+) -> None:
+    b, _ = broker(store)
+    ann, bob = b.mint("s1", "ann"), b.mint("s1", "bob")
+    sent = await b.call(ann, "send", {"to": "bob", "text": "paint the door", "timeout_s": 0})
+    task_id = sent["taskId"]
+    await b.started(task_id)
+    asking = asyncio.create_task(
+        b.call(bob, "send", {"task_id": task_id, "text": "which colour?", "timeout_s": 5})
+    )
+    seen = await b.call(ann, "wait", {"task_id": task_id, "timeout_s": 5})
+    assert seen["state"] == "input-required" and seen["messages"][-1]["text"] == "which colour?"
+    await b.call(ann, "send", {"task_id": task_id, "text": "teal", "timeout_s": 0})
+    heard = await asking  # the worker's own send waited for the answer
+    assert heard["state"] == "working" and heard["messages"][-1]["text"] == "teal"
+    await b.call(bob, "complete", {"task_id": task_id, "text": "painted teal"})
+    final = await b.call(ann, "get", {"task_id": task_id})
+    assert final["state"] == "completed"
+
+
+async def test_a_repeated_send_is_the_task_already_sent(store: Sessions) -> None:
+    b, _ = broker(store)
+    ann = b.mint("s1", "ann")
+    one = await b.call(ann, "send", {"to": "bob", "text": "same", "timeout_s": 0})
+    two = await b.call(ann, "send", {"to": "bob", "text": "same", "timeout_s": 0})
+    three = await b.call(ann, "send", {"to": "bob", "text": "other", "timeout_s": 0})
+    assert one["taskId"] == two["taskId"] != three["taskId"]
+    none_kept = Broker(store, AGENTS, BrokerConfig(dedup_s=0), Host())
+    four = await none_kept.call(
+        none_kept.mint("s1", "ann"), "send", {"to": "bob", "text": "same", "timeout_s": 0}
+    )
+    assert four["taskId"] != one["taskId"]
+
+
+async def test_the_send_cap_and_the_chain_budget_stop_with_their_errors(
+    store: Sessions,
+) -> None:
+    b, _ = broker(store, max_sends=3, max_depth=2)
+    ann, bob = b.mint("s1", "ann"), b.mint("s1", "bob")
+    first = await b.call(ann, "send", {"to": "bob", "text": "1", "timeout_s": 0})
+    task = await b.started(first["taskId"])
+    with b.working_on(task):  # bob, working on ann's task, asks ann: a chain of 2
+        second = await b.call(bob, "send", {"to": "ann", "text": "2", "timeout_s": 0})
+        inner = await b.started(second["taskId"])
+        with b.working_on(inner), pytest.raises(BrokerError) as deep:
+            await b.call(ann, "send", {"to": "bob", "text": "3", "timeout_s": 0})
+    assert deep.value.code == "chain_budget" and "chain of 3" in str(deep.value)
+    await b.call(ann, "send", {"to": "bob", "text": "4", "timeout_s": 0})  # not in a chain
+    with pytest.raises(BrokerError) as capped:
+        await b.call(ann, "send", {"to": "bob", "text": "5", "timeout_s": 0})
+    assert capped.value.code == "send_cap"
+    assert (await store.task_page(TaskFilter(OWNER, "s1"), 10)).total == 3
+
+
+async def test_a_task_outlives_its_broker_and_is_handed_to_its_worker_again(
+    tmp_path: Path,
+) -> None:
+    paths = Paths(config_file=tmp_path / "config.json", data_dir=tmp_path / "data")
+    first = open_sessions(SessionsConfig(), paths)
+    b, _ = broker(first)
+    sent = await b.call(b.mint("s1", "ann"), "send", {"to": "bob", "text": "q", "timeout_s": 0})
+    await b.started(sent["taskId"])
+    await first.aclose()  # the host is gone; its worker never answered
+
+    again = open_sessions(SessionsConfig(), paths)
+    try:
+        b2, host = broker(again)
+        ann = b2.mint("s1", "ann")
+        seen = await b2.call(ann, "get", {"task_id": sent["taskId"]})
+        assert seen["state"] == "working" and seen["messages"][0]["text"] == "q"
+        assert host.woken == [(sent["taskId"], "bob", "working")]  # woken again
+        # The same send, repeated after the restart, is that task, not a second one.
+        repeat = await b2.call(ann, "send", {"to": "bob", "text": "q", "timeout_s": 0})
+        assert repeat["taskId"] == sent["taskId"]
+        await b2.finished(sent["taskId"], "a")
+        assert (await b2.call(ann, "get", {"task_id": sent["taskId"]}))["state"] == "completed"
+    finally:
+        await again.aclose()
+
+
+async def test_ending_the_context_cancels_its_tasks_and_its_tokens(store: Sessions) -> None:
+    b, _ = broker(store)
+    ann = b.mint("s1", "ann")
+    sent = await b.call(ann, "send", {"to": "bob", "text": "q", "timeout_s": 0})
+    await b.end_context("s1")
+    found = await store.task_get(sent["taskId"], OWNER)
+    assert found is not None and found[0].state == "canceled"
+    with pytest.raises(BrokerError) as gone:
+        await b.call(ann, "get", {"task_id": sent["taskId"]})
+    assert gone.value.code == "unknown_token"

@@ -134,7 +134,7 @@ class Broker:
             task = await self._load(task_id)
             if task.state not in ("submitted", "working"):
                 return
-            task.add(task.worker, (failure or answer or "(no answer)")[:MAX_TEXT_CHARS])
+            task.add(task.worker, (failure or answer.strip() or "(no answer)")[:MAX_TEXT_CHARS])
             task.move("worker", "failed" if failure is not None else "completed")
             await self._save(task, task.requester)
 
@@ -414,6 +414,12 @@ class Broker:
 
     def _lock(self, task_id: str) -> asyncio.Lock:
         return self._locks.setdefault(task_id, asyncio.Lock())
+
+
+async def tasks_of(rows: TaskRows, context_id: str) -> list[BrokerTask]:
+    """The tasks the sub-agents of the session `context_id` gave each other, newest first."""
+    page = await rows.task_page(TaskFilter(OWNER, context_id), MAX_TASKS_PER_CONTEXT)
+    return [BrokerTask.decode(row.body) for row in page.rows]
 
 
 def _needs(task: BrokerTask, role: Role | None, seen: int) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-SERVER_NAME = "raven-a2a"
+SERVER_NAME = "raven"
 SERVER_MODULE = "raven.broker.mcp_server"
 SOCKET_ENV = "RAVEN_BROKER_SOCKET"
 TOKEN_ENV = "RAVEN_BROKER_TOKEN"

@@ -19,7 +19,7 @@ from raven.broker.entry import SOCKET_ENV, TOKEN_ENV
 from raven.broker.task import BrokerError
 from raven.broker.tool import DESCRIPTION, NAME, A2AArgs, arguments, refused, shown
 
-server = MCPServer("raven-a2a")
+server = MCPServer("raven")
 
 
 @server.tool(name=NAME, description=DESCRIPTION)
@@ -55,6 +55,6 @@ _TOKEN = os.environ.pop(TOKEN_ENV, "")
 
 if __name__ == "__main__":
     if SOCKET_ENV not in os.environ or not _TOKEN:
-        sys.stderr.write(f"raven-a2a: {SOCKET_ENV} and {TOKEN_ENV} must be set by Raven\n")
+        sys.stderr.write(f"raven broker server: {SOCKET_ENV} and {TOKEN_ENV} must be set by Raven\n")
         sys.exit(2)
     server.run()

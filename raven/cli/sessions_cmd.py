@@ -15,10 +15,13 @@ if TYPE_CHECKING:
 
     from rich.text import Text
 
+    from raven.broker.task import BrokerTask
     from raven.config import RavenConfig
     from raven.engine import Runtime
     from raven.messages import Message
     from raven.sessions import SessionRecord, Sessions
+
+    _Read = tuple[SessionRecord, list[Message], dict[str, tuple[float, float]], list[BrokerTask]]
 
 T = TypeVar("T")
 
@@ -67,17 +70,15 @@ def _look(config: str | None, call: Callable[[Sessions, RavenConfig], Awaitable[
     return asyncio.run(look())
 
 
-def _read(
-    config: str | None, session_id: str
-) -> tuple[SessionRecord, list[Message], dict[str, tuple[float, float]]]:
-    """The session a whole id or unique prefix names, its transcript, and the models'
-    prices (for its cost)."""
+def _read(config: str | None, session_id: str) -> _Read:
+    """The session a whole id or unique prefix names, its transcript, the models' prices
+    (for its cost), and the tasks its sub-agents gave each other."""
+    from raven.broker.broker import tasks_of
 
-    async def read(
-        store: Sessions, cfg: RavenConfig
-    ) -> tuple[SessionRecord, list[Message], dict[str, tuple[float, float]]]:
+    async def read(store: Sessions, cfg: RavenConfig) -> _Read:
         full_id = await store.resolve(session_id)
-        return await store.get(full_id), await store.messages(full_id), cfg.prices()
+        record, messages = await store.get(full_id), await store.messages(full_id)
+        return record, messages, cfg.prices(), await tasks_of(store, full_id)
 
     return _look(config, read)
 
@@ -153,14 +154,20 @@ def show_command(
     from raven.usage import as_json as usage_json
     from raven.usage import describe, totals
 
-    record, messages, prices = _read(config, session_id)
+    record, messages, prices, tasks = _read(config, session_id)
     spent = totals(messages)
     if as_json:
-        typer.echo(_transcript_json(record, messages, usage_json(spent, prices)))
+        views = [t.view() for t in tasks]
+        typer.echo(_transcript_json(record, messages, usage_json(spent, prices), views))
         return
     from raven.terminal.transcript import print_transcript
 
     print_transcript(record, messages)
+    if tasks:
+        typer.echo("\nTasks its sub-agents gave each other:")
+        for task in reversed(tasks):
+            asked = task.messages[0].text.splitlines()[0][:60] if task.messages else ""
+            typer.echo(f"  {task.id}  {task.requester} → {task.worker}  {task.state}  {asked}")
     typer.echo(f"\nToken usage: {describe(spent, prices)}")
 
 
@@ -236,7 +243,7 @@ def export_command(
     """Write a readable transcript to stdout, tool calls and results included, secrets masked."""
     from raven.terminal.transcript import markdown_transcript
 
-    record, messages, _ = _read(config, session_id)
+    record, messages, _, _ = _read(config, session_id)
     if fmt == "json":
         typer.echo(_transcript_json(record, messages))
         return
@@ -264,14 +271,17 @@ def delete_command(
 
 
 def _transcript_json(
-    record: SessionRecord, messages: list[Message], usage: dict[str, Any] | None = None
+    record: SessionRecord,
+    messages: list[Message],
+    usage: dict[str, Any] | None = None,
+    tasks: list[dict[str, Any]] | None = None,
 ) -> str:
     """A session and its transcript as JSON (camelCase), credentials masked; with the
-    tokens it used, when given."""
+    tokens it used and its sub-agents' tasks, when given."""
     import json
 
     from raven.messages import MESSAGE_ADAPTER
-    from raven.redact import redact
+    from raven.redact import redact, redact_json
     from raven.terminal.transcript import masked
 
     body = {
@@ -281,6 +291,7 @@ def _transcript_json(
             MESSAGE_ADAPTER.dump_python(m, mode="json", by_alias=True) for m in masked(messages)
         ],
         **({"usage": usage} if usage is not None else {}),
+        **({"agentTasks": redact_json(tasks)} if tasks else {}),
     }
     return json.dumps(body, indent=2, ensure_ascii=False)
 

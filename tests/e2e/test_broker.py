@@ -1,0 +1,162 @@
+"""Two Raven sub-agents ask each other through the broker, launched as a user launches
+Raven: `raven run` delegates to ann, ann asks bob with its `a2a` tool, bob answers, ann
+completes with bob's answer; and the same across a parent killed mid-task."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import RAVEN, raven, write_config
+from tests.fakes.model_server import FakeModelServer, Reply, openai_stream
+
+ASK = "What is your favourite colour?"
+TASK = "Ask bob for his favourite colour, then tell me."
+
+
+def model(server: FakeModelServer) -> dict[str, Any]:
+    return {"id": "m", "provider": "openai", "baseUrl": server.url + "/v1", "apiKey": "sk-test"}
+
+
+def child(home: Path, name: str, server: FakeModelServer) -> dict[str, Any]:
+    config = home / f"{name}.json"
+    config.write_text(json.dumps({"models": [model(server)], "defaultModel": "m"}))
+    return {"name": name, "command": RAVEN[0], "args": [*RAVEN[1:], "acp", "--config", str(config)]}
+
+
+def call(name: str, args: dict[str, Any]) -> Reply:
+    return Reply(events=openai_stream(tool_calls=[("c1", name, json.dumps(args))]))
+
+
+def last_tool_result(body: dict[str, Any]) -> str:
+    return str([m for m in body["messages"] if m["role"] == "tool"][-1]["content"])
+
+
+def ann_repeats_bob(body: dict[str, Any]) -> Reply:
+    """ann's model, given the task's view as the tool's result, says what bob answered."""
+    view = json.loads(last_tool_result(body))
+    return Reply(events=openai_stream(text=f"Bob says: {view['messages'][-1]['text']}"))
+
+
+def parent_repeats_ann(body: dict[str, Any]) -> Reply:
+    return Reply(events=openai_stream(text=f"Heard: {last_tool_result(body).splitlines()[0]}"))
+
+
+class Servers:
+    def __init__(self) -> None:
+        self.parent, self.ann, self.bob = (FakeModelServer().start() for _ in range(3))
+
+    def stop(self) -> None:
+        for server in (self.parent, self.ann, self.bob):
+            server.stop()
+
+
+def configure(home: Path, servers: Servers) -> None:
+    write_config(
+        home,
+        {
+            "models": [model(servers.parent)],
+            "defaultModel": "m",
+            "agents": [child(home, "ann", servers.ann), child(home, "bob", servers.bob)],
+        },
+    )
+
+
+def prompt_text(body: dict[str, Any]) -> str:
+    return str([m for m in body["messages"] if m["role"] == "user"][-1]["content"])
+
+
+def test_ann_asks_bob_through_the_broker_and_completes_with_his_answer(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    servers = Servers()
+    try:
+        configure(home, servers)
+        servers.parent.queue(call("delegate", {"agent": "ann", "task": TASK}), parent_repeats_ann)
+        servers.ann.queue(
+            call("a2a", {"action": "send", "to": "bob", "text": ASK}), ann_repeats_bob
+        )
+        servers.bob.queue(Reply(events=openai_stream(text="Teal, always teal.")))
+        ran = raven("run", "--yes", "-o", "json", "find out bob's colour", env=env, cwd=tmp_path)
+        assert ran.returncode == 0, ran.stderr
+        out = json.loads(ran.stdout)
+        assert out["answer"].strip() == "Heard: Bob says: Teal, always teal."
+        # bob was woken with ann's question, under the task's id.
+        asked = prompt_text(servers.bob.requests[0].body)
+        task_id = re.search(r"ann gives you task (bt_\w+):", asked)
+        assert task_id is not None and ASK in asked
+        # ann's model sees the a2a tool, never a token; the result names no secret either.
+        spec = next(
+            t for t in servers.ann.requests[0].body["tools"] if t["function"]["name"] == "a2a"
+        )
+        assert "token" not in json.dumps(spec).lower()
+        view = json.loads(last_tool_result(servers.ann.requests[1].body))
+        assert set(view) == {"taskId", "from", "to", "state", "messages"}
+        assert view["state"] == "completed" and view["taskId"] == task_id[1]
+        # The parent's session lists the task, as people read it and as scripts do.
+        session = out["sessionId"]
+        shown = raven("sessions", "show", session, env=env)
+        assert f"{task_id[1]}  ann → bob  completed  {ASK}" in shown.stdout
+        data = json.loads(raven("sessions", "show", session, "--json", env=env).stdout)
+        assert data["agentTasks"][0]["messages"][-1] == {
+            "from": "bob",
+            "text": "Teal, always teal.",
+        }
+    finally:
+        servers.stop()
+
+
+def test_a_task_is_read_again_from_the_store_after_the_parent_is_killed_mid_task(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    servers = Servers()
+    bob_asked, release = threading.Event(), threading.Event()
+
+    def bob_holds(body: dict[str, Any]) -> Reply:
+        bob_asked.set()
+        return Reply(events=openai_stream(text="never heard"), held_until=release)
+
+    try:
+        configure(home, servers)
+        delegate = call("delegate", {"agent": "ann", "task": TASK})
+        send = call("a2a", {"action": "send", "to": "bob", "text": ASK, "timeout_s": 120})
+        servers.parent.queue(delegate, delegate, parent_repeats_ann)
+        servers.ann.queue(send, send, ann_repeats_bob)
+        servers.bob.queue(bob_holds, Reply(events=openai_stream(text="Teal, after all.")))
+        first = subprocess.Popen(
+            [*RAVEN, "run", "--yes", "find out bob's colour"],
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            assert bob_asked.wait(60), "bob was never woken"
+        finally:
+            first.kill()  # SIGKILL: the parent has no chance to end anything
+            first.communicate(timeout=30)
+            release.set()
+        first_id = re.search(r"task (bt_\w+):", prompt_text(servers.bob.requests[0].body))
+        assert first_id is not None
+
+        listed = json.loads(raven("sessions", "list", "--json", env=env).stdout)
+        parent = next(r["id"] for r in listed if r["face"] == "cli")  # the others are children's
+        again = raven("run", "--yes", "-s", parent, "-o", "json", "go on", env=env, cwd=tmp_path)
+        assert again.returncode == 0, again.stderr
+        out = json.loads(again.stdout)
+        assert out["answer"].strip() == "Heard: Bob says: Teal, after all."
+        # ann's repeated send was the stored task, which bob was given again.
+        second_id = re.search(r"task (bt_\w+):", prompt_text(servers.bob.requests[1].body))
+        assert second_id is not None and second_id[1] == first_id[1]
+        assert out["sessionId"] == parent
+        data = json.loads(raven("sessions", "show", parent, "--json", env=env).stdout)
+        assert [(t["taskId"], t["state"]) for t in data["agentTasks"]] == [
+            (first_id[1], "completed")
+        ]
+    finally:
+        release.set()
+        servers.stop()

@@ -55,6 +55,6 @@ _TOKEN = os.environ.pop(TOKEN_ENV, "")
 
 if __name__ == "__main__":
     if SOCKET_ENV not in os.environ or not _TOKEN:
-        sys.stderr.write(f"raven broker server: {SOCKET_ENV} and {TOKEN_ENV} must be set by Raven\n")
+        sys.stderr.write(f"broker server: {SOCKET_ENV} and {TOKEN_ENV} must be set by Raven\n")
         sys.exit(2)
     server.run()

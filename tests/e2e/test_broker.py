@@ -4,6 +4,7 @@ completes with bob's answer; and the same across a parent killed mid-task."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import RAVEN, raven, write_config
+from tests.e2e.acp_harness import Editor, RavenAcp, said
 from tests.fakes.model_server import FakeModelServer, Reply, openai_stream
 
 ASK = "What is your favourite colour?"
@@ -159,4 +161,95 @@ def test_a_task_is_read_again_from_the_store_after_the_parent_is_killed_mid_task
         ]
     finally:
         release.set()
+        servers.stop()
+
+
+async def test_an_editor_sees_the_childrens_task_and_a_cancelled_turn_cancels_it(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    servers = Servers()
+    bob_asked, release = threading.Event(), threading.Event()
+
+    def bob_holds(body: dict[str, Any]) -> Reply:
+        bob_asked.set()
+        return Reply(events=openai_stream(text="too late"), held_until=release)
+
+    agent = None
+    try:
+        configure(home, servers)
+        servers.parent.queue(call("delegate", {"agent": "ann", "task": TASK}))
+        servers.ann.queue(
+            call("a2a", {"action": "send", "to": "bob", "text": ASK, "timeout_s": 120})
+        )
+        servers.bob.queue(bob_holds)
+        editor = Editor()
+        editor.permission_answers = ["first allow"]  # delegating to ann
+        agent = await RavenAcp.start(env, editor)
+        await agent.initialize()
+        session = await agent.new_session(tmp_path)
+        prompt = asyncio.create_task(agent.conn.prompt(session_id=session, prompt=said("go")))
+        assert await asyncio.to_thread(bob_asked.wait, 60), "bob was never woken"
+
+        def told() -> bool:
+            return "a2a ann → bob" in json.dumps(
+                [u.model_dump(mode="json") for u in agent.editor.of("tool_call_update")],
+                ensure_ascii=False,
+            )
+
+        async with asyncio.timeout(10):  # the task shows as an update of the delegate call
+            while not told():
+                await asyncio.sleep(0.01)
+        await agent.conn.cancel(session_id=session)
+        assert (await asyncio.wait_for(prompt, 30)).stop_reason == "cancelled"
+        shown = json.loads(raven("sessions", "show", session, "--json", env=env).stdout)
+        assert [(t["from"], t["to"], t["state"]) for t in shown["agentTasks"]] == [
+            ("ann", "bob", "canceled")
+        ]
+    finally:
+        release.set()
+        if agent is not None:
+            await agent.close(30)
+        servers.stop()
+
+
+def echo_tool_result(body: dict[str, Any]) -> Reply:
+    """A model that says what its tool answered, in one line."""
+    return Reply(events=openai_stream(text=" ".join(last_tool_result(body).split())[:300]))
+
+
+def test_a_chain_of_tasks_back_and_forth_stops_at_the_budget_with_a_clear_error(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    """ann asks bob, bob (working on it) asks ann, ann (in a fork of its session, busy
+    waiting on bob) asks bob again: a chain of three, past a budget of two."""
+    servers = Servers()
+    try:
+        configure(home, servers)
+        config = json.loads((home / "config.json").read_text())
+        write_config(home, {**config, "broker": {"maxDepth": 2}})
+
+        def send(text: str, to: str) -> Reply:
+            return call("a2a", {"action": "send", "to": to, "text": text, "timeout_s": 60})
+
+        servers.parent.queue(call("delegate", {"agent": "ann", "task": TASK}), echo_tool_result)
+        servers.ann.queue(
+            send("one", "bob"), send("three", "bob"), echo_tool_result, echo_tool_result
+        )
+        servers.bob.queue(send("two", "ann"), echo_tool_result)
+        ran = raven("run", "--yes", "-o", "json", "start the chain", env=env, cwd=tmp_path)
+        assert ran.returncode == 0, ran.stderr
+        refusals = [
+            last_tool_result(r.body)
+            for r in servers.ann.requests
+            if any(m["role"] == "tool" for m in r.body["messages"])
+        ]
+        assert any(
+            r.startswith("chain_budget: this would be a chain of 3 tasks") for r in refusals
+        ), refusals
+        shown = json.loads(
+            raven("sessions", "show", json.loads(ran.stdout)["sessionId"], "--json", env=env).stdout
+        )
+        chain = sorted((t["from"], t["to"], t["state"]) for t in shown["agentTasks"])
+        assert chain == [("ann", "bob", "completed"), ("bob", "ann", "completed")]  # no third
+    finally:
         servers.stop()

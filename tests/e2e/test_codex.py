@@ -17,7 +17,7 @@ import pytest
 from tests.conftest import RAVEN, raven, write_config
 from tests.e2e.a2a_server import configure, start
 from tests.e2e.terminal import Terminal
-from tests.fakes.model_server import FakeModelServer, Reply, responses_stream
+from tests.fakes.model_server import FakeModelServer, Reply, openai_stream, responses_stream
 from tests.npm import npm_install
 from tests.processes import alive, live_pids
 
@@ -475,3 +475,70 @@ async def test_codex_served_over_a2a_answers_the_js_client_asks_it_and_is_cancel
     logged = "".join(f.read_text() for f in (home / "logs").iterdir())
     assert "sub-agent codex: cancelled; it answered cancelled" in logged
     assert not [pid for pid in children if alive(pid)]  # stopped with the server
+
+
+def test_codex_asks_a_raven_sibling_through_the_brokers_mcp_server(
+    codex_acp: Path, model_server: FakeModelServer, env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    """codex takes the broker's `a2a` tool as the MCP server Raven lists in its session, and
+    asks bob (a Raven sub-agent) with it; bob is woken with the task and answers."""
+    bob_model = FakeModelServer().start()
+    try:
+        bob_config = tmp_path / "bob.json"
+        bob_model_entry = {
+            "id": "m",
+            "provider": "openai",
+            "baseUrl": bob_model.url + "/v1",
+            "apiKey": "sk-test",
+        }
+        bob_config.write_text(json.dumps({"models": [bob_model_entry], "defaultModel": "m"}))
+        bob = {
+            "name": "bob",
+            "command": RAVEN[0],
+            "args": [*RAVEN[1:], "acp", "--config", str(bob_config)],
+        }
+        delegate = {"name": "delegate", "arguments": {"agent": "codex", "task": "ask bob"}}
+        (home / "script.json").write_text(
+            json.dumps([{"toolCalls": [delegate]}, {"text": "Done."}])
+        )
+        write_config(
+            home,
+            {
+                "models": [{"id": "s", "provider": "scripted", "script": "script.json"}],
+                "defaultModel": "s",
+                "agents": [
+                    codex_agent(codex_acp, tmp_path / "codex-home", model_server, "auto"),
+                    bob,
+                ],
+            },
+        )
+        send = {"action": "send", "to": "bob", "text": "What is your favourite colour?"}
+        cell = f"text(await tools.mcp__raven__a2a({json.dumps(send)}));"
+
+        def after(body: dict[str, Any]) -> Reply:
+            (output,) = [
+                i["output"] for i in body["input"] if i["type"] == "custom_tool_call_output"
+            ]
+            said = re.search(r"Teal[^\"\\]*", json.dumps(output))
+            return Reply(
+                events=responses_stream(text=f"Bob says: {said[0] if said else 'nothing'}")
+            )
+
+        model_server.queue(
+            Reply(events=responses_stream(custom_call=("call_1", "exec", cell))), after
+        )
+        bob_model.queue(Reply(events=openai_stream(text="Teal, always teal.")))
+        ran = raven("run", "--yes", "-o", "json", "ask bob through codex", env=env, cwd=tmp_path)
+        assert ran.returncode == 0, ran.stderr
+        session = json.loads(ran.stdout)["sessionId"]
+        shown = json.loads(raven("sessions", "show", session, "--json", env=env).stdout)
+        (result,) = [m for m in shown["messages"] if m["role"] == "tool"]
+        assert "Bob says: Teal, always teal." in json.dumps(result)
+        (task,) = shown["agentTasks"]
+        assert (task["from"], task["to"], task["state"]) == ("codex", "bob", "completed")
+        asked = [m for m in bob_model.requests[0].body["messages"] if m["role"] == "user"][-1]
+        assert "codex gives you task bt_" in asked["content"]
+        # Neither model saw a token: codex's requests carry the tool's name, not its env.
+        assert "RAVEN_BROKER_TOKEN" not in json.dumps([r.body for r in model_server.requests])
+    finally:
+        bob_model.stop()

@@ -31,7 +31,9 @@ from raven.broker.task import (
     ASKING,
     MAX_TASKS_PER_CONTEXT,
     MAX_TEXT_CHARS,
+    MAX_WAIT_S,
     TERMINAL,
+    WAIT_S,
     BrokerError,
     BrokerTask,
     Role,
@@ -42,8 +44,6 @@ from raven.sessions.tasks import TaskFilter, TaskRow, TaskRows
 
 OWNER = "broker"
 """The owner of every broker task in the store (A2A's owners are its callers' names)."""
-WAIT_S = 30.0
-MAX_WAIT_S = 120.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,11 +17,13 @@ import logging
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from raven.broker.broker import MAX_WAIT_S, Broker
-from raven.broker.task import BrokerError
+from raven.broker.task import MAX_WAIT_S, BrokerError
 from raven.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, Connection, FrameReader, RpcError
+
+if TYPE_CHECKING:
+    from raven.broker.broker import Broker
 
 log = logging.getLogger(__name__)
 

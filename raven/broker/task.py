@@ -35,6 +35,9 @@ MAX_TEXT_CHARS = 16_000
 MAX_HISTORY = 256
 """Messages a task keeps; a send past it is refused (`payload_too_large`)."""
 MAX_TASKS_PER_CONTEXT = 128
+WAIT_S = 30.0
+"""How long `send` and `wait` wait for the counterpart by default."""
+MAX_WAIT_S = 120.0
 
 ErrorCode = Literal[
     "unknown_token",

@@ -26,7 +26,7 @@ from raven.broker.entry import server_entry
 from raven.broker.task import BrokerTask
 from raven.config import AgentSpec, BrokerConfig
 from raven.sessions.tasks import TaskRows
-from raven.tools import Progress, ToolContext, ToolError
+from raven.tools import ChildToolCall, Progress, ToolContext, ToolError
 
 if TYPE_CHECKING:
     from raven.acp_client.agent import Outcome
@@ -106,7 +106,7 @@ class Peers:
         calls = self._attending.get(task.context_id)
         ctx = calls[-1] if calls else None
         if ctx is not None:
-            ctx.progress(Progress(text=_line(task)))
+            ctx.progress(Progress(text=_line(task), detail=_as_call(task)))
         if wake is None:
             return
         if wake == task.worker:
@@ -161,6 +161,21 @@ class Peers:
             log.info("broker task %s: %s could not be told: %s", task.id, task.requester, exc)
         finally:
             self._telling.discard(asyncio.current_task())  # type: ignore[arg-type]
+
+
+_STATUS = {"submitted": "pending", "completed": "completed"}
+"""A task's state as a tool call's status (ACP's): a task that will not complete failed."""
+
+
+def _as_call(task: BrokerTask) -> ChildToolCall:
+    """The task as a call of its requester's, so every face shows it among that child's
+    work: a row under the delegate call, updated as the task moves."""
+    asked = task.messages[0].text.splitlines()[0][:60] if task.messages else ""
+    status = _STATUS.get(task.state, "failed" if task.ended else "in_progress")
+    title = f"a2a → {task.worker}: {asked}"
+    if task.state not in ("submitted", "working", "completed"):
+        title += f" ({task.state})"
+    return ChildToolCall(task.requester, task.id, title, status, "other")
 
 
 def _line(task: BrokerTask) -> str:

@@ -111,6 +111,10 @@ SCRIPTS: dict[str, list[dict[str, Any]]] = {
         call("delegate", agent="helper", task="make kid.txt"),
         {"text": "The helper is done."},
     ],
+    "broker": [
+        call("delegate", agent="asker", task="ask the teller"),
+        {"text": "The asker is done."},
+    ],
     "escalate-edit": [
         call("delegate", agent="writer", task="note the eggs"),
         {"text": "The writer is done."},
@@ -257,6 +261,13 @@ def make_home(home: Path) -> None:
                 rules=[{"kind": ["edit"], "action": "escalate"}],
                 name="writer",
             ),
+            scripted_child(
+                home / "asker",
+                [call("a2a", action="send", to="teller", text="What colour?"), {"text": "Asked."}],
+                description="Asks the teller",
+                name="asker",
+            ),
+            scripted_child(home / "teller", [{"text": "Teal."}], name="teller"),
         ],
         "a2a": {"server": {"enabled": True, "token": "a2a-token-for-the-web-tests-0123"}},
     }

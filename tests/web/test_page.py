@@ -256,6 +256,19 @@ def test_a_sub_agents_escalated_command_is_decided_in_the_page(page: Page, web: 
     expect(result).to_contain_text("allow once: Run `echo from-kid > kid.txt` (by you)")
 
 
+def test_a_task_one_sub_agent_gives_another_shows_under_the_delegate_call(
+    page: Page, web: WebGateway
+) -> None:
+    login(page, web.login_link())
+    new_session(page, work_dir(web, "broker"), "broker")
+    send(page, "let the asker ask")
+    page.get_by_role("dialog").get_by_role("button", name="Allow once").click()
+    expect(page.locator(".answer").last).to_have_text("The asker is done.")
+    child = page.locator(".tool").first.get_by_label("What asker does")
+    # The asker's own call, and the task it gave the teller, which the teller completed.
+    expect(child.locator(".child-calls li")).to_contain_text(["✓ a2a → teller: What colour?"])
+
+
 def test_a_sub_agents_escalated_edit_shows_its_change_in_the_page(
     page: Page, web: WebGateway
 ) -> None:

@@ -100,6 +100,16 @@ class _Dispatcher:
         return None
 
 
+def shown(result: dict[str, Any]) -> str:
+    """A broker's answer as the model reads it."""
+    return json.dumps(result, ensure_ascii=False, indent=1)
+
+
+def refused(exc: BrokerError) -> str:
+    """A broker's refusal as the model reads it: its code, then why."""
+    return f"{exc.code}: {exc}"
+
+
 async def ask(path: str, token: str, action: str, args: dict[str, Any]) -> dict[str, Any]:
     """One call of the broker at `path`; `BrokerError` for its refusals, `OSError` when it
     cannot be reached."""

@@ -8,12 +8,11 @@ appears in the tool's arguments, its description or its results.
 
 from __future__ import annotations
 
-import json
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from raven.broker.channel import ask
+from raven.broker.channel import ask, refused, shown
 from raven.broker.task import BrokerError
 from raven.tools import Tool, ToolContext, ToolError, ToolKind, ToolOutput
 from raven.tools.base import Args, BuiltinTool
@@ -46,18 +45,15 @@ class A2AArgs(Args):
     timeout_s: float | None = Field(default=None, ge=0, description="send, wait: seconds")
 
 
+def mcp_tool() -> dict[str, Any]:
+    """The tool as an MCP server lists it (`a2a_tool.json`, which `mcp_server` serves)."""
+    return {"name": NAME, "description": DESCRIPTION, "inputSchema": A2ATool.schema()}
+
+
 def arguments(args: A2AArgs) -> tuple[str, dict[str, Any]]:
     """The action and its arguments as the channel takes them."""
     given = args.model_dump(exclude_none=True)
     return given.pop("action"), given
-
-
-def shown(result: dict[str, Any]) -> str:
-    return json.dumps(result, ensure_ascii=False, indent=1)
-
-
-def refused(exc: BrokerError) -> str:
-    return f"{exc.code}: {exc}"
 
 
 class A2ATool(BuiltinTool):
@@ -70,6 +66,10 @@ class A2ATool(BuiltinTool):
     def __init__(self, socket: str, token: str) -> None:
         self._socket = socket
         self._token = token
+
+    @classmethod
+    def schema(cls) -> dict[str, Any]:
+        return cls.parameters(cls.__new__(cls))
 
     def title(self, args: A2AArgs, ctx: ToolContext) -> str:
         about = args.to or args.task_id or ""

@@ -520,9 +520,7 @@ def test_codex_asks_a_raven_sibling_through_the_brokers_mcp_server(
                 i["output"] for i in body["input"] if i["type"] == "custom_tool_call_output"
             ]
             said = re.search(r"Teal[^\"\\]*", json.dumps(output))
-            return Reply(
-                events=responses_stream(text=f"Bob says: {said[0] if said else 'nothing'}")
-            )
+            return Reply(events=responses_stream(text=f"Bob says: {said[0] if said else output}"))
 
         model_server.queue(
             Reply(events=responses_stream(custom_call=("call_1", "exec", cell))), after

@@ -4,7 +4,7 @@ machine, the bounds, and a task that outlives the process that held it."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,10 +41,18 @@ class Host:
         return task_id in self.running
 
 
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Sessions]:
+@pytest.fixture(params=["sqlite", "postgresql"])
+def sessions(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], Sessions]:
+    """Opens the session store (again, after the last one closed): SQLite, or PostgreSQL
+    as replicas share it."""
+    url = request.getfixturevalue("pg_url") if request.param == "postgresql" else None
     paths = Paths(config_file=tmp_path / "config.json", data_dir=tmp_path / "data")
-    opened = open_sessions(SessionsConfig(), paths)
+    return lambda: open_sessions(SessionsConfig(url=url), paths)
+
+
+@pytest.fixture
+async def store(sessions: Callable[[], Sessions]) -> AsyncIterator[Sessions]:
+    opened = sessions()
     yield opened
     await opened.aclose()
 
@@ -193,16 +201,15 @@ async def test_the_send_cap_and_the_chain_budget_stop_with_their_errors(
 
 
 async def test_a_task_outlives_its_broker_and_is_handed_to_its_worker_again(
-    tmp_path: Path,
+    sessions: Callable[[], Sessions],
 ) -> None:
-    paths = Paths(config_file=tmp_path / "config.json", data_dir=tmp_path / "data")
-    first = open_sessions(SessionsConfig(), paths)
+    first = sessions()
     b, _ = broker(first)
     sent = await b.call(b.mint("s1", "ann"), "send", {"to": "bob", "text": "q", "timeout_s": 0})
     await b.started(sent["taskId"])
     await first.aclose()  # the host is gone; its worker never answered
 
-    again = open_sessions(SessionsConfig(), paths)
+    again = sessions()
     try:
         b2, host = broker(again)
         ann = b2.mint("s1", "ann")

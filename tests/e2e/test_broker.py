@@ -253,3 +253,52 @@ def test_a_chain_of_tasks_back_and_forth_stops_at_the_budget_with_a_clear_error(
         assert chain == [("ann", "bob", "completed"), ("bob", "ann", "completed")]  # no third
     finally:
         servers.stop()
+
+
+def test_the_worker_asks_back_and_the_askers_follow_up_reaches_it(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    """bob, given ann's task, asks which shade; ann's follow-up reaches bob's waiting send;
+    bob's reply then completes the task."""
+    servers = Servers()
+    try:
+        configure(home, servers)
+
+        def bob_asks_back(body: dict[str, Any]) -> Reply:
+            task_id = re.search(r"task (bt_\w+):", prompt_text(body))
+            assert task_id is not None
+            back = {"action": "send", "task_id": task_id[1], "text": "Which shade?"}
+            return call("a2a", back)
+
+        def ann_follows_up(body: dict[str, Any]) -> Reply:
+            view = json.loads(last_tool_result(body))
+            assert view["state"] == "input-required", view
+            return call("a2a", {"action": "send", "task_id": view["taskId"], "text": "Dark."})
+
+        def bob_answers(body: dict[str, Any]) -> Reply:
+            view = json.loads(last_tool_result(body))
+            return Reply(events=openai_stream(text=f"{view['messages'][-1]['text']} teal it is."))
+
+        servers.parent.queue(call("delegate", {"agent": "ann", "task": TASK}), parent_repeats_ann)
+        servers.ann.queue(
+            call("a2a", {"action": "send", "to": "bob", "text": ASK}),
+            ann_follows_up,
+            ann_repeats_bob,
+        )
+        servers.bob.queue(bob_asks_back, bob_answers)
+        ran = raven("run", "--yes", "-o", "json", "find out bob's shade", env=env, cwd=tmp_path)
+        assert ran.returncode == 0, ran.stderr
+        assert json.loads(ran.stdout)["answer"].strip() == "Heard: Bob says: Dark. teal it is."
+        shown = json.loads(
+            raven("sessions", "show", json.loads(ran.stdout)["sessionId"], "--json", env=env).stdout
+        )
+        (task,) = shown["agentTasks"]
+        assert [(m["from"], m["text"]) for m in task["messages"]] == [
+            ("ann", ASK),
+            ("bob", "Which shade?"),
+            ("ann", "Dark."),
+            ("bob", "Dark. teal it is."),
+        ]
+        assert task["state"] == "completed"
+    finally:
+        servers.stop()

@@ -9,8 +9,11 @@ import json
 import re
 import subprocess
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.conftest import RAVEN, raven, write_config
 from tests.e2e.acp_harness import Editor, RavenAcp, said
@@ -49,12 +52,35 @@ def parent_repeats_ann(body: dict[str, Any]) -> Reply:
 
 
 class Servers:
+    """A model server each for the parent, ann and bob."""
+
     def __init__(self) -> None:
         self.parent, self.ann, self.bob = (FakeModelServer().start() for _ in range(3))
 
     def stop(self) -> None:
         for server in (self.parent, self.ann, self.bob):
             server.stop()
+
+
+@pytest.fixture
+def servers(home: Path) -> Iterator[Servers]:
+    started = Servers()
+    try:
+        configure(home, started)
+        yield started
+    finally:
+        started.stop()
+
+
+class Held:
+    """A reply that tells the test it was asked for, then waits for `release`."""
+
+    def __init__(self) -> None:
+        self.asked, self.release = threading.Event(), threading.Event()
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        self.asked.set()
+        return Reply(events=openai_stream(text="never heard"), held_until=self.release)
 
 
 def configure(home: Path, servers: Servers) -> None:
@@ -73,57 +99,41 @@ def prompt_text(body: dict[str, Any]) -> str:
 
 
 def test_ann_asks_bob_through_the_broker_and_completes_with_his_answer(
-    env: dict[str, str], home: Path, tmp_path: Path
+    env: dict[str, str], tmp_path: Path, servers: Servers
 ) -> None:
-    servers = Servers()
-    try:
-        configure(home, servers)
-        servers.parent.queue(call("delegate", {"agent": "ann", "task": TASK}), parent_repeats_ann)
-        servers.ann.queue(
-            call("a2a", {"action": "send", "to": "bob", "text": ASK}), ann_repeats_bob
-        )
-        servers.bob.queue(Reply(events=openai_stream(text="Teal, always teal.")))
-        ran = raven("run", "--yes", "-o", "json", "find out bob's colour", env=env, cwd=tmp_path)
-        assert ran.returncode == 0, ran.stderr
-        out = json.loads(ran.stdout)
-        assert out["answer"].strip() == "Heard: Bob says: Teal, always teal."
-        # bob was woken with ann's question, under the task's id.
-        asked = prompt_text(servers.bob.requests[0].body)
-        task_id = re.search(r"ann gives you task (bt_\w+):", asked)
-        assert task_id is not None and ASK in asked
-        # ann's model sees the a2a tool, never a token; the result names no secret either.
-        spec = next(
-            t for t in servers.ann.requests[0].body["tools"] if t["function"]["name"] == "a2a"
-        )
-        assert "token" not in json.dumps(spec).lower()
-        view = json.loads(last_tool_result(servers.ann.requests[1].body))
-        assert set(view) == {"taskId", "from", "to", "state", "messages"}
-        assert view["state"] == "completed" and view["taskId"] == task_id[1]
-        # The parent's session lists the task, as people read it and as scripts do.
-        session = out["sessionId"]
-        shown = raven("sessions", "show", session, env=env)
-        assert f"{task_id[1]}  ann → bob  completed  {ASK}" in shown.stdout
-        data = json.loads(raven("sessions", "show", session, "--json", env=env).stdout)
-        assert data["agentTasks"][0]["messages"][-1] == {
-            "from": "bob",
-            "text": "Teal, always teal.",
-        }
-    finally:
-        servers.stop()
+    servers.parent.queue(call("delegate", {"agent": "ann", "task": TASK}), parent_repeats_ann)
+    servers.ann.queue(call("a2a", {"action": "send", "to": "bob", "text": ASK}), ann_repeats_bob)
+    servers.bob.queue(Reply(events=openai_stream(text="Teal, always teal.")))
+    ran = raven("run", "--yes", "-o", "json", "find out bob's colour", env=env, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    out = json.loads(ran.stdout)
+    assert out["answer"].strip() == "Heard: Bob says: Teal, always teal."
+    # bob was woken with ann's question, under the task's id.
+    asked = prompt_text(servers.bob.requests[0].body)
+    task_id = re.search(r"ann gives you task (bt_\w+):", asked)
+    assert task_id is not None and ASK in asked
+    # ann's model sees the a2a tool, never a token; the result names no secret either.
+    spec = next(t for t in servers.ann.requests[0].body["tools"] if t["function"]["name"] == "a2a")
+    assert "token" not in json.dumps(spec).lower()
+    view = json.loads(last_tool_result(servers.ann.requests[1].body))
+    assert set(view) == {"taskId", "from", "to", "state", "messages"}
+    assert view["state"] == "completed" and view["taskId"] == task_id[1]
+    # The parent's session lists the task, as people read it and as scripts do.
+    session = out["sessionId"]
+    shown = raven("sessions", "show", session, env=env)
+    assert f"{task_id[1]}  ann → bob  completed  {ASK}" in shown.stdout
+    data = json.loads(raven("sessions", "show", session, "--json", env=env).stdout)
+    assert data["agentTasks"][0]["messages"][-1] == {
+        "from": "bob",
+        "text": "Teal, always teal.",
+    }
 
 
 def test_a_task_is_read_again_from_the_store_after_the_parent_is_killed_mid_task(
-    env: dict[str, str], home: Path, tmp_path: Path
+    env: dict[str, str], tmp_path: Path, servers: Servers
 ) -> None:
-    servers = Servers()
-    bob_asked, release = threading.Event(), threading.Event()
-
-    def bob_holds(body: dict[str, Any]) -> Reply:
-        bob_asked.set()
-        return Reply(events=openai_stream(text="never heard"), held_until=release)
-
+    bob_holds = Held()
     try:
-        configure(home, servers)
         delegate = call("delegate", {"agent": "ann", "task": TASK})
         send = call("a2a", {"action": "send", "to": "bob", "text": ASK, "timeout_s": 120})
         servers.parent.queue(delegate, delegate, parent_repeats_ann)
@@ -137,11 +147,11 @@ def test_a_task_is_read_again_from_the_store_after_the_parent_is_killed_mid_task
             stderr=subprocess.PIPE,
         )
         try:
-            assert bob_asked.wait(60), "bob was never woken"
+            assert bob_holds.asked.wait(60), "bob was never woken"
         finally:
             first.kill()  # SIGKILL: the parent has no chance to end anything
             first.communicate(timeout=30)
-            release.set()
+            bob_holds.release.set()
         first_id = re.search(r"task (bt_\w+):", prompt_text(servers.bob.requests[0].body))
         assert first_id is not None
 
@@ -160,23 +170,15 @@ def test_a_task_is_read_again_from_the_store_after_the_parent_is_killed_mid_task
             (first_id[1], "completed")
         ]
     finally:
-        release.set()
-        servers.stop()
+        bob_holds.release.set()
 
 
 async def test_an_editor_sees_the_childrens_task_and_a_cancelled_turn_cancels_it(
-    env: dict[str, str], home: Path, tmp_path: Path
+    env: dict[str, str], tmp_path: Path, servers: Servers
 ) -> None:
-    servers = Servers()
-    bob_asked, release = threading.Event(), threading.Event()
-
-    def bob_holds(body: dict[str, Any]) -> Reply:
-        bob_asked.set()
-        return Reply(events=openai_stream(text="too late"), held_until=release)
-
+    bob_holds = Held()
     agent = None
     try:
-        configure(home, servers)
         servers.parent.queue(call("delegate", {"agent": "ann", "task": TASK}))
         servers.ann.queue(
             call("a2a", {"action": "send", "to": "bob", "text": ASK, "timeout_s": 120})
@@ -188,7 +190,7 @@ async def test_an_editor_sees_the_childrens_task_and_a_cancelled_turn_cancels_it
         await agent.initialize()
         session = await agent.new_session(tmp_path)
         prompt = asyncio.create_task(agent.conn.prompt(session_id=session, prompt=said("go")))
-        assert await asyncio.to_thread(bob_asked.wait, 60), "bob was never woken"
+        assert await asyncio.to_thread(bob_holds.asked.wait, 60), "bob was never woken"
 
         def told() -> bool:
             return "a2a ann → bob" in json.dumps(
@@ -206,10 +208,9 @@ async def test_an_editor_sees_the_childrens_task_and_a_cancelled_turn_cancels_it
             ("ann", "bob", "canceled")
         ]
     finally:
-        release.set()
+        bob_holds.release.set()
         if agent is not None:
             await agent.close(30)
-        servers.stop()
 
 
 def echo_tool_result(body: dict[str, Any]) -> Reply:
@@ -218,87 +219,75 @@ def echo_tool_result(body: dict[str, Any]) -> Reply:
 
 
 def test_a_chain_of_tasks_back_and_forth_stops_at_the_budget_with_a_clear_error(
-    env: dict[str, str], home: Path, tmp_path: Path
+    env: dict[str, str], home: Path, tmp_path: Path, servers: Servers
 ) -> None:
     """ann asks bob, bob (working on it) asks ann, ann (in a fork of its session, busy
     waiting on bob) asks bob again: a chain of three, past a budget of two."""
-    servers = Servers()
-    try:
-        configure(home, servers)
-        config = json.loads((home / "config.json").read_text())
-        write_config(home, {**config, "broker": {"maxDepth": 2}})
+    config = json.loads((home / "config.json").read_text())
+    write_config(home, {**config, "broker": {"maxDepth": 2}})
 
-        def send(text: str, to: str) -> Reply:
-            return call("a2a", {"action": "send", "to": to, "text": text, "timeout_s": 60})
+    def send(text: str, to: str) -> Reply:
+        return call("a2a", {"action": "send", "to": to, "text": text, "timeout_s": 60})
 
-        servers.parent.queue(call("delegate", {"agent": "ann", "task": TASK}), echo_tool_result)
-        servers.ann.queue(
-            send("one", "bob"), send("three", "bob"), echo_tool_result, echo_tool_result
-        )
-        servers.bob.queue(send("two", "ann"), echo_tool_result)
-        ran = raven("run", "--yes", "-o", "json", "start the chain", env=env, cwd=tmp_path)
-        assert ran.returncode == 0, ran.stderr
-        refusals = [
-            last_tool_result(r.body)
-            for r in servers.ann.requests
-            if any(m["role"] == "tool" for m in r.body["messages"])
-        ]
-        assert any(
-            r.startswith("chain_budget: this would be a chain of 3 tasks") for r in refusals
-        ), refusals
-        shown = json.loads(
-            raven("sessions", "show", json.loads(ran.stdout)["sessionId"], "--json", env=env).stdout
-        )
-        chain = sorted((t["from"], t["to"], t["state"]) for t in shown["agentTasks"])
-        assert chain == [("ann", "bob", "completed"), ("bob", "ann", "completed")]  # no third
-    finally:
-        servers.stop()
+    servers.parent.queue(call("delegate", {"agent": "ann", "task": TASK}), echo_tool_result)
+    servers.ann.queue(send("one", "bob"), send("three", "bob"), echo_tool_result, echo_tool_result)
+    servers.bob.queue(send("two", "ann"), echo_tool_result)
+    ran = raven("run", "--yes", "-o", "json", "start the chain", env=env, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    refusals = [
+        last_tool_result(r.body)
+        for r in servers.ann.requests
+        if any(m["role"] == "tool" for m in r.body["messages"])
+    ]
+    assert any(r.startswith("chain_budget: this would be a chain of 3 tasks") for r in refusals), (
+        refusals
+    )
+    shown = json.loads(
+        raven("sessions", "show", json.loads(ran.stdout)["sessionId"], "--json", env=env).stdout
+    )
+    chain = sorted((t["from"], t["to"], t["state"]) for t in shown["agentTasks"])
+    assert chain == [("ann", "bob", "completed"), ("bob", "ann", "completed")]  # no third
 
 
 def test_the_worker_asks_back_and_the_askers_follow_up_reaches_it(
-    env: dict[str, str], home: Path, tmp_path: Path
+    env: dict[str, str], tmp_path: Path, servers: Servers
 ) -> None:
     """bob, given ann's task, asks which shade; ann's follow-up reaches bob's waiting send;
     bob's reply then completes the task."""
-    servers = Servers()
-    try:
-        configure(home, servers)
 
-        def bob_asks_back(body: dict[str, Any]) -> Reply:
-            task_id = re.search(r"task (bt_\w+):", prompt_text(body))
-            assert task_id is not None
-            back = {"action": "send", "task_id": task_id[1], "text": "Which shade?"}
-            return call("a2a", back)
+    def bob_asks_back(body: dict[str, Any]) -> Reply:
+        task_id = re.search(r"task (bt_\w+):", prompt_text(body))
+        assert task_id is not None
+        back = {"action": "send", "task_id": task_id[1], "text": "Which shade?"}
+        return call("a2a", back)
 
-        def ann_follows_up(body: dict[str, Any]) -> Reply:
-            view = json.loads(last_tool_result(body))
-            assert view["state"] == "input-required", view
-            return call("a2a", {"action": "send", "task_id": view["taskId"], "text": "Dark."})
+    def ann_follows_up(body: dict[str, Any]) -> Reply:
+        view = json.loads(last_tool_result(body))
+        assert view["state"] == "input-required", view
+        return call("a2a", {"action": "send", "task_id": view["taskId"], "text": "Dark."})
 
-        def bob_answers(body: dict[str, Any]) -> Reply:
-            view = json.loads(last_tool_result(body))
-            return Reply(events=openai_stream(text=f"{view['messages'][-1]['text']} teal it is."))
+    def bob_answers(body: dict[str, Any]) -> Reply:
+        view = json.loads(last_tool_result(body))
+        return Reply(events=openai_stream(text=f"{view['messages'][-1]['text']} teal it is."))
 
-        servers.parent.queue(call("delegate", {"agent": "ann", "task": TASK}), parent_repeats_ann)
-        servers.ann.queue(
-            call("a2a", {"action": "send", "to": "bob", "text": ASK}),
-            ann_follows_up,
-            ann_repeats_bob,
-        )
-        servers.bob.queue(bob_asks_back, bob_answers)
-        ran = raven("run", "--yes", "-o", "json", "find out bob's shade", env=env, cwd=tmp_path)
-        assert ran.returncode == 0, ran.stderr
-        assert json.loads(ran.stdout)["answer"].strip() == "Heard: Bob says: Dark. teal it is."
-        shown = json.loads(
-            raven("sessions", "show", json.loads(ran.stdout)["sessionId"], "--json", env=env).stdout
-        )
-        (task,) = shown["agentTasks"]
-        assert [(m["from"], m["text"]) for m in task["messages"]] == [
-            ("ann", ASK),
-            ("bob", "Which shade?"),
-            ("ann", "Dark."),
-            ("bob", "Dark. teal it is."),
-        ]
-        assert task["state"] == "completed"
-    finally:
-        servers.stop()
+    servers.parent.queue(call("delegate", {"agent": "ann", "task": TASK}), parent_repeats_ann)
+    servers.ann.queue(
+        call("a2a", {"action": "send", "to": "bob", "text": ASK}),
+        ann_follows_up,
+        ann_repeats_bob,
+    )
+    servers.bob.queue(bob_asks_back, bob_answers)
+    ran = raven("run", "--yes", "-o", "json", "find out bob's shade", env=env, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout)["answer"].strip() == "Heard: Bob says: Dark. teal it is."
+    shown = json.loads(
+        raven("sessions", "show", json.loads(ran.stdout)["sessionId"], "--json", env=env).stdout
+    )
+    (task,) = shown["agentTasks"]
+    assert [(m["from"], m["text"]) for m in task["messages"]] == [
+        ("ann", ASK),
+        ("bob", "Which shade?"),
+        ("ann", "Dark."),
+        ("bob", "Dark. teal it is."),
+    ]
+    assert task["state"] == "completed"

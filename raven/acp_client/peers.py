@@ -8,8 +8,8 @@ prompts it with the task, inside the parent turn that runs the delegation, so it
 updates and permission requests are that turn's; its reply ends the task unless it
 ended or asked back itself. A worker's reply wakes a requester that is not waiting on
 it. Every change is a progress line of the parent's call. Cancelling the parent's turn
-cancels every task its children gave. Nothing here runs before a child that may use the
-broker starts.
+cancels every task its children gave; releasing its session also ends their tokens.
+Nothing here runs before a child that may use the broker starts.
 """
 
 from __future__ import annotations
@@ -80,15 +80,24 @@ class Peers:
             if not calls:
                 del self._attending[ctx.session_id]
 
+    async def cancelled(self, session_id: str) -> None:
+        """The parent's turn was cancelled: its children's tasks are canceled and their
+        turns on them stopped."""
+        await self._stop_runs(session_id)
+        await self.broker.cancel_context(session_id)
+
     async def end(self, session_id: str) -> None:
-        """The parent's turn was cancelled or its session released: its children's tasks
-        are canceled, their turns on them stopped, their tokens no longer good."""
+        """The parent session was released: as `cancelled`, and its children's tokens are
+        no longer good (the children are stopped)."""
+        await self._stop_runs(session_id)
+        self._tokens = {k: t for k, t in self._tokens.items() if k[0] != session_id}
+        await self.broker.end_context(session_id)
+
+    async def _stop_runs(self, session_id: str) -> None:
         runs = [t for t in (*self._runs.values(), *self._telling) if t.get_name() == session_id]
         for run in runs:
             run.cancel()
         await asyncio.gather(*runs, return_exceptions=True)
-        self._tokens = {k: t for k, t in self._tokens.items() if k[0] != session_id}
-        await self.broker.end_context(session_id)
 
     async def aclose(self) -> None:
         runs = [*self._runs.values(), *self._telling]

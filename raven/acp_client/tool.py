@@ -120,7 +120,7 @@ class AgentsSource:
             try:
                 return await self.delegate(ctx, name, task)
             except asyncio.CancelledError:
-                await asyncio.shield(self._peers.end(ctx.session_id))
+                await asyncio.shield(self._peers.cancelled(ctx.session_id))
                 raise
 
     async def _servers(self, session_id: str, agent: str) -> list[dict[str, Any]]:

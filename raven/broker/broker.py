@@ -138,19 +138,23 @@ class Broker:
             task.move("worker", "failed" if failure is not None else "completed")
             await self._save(task, task.requester)
 
-    async def end_context(self, context_id: str) -> None:
-        """The parent session's work stopped: every task of its children that has not ended
-        is canceled, and their tokens are no longer good."""
-        self._grants = {k: g for k, g in self._grants.items() if g.context_id != context_id}
-        page = await self._rows.task_page(TaskFilter(OWNER, context_id), MAX_TASKS_PER_CONTEXT)
-        for row in page.rows:
-            if row.state in TERMINAL:
+    async def cancel_context(self, context_id: str) -> None:
+        """The parent's turn was cancelled: every task of its children that has not ended is
+        canceled (their tokens stay good: the children serve the session's next turn)."""
+        for stored in await tasks_of(self._rows, context_id):
+            if stored.ended:
                 continue
-            async with self._lock(row.id):
-                task = await self._load(row.id)
+            async with self._lock(stored.id):
+                task = await self._load(stored.id)
                 if not task.ended:
                     task.move("requester", "canceled")
                     await self._save(task, task.worker)
+
+    async def end_context(self, context_id: str) -> None:
+        """The parent session was let go: its children's tasks are canceled, their tokens
+        are no longer good, and nothing of it is kept here."""
+        self._grants = {k: g for k, g in self._grants.items() if g.context_id != context_id}
+        await self.cancel_context(context_id)
         for task_id in [t for t, (task, _) in self._tasks.items() if task.context_id == context_id]:
             del self._tasks[task_id]
             self._locks.pop(task_id, None)

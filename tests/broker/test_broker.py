@@ -235,3 +235,15 @@ async def test_ending_the_context_cancels_its_tasks_and_its_tokens(store: Sessio
     with pytest.raises(BrokerError) as gone:
         await b.call(ann, "get", {"task_id": sent["taskId"]})
     assert gone.value.code == "unknown_token"
+
+
+async def test_a_cancelled_turn_cancels_the_tasks_and_the_children_keep_their_tokens(
+    store: Sessions,
+) -> None:
+    b, _ = broker(store)
+    ann = b.mint("s1", "ann")
+    sent = await b.call(ann, "send", {"to": "bob", "text": "q", "timeout_s": 0})
+    await b.cancel_context("s1")
+    assert (await b.call(ann, "get", {"task_id": sent["taskId"]}))["state"] == "canceled"
+    again = await b.call(ann, "send", {"to": "bob", "text": "next", "timeout_s": 0})
+    assert again["state"] == "submitted"

@@ -207,6 +207,16 @@ async def test_an_editor_sees_the_childrens_task_and_a_cancelled_turn_cancels_it
         assert [(t["from"], t["to"], t["state"]) for t in shown["agentTasks"]] == [
             ("ann", "bob", "canceled")
         ]
+        # The session's next turn reuses ann and bob, whose tokens are still good.
+        servers.parent.queue(call("delegate", {"agent": "ann", "task": TASK}), parent_repeats_ann)
+        servers.ann.queue(
+            call("a2a", {"action": "send", "to": "bob", "text": "And now?"}), ann_repeats_bob
+        )
+        servers.bob.queue(Reply(events=openai_stream(text="Now teal.")))
+        editor.permission_answers.append("first allow")
+        again = await agent.conn.prompt(session_id=session, prompt=said("again"))
+        assert again.stop_reason == "end_turn"
+        assert "Heard: Bob says: Now teal." in editor.text(session)
     finally:
         bob_holds.release.set()
         if agent is not None:

@@ -3,6 +3,7 @@ real pipes, against a real broker on its channel."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from collections.abc import AsyncIterator
@@ -83,3 +84,33 @@ async def test_a_forged_token_is_refused_with_its_code(
         await session.initialize()
         refused = await session.call_tool("a2a", {"action": "discover"})
         assert refused.is_error and refused.content[0].text.startswith("unknown_token: ")
+
+
+@pytest.mark.parametrize("level", ["workspace", "strict"])
+async def test_a_child_in_ravens_sandbox_reaches_the_broker(
+    broker: tuple[Broker, str], tmp_path: Path, level: str
+) -> None:
+    """The channel is a socket file outside the child's working directory; the sandbox
+    (and `strict`'s network namespace) leaves it reachable, as the broker is meant to be."""
+    from raven.sandbox import kernel_version
+
+    if kernel_version() < 1:
+        pytest.skip("this kernel has no Landlock: nothing to hold the sandbox")
+    served, socket = broker
+    token = served.mint("s1", "ann")
+    work, temp = tmp_path / "work", tmp_path / "temp"
+    work.mkdir()
+    temp.mkdir()
+    client = (
+        "import asyncio, json; from raven.broker.channel import ask; "
+        f"print(json.dumps(asyncio.run(ask({socket!r}, {token!r}, 'discover', {{}}))))"
+    )
+    jailed = await asyncio.create_subprocess_exec(
+        *[sys.executable, "-m", "raven.sandbox", "--level", level],
+        *["--cwd", str(work), "--temp", str(temp), "--", sys.executable, "-c", client],
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(jailed.communicate(), 30)
+    assert jailed.returncode == 0, err.decode()
+    assert json.loads(out) == {"agents": [{"name": "bob", "description": ""}]}

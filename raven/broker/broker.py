@@ -18,6 +18,7 @@ never speaks a wire format: that is the host's and the channel's.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import secrets
 import time
@@ -134,7 +135,8 @@ class Broker:
             task = await self._load(task_id)
             if task.state not in ("submitted", "working"):
                 return
-            task.add(task.worker, (failure or answer.strip() or "(no answer)")[:MAX_TEXT_CHARS])
+            with contextlib.suppress(BrokerError):  # a full history: the state still moves
+                task.add(task.worker, (failure or answer.strip() or "(no answer)")[:MAX_TEXT_CHARS])
             task.move("worker", "failed" if failure is not None else "completed")
             await self._save(task, task.requester)
 

@@ -12,7 +12,7 @@ import pytest
 
 from raven.broker.broker import OWNER, Broker
 from raven.broker.channel import Channel, ask
-from raven.broker.task import MAX_TEXT_CHARS, BrokerError, BrokerTask
+from raven.broker.task import MAX_HISTORY, MAX_TEXT_CHARS, BrokerError, BrokerTask
 from raven.config import AgentSpec, BrokerConfig, Paths, SessionsConfig
 from raven.sessions import Sessions, open_sessions
 from raven.sessions.tasks import TaskFilter
@@ -247,3 +247,24 @@ async def test_a_cancelled_turn_cancels_the_tasks_and_the_children_keep_their_to
     assert (await b.call(ann, "get", {"task_id": sent["taskId"]}))["state"] == "canceled"
     again = await b.call(ann, "send", {"to": "bob", "text": "next", "timeout_s": 0})
     assert again["state"] == "submitted"
+
+
+async def test_a_task_whose_history_is_full_still_ends_when_its_worker_answers(
+    store: Sessions,
+) -> None:
+    b, _ = broker(store, max_sends=1000)
+    ann, bob = b.mint("s1", "ann"), b.mint("s1", "bob")
+    sent = await b.call(ann, "send", {"to": "bob", "text": "0", "timeout_s": 0})
+    task_id = sent["taskId"]
+    await b.started(task_id)
+    for n in range(1, MAX_HISTORY):  # back and forth until the task holds all it may
+        who, needs = (bob, "input") if n % 2 else (ann, None)
+        await b.call(
+            who, "send", {"task_id": task_id, "text": str(n), "needs": needs, "timeout_s": 0}
+        )
+    with pytest.raises(BrokerError) as full:
+        await b.call(ann, "send", {"task_id": task_id, "text": "one more", "timeout_s": 0})
+    assert full.value.code == "payload_too_large"
+    await b.finished(task_id, "done")
+    got = await b.call(ann, "get", {"task_id": task_id})
+    assert got["state"] == "completed" and len(got["messages"]) == MAX_HISTORY

@@ -194,3 +194,15 @@ def test_a_placeholder_key_or_a_plain_env_is_no_secret() -> None:
     assert holds_secret(agent(GITHUB_TOKEN="gho_abcdefabcdef"))
     assert holds_secret(agent(CONFIG="ghp_" + "a" * 36))  # a known key shape, by any name
     assert not holds_secret(agent(API_KEY="none"))
+
+
+def test_an_agents_peers_name_configured_agents(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    agents = [{"name": "a", "command": "x", "peers": ["b", "ghost"]}, {"name": "b", "command": "y"}]
+    path.write_text(json.dumps({"agents": agents}))
+    with pytest.raises(ConfigError, match=r"agent 'a' names peers not among agents: \['ghost'\]"):
+        load_config(path)
+    agents[0]["peers"] = ["b"]
+    path.write_text(json.dumps({"agents": agents, "broker": {"maxDepth": 2}}))
+    loaded = load_config(path)
+    assert loaded.agents[0].peers == ["b"] and loaded.broker.max_depth == 2

@@ -125,9 +125,7 @@ class Peers:
                 if ctx is None:
                     log.info("broker task %s waits for a turn of its session", task.id)
                     return
-                run = self._start(task, self._work(task, ctx))
-                self._runs[task.id] = run
-                run.add_done_callback(lambda _: self._runs.pop(task.id, None))
+                self._runs[task.id] = self._start(task, self._work(task, ctx))
         elif ctx is not None and not self._busy(task.context_id, wake):
             self._telling.add(self._start(task, self._tell(task, ctx)))
 
@@ -136,26 +134,40 @@ class Peers:
         return asyncio.create_task(work, name=task.context_id)
 
     async def _work(self, task: BrokerTask, ctx: ToolContext) -> None:
-        """The worker's turn on `task`; its reply is the answer unless it ended or asked."""
-        task = await self.broker.started(task.id)
-        asked = next(m.text for m in reversed(task.messages) if m.by == task.requester)
-        prompt = (
-            f"{task.requester} gives you task {task.id}:\n\n{asked}\n\n"
-            f"Your reply is the task's answer, sent back to {task.requester}. To ask "
-            f"{task.requester} something first, use the a2a tool: send with task_id "
-            f"{task.id}."
-        )
-        with self.broker.working_on(task):
-            try:
-                outcome = await self._delegate(ctx, task.worker, prompt)
-            except ToolError as exc:
-                await self.broker.finished(task.id, "", failure=str(exc))
-                return
-            except Exception:
-                log.exception("broker task %s: its worker's turn failed", task.id)
-                await self.broker.finished(task.id, "", failure="its worker's turn failed")
-                return
-        await self.broker.finished(task.id, outcome.answer)
+        """The worker's turns on `task`: its reply is the answer unless it ended or asked;
+        a follow-up that came during a turn, unseen, is the next turn's prompt."""
+        try:
+            await self._turns_on(task, ctx)
+        finally:
+            # At once, with no wait after the last turn's end was decided: a follow-up
+            # from now on finds no run, and starts one.
+            if self._runs.get(task.id) is asyncio.current_task():
+                del self._runs[task.id]
+
+    async def _turns_on(self, task: BrokerTask, ctx: ToolContext) -> None:
+        next_turn: BrokerTask | None = await self.broker.started(task.id)
+        while next_turn is not None:
+            task = next_turn
+            said = "\n\n".join(m.text for m in self.broker.unseen(task, task.worker))
+            how = "gives you task" if len(task.messages) == 1 else "answers you on task"
+            prompt = (
+                f"{task.requester} {how} {task.id}:\n\n{said}\n\n"
+                f"Your reply is the task's answer, sent back to {task.requester}. To ask "
+                f"{task.requester} something first, use the a2a tool: send with task_id "
+                f"{task.id}."
+            )
+            self.broker.shown(task, task.worker)
+            with self.broker.working_on(task):
+                try:
+                    outcome = await self._delegate(ctx, task.worker, prompt)
+                except ToolError as exc:
+                    await self.broker.finished(task.id, "", failure=str(exc))
+                    return
+                except Exception:
+                    log.exception("broker task %s: its worker's turn failed", task.id)
+                    await self.broker.finished(task.id, "", failure="its worker's turn failed")
+                    return
+            next_turn = await self.broker.finished(task.id, outcome.answer)
 
     async def _tell(self, task: BrokerTask, ctx: ToolContext) -> None:
         """Tell a requester that waits on nothing what became of its task."""
@@ -168,6 +180,8 @@ class Peers:
             await self._delegate(ctx, task.requester, prompt)
         except ToolError as exc:
             log.info("broker task %s: %s could not be told: %s", task.id, task.requester, exc)
+        except Exception:
+            log.exception("broker task %s: telling %s failed", task.id, task.requester)
         finally:
             self._telling.discard(asyncio.current_task())  # type: ignore[arg-type]
 

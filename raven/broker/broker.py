@@ -38,6 +38,7 @@ from raven.broker.task import (
     BrokerError,
     BrokerTask,
     Role,
+    Said,
     State,
 )
 from raven.config import AgentSpec, BrokerConfig
@@ -91,6 +92,8 @@ class Broker:
         self._sends: Counter[str] = Counter()
         self._working: dict[tuple[str, str], list[int]] = {}
         """(context, agent) → the depths of the tasks it works on now (`working_on`)."""
+        self._seen: dict[tuple[str, str], int] = {}
+        """(task, agent) → how many of the task's messages the agent has seen (`shown`)."""
 
     # The host's side.
 
@@ -128,17 +131,34 @@ class Broker:
                 await self._save(task, None)
             return task
 
-    async def finished(self, task_id: str, answer: str, failure: str | None = None) -> None:
+    def shown(self, task: BrokerTask, agent: str) -> None:
+        """`agent` has seen every message of `task` so far (it was prompted with it, or a
+        call of its returned it)."""
+        self._seen[(task.id, agent)] = len(task.messages)
+
+    def unseen(self, task: BrokerTask, agent: str) -> list[Said]:
+        """The counterpart's messages on `task` that `agent` has not seen."""
+        seen = self._seen.get((task.id, agent), 0)
+        return [m for m in task.messages[seen:] if m.by != agent]
+
+    async def finished(
+        self, task_id: str, answer: str, failure: str | None = None
+    ) -> BrokerTask | None:
         """The worker's turn on the task ended: a task it left working ends with its
-        answer (or `failure`); one it left asking, or ended itself, stays as it is."""
+        answer (or `failure`); one it left asking, or ended itself, stays as it is. A
+        follow-up of the requester's that came during the turn and the worker never saw
+        is not answered by it: the task is returned, for another turn on it."""
         async with self._lock(task_id):
             task = await self._load(task_id)
             if task.state not in ("submitted", "working"):
-                return
+                return None
+            if failure is None and self.unseen(task, task.worker):
+                return task
             with contextlib.suppress(BrokerError):  # a full history: the state still moves
                 task.add(task.worker, (failure or answer.strip() or "(no answer)")[:MAX_TEXT_CHARS])
             task.move("worker", "failed" if failure is not None else "completed")
             await self._save(task, task.requester)
+            return None
 
     async def cancel_context(self, context_id: str) -> None:
         """The parent's turn was cancelled: every task of its children that has not ended is
@@ -161,6 +181,7 @@ class Broker:
             del self._tasks[task_id]
             self._locks.pop(task_id, None)
             self._changes.pop(task_id, None)
+        self._seen = {k: n for k, n in self._seen.items() if k[0] in self._tasks}
         self._sends.pop(context_id, None)
 
     # The agents' side: `call` is the one entry.
@@ -236,6 +257,7 @@ class Broker:
     async def get(self, grant: Grant, task_id: str) -> dict[str, Any]:
         task, role = await self._party(grant, task_id)
         self._rewake(task, role)
+        self.shown(task, grant.agent)
         return task.view()
 
     async def wait(self, grant: Grant, task_id: str, timeout_s: float) -> dict[str, Any]:
@@ -393,6 +415,7 @@ class Broker:
             self._waiting[pair] -= 1
             if not self._waiting[pair]:
                 del self._waiting[pair]
+        self.shown(task, grant.agent)
         return task.view()
 
     async def _load(self, task_id: str) -> BrokerTask:

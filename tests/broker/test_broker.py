@@ -66,8 +66,8 @@ async def answered_by_worker(b: Broker, host: Host, answer: str) -> None:
     """Plays the host: once the broker wakes a worker, its turn answers `answer`."""
     await asyncio.wait_for(host.wake.wait(), 5)
     task_id = host.woken[-1][0]
-    await b.started(task_id)
-    await b.finished(task_id, answer)
+    b.shown(await b.started(task_id), "bob")  # prompted with the task
+    assert await b.finished(task_id, answer) is None
 
 
 async def test_a_send_wakes_the_worker_and_its_answer_ends_the_requesters_wait(
@@ -219,6 +219,7 @@ async def test_a_task_outlives_its_broker_and_is_handed_to_its_worker_again(
         # The same send, repeated after the restart, is that task, not a second one.
         repeat = await b2.call(ann, "send", {"to": "bob", "text": "q", "timeout_s": 0})
         assert repeat["taskId"] == sent["taskId"]
+        b2.shown(await b2.started(sent["taskId"]), "bob")
         await b2.finished(sent["taskId"], "a")
         assert (await b2.call(ann, "get", {"task_id": sent["taskId"]}))["state"] == "completed"
     finally:
@@ -265,6 +266,25 @@ async def test_a_task_whose_history_is_full_still_ends_when_its_worker_answers(
     with pytest.raises(BrokerError) as full:
         await b.call(ann, "send", {"task_id": task_id, "text": "one more", "timeout_s": 0})
     assert full.value.code == "payload_too_large"
+    b.shown(await b.started(task_id), "bob")
     await b.finished(task_id, "done")
     got = await b.call(ann, "get", {"task_id": task_id})
     assert got["state"] == "completed" and len(got["messages"]) == MAX_HISTORY
+
+
+async def test_a_follow_up_the_worker_never_saw_is_not_answered_by_its_turns_reply(
+    store: Sessions,
+) -> None:
+    b, _ = broker(store)
+    ann = b.mint("s1", "ann")
+    sent = await b.call(ann, "send", {"to": "bob", "text": "paint it", "timeout_s": 0})
+    task = await b.started(sent["taskId"])
+    b.shown(task, "bob")  # the host prompts bob with the task
+    await b.call(ann, "send", {"task_id": task.id, "text": "blue, please", "timeout_s": 0})
+    again = await b.finished(task.id, "painted it red")  # the turn's reply, unaware
+    assert again is not None and [m.text for m in b.unseen(again, "bob")] == ["blue, please"]
+    assert (await b.call(ann, "get", {"task_id": task.id}))["state"] == "working"
+    b.shown(again, "bob")  # prompted with the follow-up
+    assert await b.finished(task.id, "painted it blue") is None
+    done = await b.call(ann, "get", {"task_id": task.id})
+    assert done["state"] == "completed" and done["messages"][-1]["text"] == "painted it blue"

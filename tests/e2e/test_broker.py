@@ -301,3 +301,35 @@ def test_the_worker_asks_back_and_the_askers_follow_up_reaches_it(
         ("bob", "Dark. teal it is."),
     ]
     assert task["state"] == "completed"
+
+
+def test_a_worker_that_asked_and_ended_its_turn_is_woken_by_the_answer(
+    env: dict[str, str], tmp_path: Path, servers: Servers
+) -> None:
+    """bob asks back without waiting and ends its turn; ann's answer wakes bob again, in a
+    new turn that says it is ann's answer, and bob's reply completes the task."""
+
+    def bob_asks_and_goes(body: dict[str, Any]) -> Reply:
+        task_id = re.search(r"task (bt_\w+):", prompt_text(body))
+        assert task_id is not None
+        back = {"action": "send", "task_id": task_id[1], "text": "Which shade?", "timeout_s": 0}
+        return call("a2a", back)
+
+    def ann_follows_up(body: dict[str, Any]) -> Reply:
+        view = json.loads(last_tool_result(body))
+        assert view["state"] == "input-required", view
+        return call("a2a", {"action": "send", "task_id": view["taskId"], "text": "Dark."})
+
+    def bob_hears(body: dict[str, Any]) -> Reply:
+        said = prompt_text(body)
+        assert re.match(r"ann answers you on task bt_\w+:\n\nDark\.", said), said
+        return Reply(events=openai_stream(text="Dark teal it is."))
+
+    servers.parent.queue(call("delegate", {"agent": "ann", "task": TASK}), parent_repeats_ann)
+    ask = call("a2a", {"action": "send", "to": "bob", "text": ASK})
+    servers.ann.queue(ask, ann_follows_up, ann_repeats_bob)
+    servers.bob.queue(bob_asks_and_goes, Reply(events=openai_stream(text="Asked.")), bob_hears)
+    ran = raven("run", "--yes", "-o", "json", "find out bob's shade", env=env, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout)["answer"].strip() == "Heard: Bob says: Dark teal it is."
+    assert len(servers.bob.requests) == 3  # two turns: the task, then ann's answer

@@ -68,7 +68,10 @@ def launch(config: str | None, model: str | None, mode: str | None) -> int:
                 "default_mode": mode or cfg.default_mode,
             }
         )
-        return build_runtime(cfg, paths, face="acp")
+        from raven.config import is_subagent
+        from raven.engine import SUBAGENT_FACE
+
+        return build_runtime(cfg, paths, face=SUBAGENT_FACE if is_subagent() else "acp")
 
     return asyncio.run(serve_stdio(runtime, frames_fd))
 

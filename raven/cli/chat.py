@@ -81,8 +81,7 @@ def chat_command(
             chat = Chat(runtime, cwd_path, system, attached, _history(paths.data_dir, cwd_path))
             start = session
             if resume_last and start is None:
-                page = await runtime.list_sessions(cwd=str(cwd_path), limit=1)
-                start = page.sessions[0].id if page.sessions else None
+                start = await runtime.latest_session(str(cwd_path))
             if pick and start is None:
                 start = await chat.pick()
             await chat.run(start, model, mode)

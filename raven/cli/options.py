@@ -55,7 +55,11 @@ SessionOption = Annotated[
 ]
 ContinueOption = Annotated[
     bool,
-    typer.Option("--continue", "-c", help="Continue the most recent session in this directory."),
+    typer.Option(
+        "--continue",
+        "-c",
+        help="Continue the most recent session in this directory (not a sub-agent's).",
+    ),
 ]
 FileOption = Annotated[
     list[Path] | None,

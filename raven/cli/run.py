@@ -223,10 +223,9 @@ async def _session(runtime: Runtime, options: RunOptions, cwd: Path) -> LiveSess
 
     session_id = options.session
     if options.resume_last and session_id is None:
-        page = await runtime.list_sessions(cwd=str(cwd), limit=1)
-        if not page.sessions:
+        session_id = await runtime.latest_session(str(cwd))
+        if session_id is None:
             raise ConfigError(f"--continue: no session yet in {cwd}")
-        session_id = page.sessions[0].id
     if session_id is None:
         live = await runtime.new_session(cwd, options.model, options.mode)
     else:

@@ -52,7 +52,7 @@ from raven.engine.events import (
 )
 from raven.engine.history import HistoryEvent, history_events
 from raven.engine.log import LogEvent, Logged, Snapshot
-from raven.engine.runtime import Runtime
+from raven.engine.runtime import SUBAGENT_FACE, Runtime
 from raven.engine.session import LiveSession
 from raven.engine.stand_in import Reply, StandIn
 from raven.engine.turn import CANCELLED_RESULT, run_turn, start_turn
@@ -74,6 +74,7 @@ __all__ = [
     "DECISION_LABELS",
     "MATCH_END",
     "MATCH_START",
+    "SUBAGENT_FACE",
     "AgentText",
     "AgentThought",
     "Answer",

@@ -52,6 +52,9 @@ from raven.sessions.records import DEFAULT_PAGE_SIZE
 from raven.sessions.tasks import TaskRows
 from raven.tools import ToolSource, builtin_tools
 
+SUBAGENT_FACE = "subagent"
+"""The face a sub-agent Raven's sessions are made by: its parent's tasks, not a person's."""
+
 if TYPE_CHECKING:
     from raven.engine.replicas import Replicas
     from raven.engine.shared_log import SharedLog
@@ -290,6 +293,17 @@ class Runtime:
         """Stored sessions, most recently updated first; `cursor` continues a page; `query`
         keeps those whose title or directory contains it."""
         return await self.store.page(cwd, cursor, limit, query)
+
+    async def latest_session(self, cwd: str) -> str | None:
+        """The most recently updated session in `cwd` a person had (`--continue`): not one a
+        sub-agent Raven keeps for its parent's tasks (`SUBAGENT_FACE`)."""
+        cursor = None
+        while True:
+            page = await self.store.page(cwd, cursor, DEFAULT_PAGE_SIZE, None)
+            own = next((r.id for r in page.sessions if r.face != SUBAGENT_FACE), None)
+            if own is not None or page.next_cursor is None:
+                return own
+            cursor = page.next_cursor
 
     async def get_session(self, session_id: str) -> SessionRecord:
         """The stored session; raises `SessionNotFound`."""

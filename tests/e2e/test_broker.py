@@ -155,9 +155,12 @@ def test_a_task_is_read_again_from_the_store_after_the_parent_is_killed_mid_task
         first_id = re.search(r"task (bt_\w+):", prompt_text(servers.bob.requests[0].body))
         assert first_id is not None
 
+        # The newest sessions in this directory are the children's, which their own Ravens
+        # keep: --continue takes the person's.
         listed = json.loads(raven("sessions", "list", "--json", env=env).stdout)
-        parent = next(r["id"] for r in listed if r["face"] == "cli")  # the others are children's
-        again = raven("run", "--yes", "-s", parent, "-o", "json", "go on", env=env, cwd=tmp_path)
+        assert sorted(r["face"] for r in listed) == ["cli", "subagent", "subagent"]
+        parent = next(r["id"] for r in listed if r["face"] == "cli")
+        again = raven("run", "--yes", "-c", "-o", "json", "go on", env=env, cwd=tmp_path)
         assert again.returncode == 0, again.stderr
         out = json.loads(again.stdout)
         assert out["answer"].strip() == "Heard: Bob says: Teal, after all."

@@ -137,3 +137,27 @@ async def test_a_session_not_stored_yet_takes_a_model_and_mode_and_keeps_them(
     await start_turn(session, prompt("hi"), RecordingAsker(), events.append)
     stored = await runtime.store.get(session.id)
     assert (stored.mode, stored.model) == ("auto", "echo")
+
+
+async def test_continue_takes_the_persons_latest_session_not_a_sub_agents(
+    tmp_path: Path,
+) -> None:
+    """A sub-agent Raven keeps its sessions in the same store and directory; the newest
+    session a person had is found past more than a page of them."""
+    from raven.config import Paths, RavenConfig
+    from raven.engine import SUBAGENT_FACE, Runtime
+
+    paths = Paths(config_file=tmp_path / "config.json", data_dir=tmp_path / "data")
+    offline = RavenConfig(default_model="echo")
+    person = Runtime(offline, paths, face="cli")
+    child = Runtime(offline, paths, face=SUBAGENT_FACE)
+    try:
+        assert await person.latest_session(str(tmp_path)) is None
+        mine = await person.new_session(tmp_path)
+        for _ in range(60):  # more than a page, all newer
+            await child.new_session(tmp_path)
+        assert await person.latest_session(str(tmp_path)) == mine.id
+        assert await child.latest_session(str(tmp_path / "elsewhere")) is None
+    finally:
+        await child.aclose()
+        await person.aclose()

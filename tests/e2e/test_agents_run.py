@@ -88,7 +88,7 @@ def test_a_childs_usage_adds_up_in_the_parents_totals(
         line,
     ), line
     sessions = json.loads(raven("sessions", "list", "--json", env=env).stdout)
-    (listed,) = [s for s in sessions if s["face"] == "cli"]  # the child's is an ACP one
+    (listed,) = [s for s in sessions if s["face"] == "cli"]  # the child's is a sub-agent's
     shown = json.loads(raven("sessions", "show", listed["id"], "--json", env=env).stdout)
     usage = shown["usage"]
     assert usage["models"]["parent"]["calls"] == 2 and usage["costUsd"] > 0

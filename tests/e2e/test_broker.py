@@ -9,7 +9,7 @@ import json
 import re
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -262,22 +262,30 @@ def test_a_chain_of_tasks_back_and_forth_stops_at_the_budget_with_a_clear_error(
     assert chain == [("ann", "bob", "completed"), ("bob", "ann", "completed")]  # no third
 
 
+def asks_back(wait_s: float) -> Callable[[dict[str, Any]], Reply]:
+    """bob's model, given ann's task, asks which shade, waiting `wait_s` for the answer."""
+
+    def reply(body: dict[str, Any]) -> Reply:
+        task_id = re.search(r"task (bt_\w+):", prompt_text(body))
+        assert task_id is not None
+        back = {"action": "send", "task_id": task_id[1], "text": "Which shade?"}
+        return call("a2a", {**back, "timeout_s": wait_s})
+
+    return reply
+
+
+def ann_follows_up(body: dict[str, Any]) -> Reply:
+    """ann's model, told bob asks, answers "Dark."."""
+    view = json.loads(last_tool_result(body))
+    assert view["state"] == "input-required", view
+    return call("a2a", {"action": "send", "task_id": view["taskId"], "text": "Dark."})
+
+
 def test_the_worker_asks_back_and_the_askers_follow_up_reaches_it(
     env: dict[str, str], tmp_path: Path, servers: Servers
 ) -> None:
     """bob, given ann's task, asks which shade; ann's follow-up reaches bob's waiting send;
     bob's reply then completes the task."""
-
-    def bob_asks_back(body: dict[str, Any]) -> Reply:
-        task_id = re.search(r"task (bt_\w+):", prompt_text(body))
-        assert task_id is not None
-        back = {"action": "send", "task_id": task_id[1], "text": "Which shade?"}
-        return call("a2a", back)
-
-    def ann_follows_up(body: dict[str, Any]) -> Reply:
-        view = json.loads(last_tool_result(body))
-        assert view["state"] == "input-required", view
-        return call("a2a", {"action": "send", "task_id": view["taskId"], "text": "Dark."})
 
     def bob_answers(body: dict[str, Any]) -> Reply:
         view = json.loads(last_tool_result(body))
@@ -289,7 +297,7 @@ def test_the_worker_asks_back_and_the_askers_follow_up_reaches_it(
         ann_follows_up,
         ann_repeats_bob,
     )
-    servers.bob.queue(bob_asks_back, bob_answers)
+    servers.bob.queue(asks_back(wait_s=30), bob_answers)
     ran = raven("run", "--yes", "-o", "json", "find out bob's shade", env=env, cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
     assert json.loads(ran.stdout)["answer"].strip() == "Heard: Bob says: Dark. teal it is."
@@ -312,17 +320,6 @@ def test_a_worker_that_asked_and_ended_its_turn_is_woken_by_the_answer(
     """bob asks back without waiting and ends its turn; ann's answer wakes bob again, in a
     new turn that says it is ann's answer, and bob's reply completes the task."""
 
-    def bob_asks_and_goes(body: dict[str, Any]) -> Reply:
-        task_id = re.search(r"task (bt_\w+):", prompt_text(body))
-        assert task_id is not None
-        back = {"action": "send", "task_id": task_id[1], "text": "Which shade?", "timeout_s": 0}
-        return call("a2a", back)
-
-    def ann_follows_up(body: dict[str, Any]) -> Reply:
-        view = json.loads(last_tool_result(body))
-        assert view["state"] == "input-required", view
-        return call("a2a", {"action": "send", "task_id": view["taskId"], "text": "Dark."})
-
     def bob_hears(body: dict[str, Any]) -> Reply:
         said = prompt_text(body)
         assert re.match(r"ann answers you on task bt_\w+:\n\nDark\.", said), said
@@ -331,7 +328,7 @@ def test_a_worker_that_asked_and_ended_its_turn_is_woken_by_the_answer(
     servers.parent.queue(call("delegate", {"agent": "ann", "task": TASK}), parent_repeats_ann)
     ask = call("a2a", {"action": "send", "to": "bob", "text": ASK})
     servers.ann.queue(ask, ann_follows_up, ann_repeats_bob)
-    servers.bob.queue(bob_asks_and_goes, Reply(events=openai_stream(text="Asked.")), bob_hears)
+    servers.bob.queue(asks_back(wait_s=0), Reply(events=openai_stream(text="Asked.")), bob_hears)
     ran = raven("run", "--yes", "-o", "json", "find out bob's shade", env=env, cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
     assert json.loads(ran.stdout)["answer"].strip() == "Heard: Bob says: Dark teal it is."

@@ -97,7 +97,7 @@ def test_a_jailed_session_has_its_sub_agent_hold_the_sandbox_or_does_not_delegat
     assert (work / "inside.txt").read_text() == "in\n"
     assert not (tmp_path / "outside.txt").exists()
     listed = json.loads(raven("sessions", "list", "--json", env=env).stdout)
-    (parent,) = [s for s in listed if s["face"] != "acp"]  # the child's is stored beside it
+    (parent,) = [s for s in listed if s["face"] != "subagent"]  # the child's is beside it
     said = shown_tool_output(env, parent["id"])
     assert "child done" in said
     # A one-shot command cannot be asked, and Raven holds none around it: not run.

@@ -290,20 +290,15 @@ class Runtime:
         limit: int = DEFAULT_PAGE_SIZE,
         query: str | None = None,
     ) -> SessionPage:
-        """Stored sessions, most recently updated first; `cursor` continues a page; `query`
-        keeps those whose title or directory contains it."""
-        return await self.store.page(cwd, cursor, limit, query)
+        """A person's stored sessions, most recently updated first (not those a sub-agent
+        Raven keeps for its parent's tasks: `SUBAGENT_FACE`); `cursor` continues a page;
+        `query` keeps those whose title or directory contains it."""
+        return await self.store.page(cwd, cursor, limit, query, not_face=SUBAGENT_FACE)
 
     async def latest_session(self, cwd: str) -> str | None:
-        """The most recently updated session in `cwd` a person had (`--continue`): not one a
-        sub-agent Raven keeps for its parent's tasks (`SUBAGENT_FACE`)."""
-        cursor = None
-        while True:
-            page = await self.store.page(cwd, cursor, DEFAULT_PAGE_SIZE, None)
-            own = next((r.id for r in page.sessions if r.face != SUBAGENT_FACE), None)
-            if own is not None or page.next_cursor is None:
-                return own
-            cursor = page.next_cursor
+        """The session in `cwd` a person had most recently (`--continue`)."""
+        page = await self.list_sessions(cwd, limit=1)
+        return page.sessions[0].id if page.sessions else None
 
     async def get_session(self, session_id: str) -> SessionRecord:
         """The stored session; raises `SessionNotFound`."""

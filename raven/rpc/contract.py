@@ -317,7 +317,11 @@ class RequestSettled(Wire):
 METHODS: dict[str, tuple[type[Wire], type[Wire], str]] = {
     "system.hello": (Empty, Hello, "Who serves: Raven's version and the RPC version."),
     "session.create": (SessionCreate, SessionInfo, "A new session in a directory."),
-    "session.list": (SessionList, SessionPageResult, "Sessions, newest first, paged."),
+    "session.list": (
+        SessionList,
+        SessionPageResult,
+        "Sessions, newest first, paged (not those a sub-agent Raven keeps for its parent's tasks).",
+    ),
     "session.get": (SessionGet, SessionDetail, "A session and its events so far, with a cursor."),
     "session.delete": (SessionRef, Accepted, "Delete a session and its transcript."),
     "session.close": (SessionRef, Accepted, "Close a session (its transcript is kept)."),

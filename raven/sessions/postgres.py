@@ -330,6 +330,7 @@ class PostgresSessions(PostgresTasks):
         cursor: str | None = None,
         limit: int = DEFAULT_PAGE_SIZE,
         query: str | None = None,
+        not_face: str | None = None,
     ) -> SessionPage:
         where: list[str] = []
         params: list[object] = []
@@ -340,6 +341,8 @@ class PostgresSessions(PostgresTasks):
 
         if cwd is not None:
             where.append(f"cwd = {param(cwd)}")
+        if not_face is not None:
+            where.append(f"face <> {param(not_face)}")
         if query:
             pattern = param(like_pattern(query))
             where.append(f"(title ILIKE {pattern} ESCAPE '\\' OR cwd ILIKE {pattern} ESCAPE '\\')")

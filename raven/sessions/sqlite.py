@@ -466,13 +466,17 @@ class SqliteStore:
         cursor: str | None = None,
         limit: int = DEFAULT_PAGE_SIZE,
         query: str | None = None,
+        not_face: str | None = None,
     ) -> SessionPage:
         """Newest first; `cursor` continues a previous page; `query` is a piece of the title
-        or the directory (any case)."""
+        or the directory (any case); `not_face` leaves out that face's sessions."""
         where, params = [], []
         if cwd is not None:
             where.append("cwd = ?")
             params.append(cwd)
+        if not_face is not None:
+            where.append("face <> ?")
+            params.append(not_face)
         if query:
             pattern = like_pattern(query)
             where.append("(title LIKE ? ESCAPE '\\' OR cwd LIKE ? ESCAPE '\\')")
@@ -781,8 +785,9 @@ class SqliteSessions(SqliteTasks):
         cursor: str | None = None,
         limit: int = DEFAULT_PAGE_SIZE,
         query: str | None = None,
+        not_face: str | None = None,
     ) -> SessionPage:
-        return await self.db.call(self.db.page, cwd, cursor, limit, query)
+        return await self.db.call(self.db.page, cwd, cursor, limit, query, not_face)
 
     async def append(
         self,

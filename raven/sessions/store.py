@@ -78,9 +78,11 @@ class Sessions(TaskRows, Protocol):
         cursor: str | None = None,
         limit: int = DEFAULT_PAGE_SIZE,
         query: str | None = None,
+        not_face: str | None = None,
     ) -> SessionPage:
         """Newest first; `cursor` continues a previous page (`BadCursor` if not one);
-        `query` is a piece of the title or the directory (any case)."""
+        `query` is a piece of the title or the directory (any case); `not_face` leaves
+        out the sessions made by that face."""
         ...
 
     async def append(

@@ -139,11 +139,11 @@ async def test_a_session_not_stored_yet_takes_a_model_and_mode_and_keeps_them(
     assert (stored.mode, stored.model) == ("auto", "echo")
 
 
-async def test_continue_takes_the_persons_latest_session_not_a_sub_agents(
+async def test_a_persons_lists_leave_out_the_sessions_a_sub_agent_keeps(
     tmp_path: Path,
 ) -> None:
-    """A sub-agent Raven keeps its sessions in the same store and directory; the newest
-    session a person had is found past more than a page of them."""
+    """A sub-agent Raven keeps its sessions in the same store and directory; the lists a
+    person reads (an editor's, the web UI's, `--continue`) leave them out."""
     from raven.config import Paths, RavenConfig
     from raven.engine import SUBAGENT_FACE, Runtime
 
@@ -154,10 +154,12 @@ async def test_continue_takes_the_persons_latest_session_not_a_sub_agents(
     try:
         assert await person.latest_session(str(tmp_path)) is None
         mine = await person.new_session(tmp_path)
-        for _ in range(60):  # more than a page, all newer
+        for _ in range(3):  # all newer
             await child.new_session(tmp_path)
         assert await person.latest_session(str(tmp_path)) == mine.id
-        assert await child.latest_session(str(tmp_path / "elsewhere")) is None
+        listed = await person.list_sessions(str(tmp_path))
+        assert [r.id for r in listed.sessions] == [mine.id]
+        assert len((await person.store.page(str(tmp_path))).sessions) == 4  # all are stored
     finally:
         await child.aclose()
         await person.aclose()

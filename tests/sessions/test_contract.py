@@ -121,6 +121,14 @@ async def test_pages_newest_first_with_a_directory_filter(store: Sessions) -> No
         await store.page(cursor="not-a-cursor")
 
 
+async def test_pages_leave_out_a_face_when_asked(store: Sessions) -> None:
+    mine = await store.create("/work", face="cli")
+    theirs = await store.create("/work", face="subagent")
+    assert {r.id for r in (await store.page("/work")).sessions} == {mine.id, theirs.id}
+    kept = await store.page("/work", limit=1, not_face="subagent")
+    assert [r.id for r in kept.sessions] == [mine.id] and kept.next_cursor is None
+
+
 async def test_pages_filter_by_a_piece_of_the_title_or_directory(store: Sessions) -> None:
     lemon = (await store.create("/home/me/Lemons", face="cli")).id
     await store.update((await store.create("/srv", face="cli")).id, title="Fix 100% of the_bugs")

@@ -25,11 +25,11 @@ from raven.broker.channel import Channel
 from raven.broker.entry import server_entry
 from raven.broker.task import BrokerTask
 from raven.config import AgentSpec, BrokerConfig
-from raven.sessions.tasks import TaskRows
 from raven.tools import ChildToolCall, Progress, ToolContext, ToolError
 
 if TYPE_CHECKING:
     from raven.acp_client.agent import Outcome
+    from raven.sessions.tasks import TaskRows  # the engine's `Runtime.tasks`
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +62,9 @@ class Peers:
         if not self.broker.peers(agent):
             return []
         key = (session_id, agent)
-        token = self._tokens.get(key) or self._tokens.setdefault(
-            key, self.broker.mint(session_id, agent)
-        )
-        return [server_entry(await self._channel.open(), token)]
+        if key not in self._tokens:
+            self._tokens[key] = self.broker.mint(session_id, agent)
+        return [server_entry(await self._channel.open(), self._tokens[key])]
 
     @contextlib.contextmanager
     def attending(self, ctx: ToolContext) -> Iterator[None]:

@@ -40,6 +40,7 @@ from raven.broker.task import (
     Role,
     Said,
     State,
+    now_us,
 )
 from raven.config import AgentSpec, BrokerConfig
 from raven.sessions.tasks import TaskFilter, TaskRow, TaskRows
@@ -316,7 +317,7 @@ class Broker:
         page = await self._rows.task_page(
             TaskFilter(OWNER, grant.context_id), MAX_TASKS_PER_CONTEXT
         )
-        since_us = _now_us() - int(self._config.dedup_s * 1_000_000)
+        since_us = now_us() - int(self._config.dedup_s * 1_000_000)
         for row in page.rows:
             if row.updated_us < since_us:
                 break  # newest first: the rest are older still
@@ -330,7 +331,7 @@ class Broker:
             raise BrokerError(
                 "send_cap", f"this session's sub-agents hold {MAX_TASKS_PER_CONTEXT} tasks already"
             )
-        now = _now_us()
+        now = now_us()
         task = BrokerTask(
             id=f"bt_{secrets.token_hex(8)}",
             context_id=grant.context_id,
@@ -495,7 +496,3 @@ def _timeout(args: Mapping[str, Any]) -> float:
     if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
         raise BrokerError("invalid_request", "timeout_s is a number of seconds")
     return min(float(value), MAX_WAIT_S)
-
-
-def _now_us() -> int:
-    return time.time_ns() // 1000

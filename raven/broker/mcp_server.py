@@ -23,13 +23,19 @@ from raven import __version__
 from raven.broker.channel import ask, refused, shown
 from raven.broker.entry import SOCKET_ENV, TOKEN_ENV
 from raven.broker.task import BrokerError
-from raven.jsonrpc import METHOD_NOT_FOUND, Connection, FrameReader, RpcError, open_stdio
+from raven.jsonrpc import (
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    Connection,
+    FrameReader,
+    RpcError,
+    open_stdio,
+)
 from raven.jsonrpc.stdio import reserve_stdout
 
 TOOL: dict[str, Any] = json.loads(Path(__file__).with_name("a2a_tool.json").read_text())
 VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 """The MCP protocol versions it speaks, newest first."""
-INVALID_PARAMS = -32602
 
 
 class ToolServer:

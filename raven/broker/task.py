@@ -107,7 +107,7 @@ class BrokerTask:
             raise BrokerError(
                 "payload_too_large", f"task {self.id} holds {MAX_HISTORY} messages already"
             )
-        self.messages.append(Said(by, text, _now_us()))
+        self.messages.append(Said(by, text, now_us()))
 
     def move(self, role: Role, to: State) -> None:
         """The state becomes `to`, a move `role` may make from here; `BrokerError` if not."""
@@ -119,7 +119,7 @@ class BrokerTask:
                 f"the {role} cannot move task {self.id} from {self.state} to {to}",
             )
         self.state = to
-        self.updated_us = _now_us()
+        self.updated_us = now_us()
 
     def view(self) -> dict[str, object]:
         """What an agent that is party to the task sees of it."""
@@ -161,5 +161,6 @@ _MOVES: dict[Role, dict[str, frozenset[str]]] = {
 }
 
 
-def _now_us() -> int:
+def now_us() -> int:
+    """Now, in microseconds since the epoch (as task rows order by it)."""
     return time.time_ns() // 1000

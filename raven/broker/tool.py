@@ -47,7 +47,7 @@ class A2AArgs(Args):
 
 def mcp_tool() -> dict[str, Any]:
     """The tool as an MCP server lists it (`a2a_tool.json`, which `mcp_server` serves)."""
-    return {"name": NAME, "description": DESCRIPTION, "inputSchema": A2ATool.schema()}
+    return {"name": NAME, "description": DESCRIPTION, "inputSchema": A2ATool("", "").parameters()}
 
 
 def arguments(args: A2AArgs) -> tuple[str, dict[str, Any]]:
@@ -66,10 +66,6 @@ class A2ATool(BuiltinTool):
     def __init__(self, socket: str, token: str) -> None:
         self._socket = socket
         self._token = token
-
-    @classmethod
-    def schema(cls) -> dict[str, Any]:
-        return cls.parameters(cls.__new__(cls))
 
     def title(self, args: A2AArgs, ctx: ToolContext) -> str:
         about = args.to or args.task_id or ""

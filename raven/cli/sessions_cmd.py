@@ -70,14 +70,17 @@ def _look(config: str | None, call: Callable[[Sessions, RavenConfig], Awaitable[
     return asyncio.run(look())
 
 
-def _read(config: str | None, session_id: str) -> _Read:
+def _read(config: str | None, session_id: str, with_tasks: bool = False) -> _Read:
     """The session a whole id or unique prefix names, its transcript, the models' prices
-    (for its cost), and the tasks its sub-agents gave each other."""
-    from raven.broker.broker import tasks_of
+    (for its cost), and, `with_tasks`, the tasks its sub-agents gave each other."""
 
     async def read(store: Sessions, cfg: RavenConfig) -> _Read:
         full_id = await store.resolve(session_id)
         record, messages = await store.get(full_id), await store.messages(full_id)
+        if not with_tasks:
+            return record, messages, cfg.prices(), []
+        from raven.broker.broker import tasks_of
+
         return record, messages, cfg.prices(), await tasks_of(store, full_id)
 
     return _look(config, read)
@@ -154,7 +157,7 @@ def show_command(
     from raven.usage import as_json as usage_json
     from raven.usage import describe, totals
 
-    record, messages, prices, tasks = _read(config, session_id)
+    record, messages, prices, tasks = _read(config, session_id, with_tasks=True)
     spent = totals(messages)
     if as_json:
         views = [t.view() for t in tasks]

@@ -2,12 +2,13 @@
 
 A model server on loopback speaking OpenAI's streaming wire (in this process, so the
 answer it holds is not counted in Raven's memory) streams an answer of each size (a
-word a delta, common words) to `raven run hi` writing to a file; each run's wall time,
-CPU time and peak RSS, against a one-word turn's. Aims (#59): the largest size takes at
-most 5x the time of one a quarter its size, and peaks at most 3x the answer above the
-one-word turn.
+word a delta: common words, or with `--text docs` English from Raven's own docs in random
+order, which compresses about as prose does) to `raven run hi` writing to a file; each
+run's wall time, CPU time and peak RSS, against a one-word turn's. Aims (#59): the
+largest size takes at most 5x the time of one a quarter its size, and peaks at most 3x
+the answer above the one-word turn.
 
-    uv run python bench/big_answer.py [--mb 16 64]
+    uv run python bench/big_answer.py [--mb 16 64] [--text words|docs]
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import asyncio
 import itertools
 import json
 import os
+import random
+import re
 import sys
 import tempfile
 import threading
@@ -30,14 +33,23 @@ VOCABULARY = (
 ).split()
 
 
-def answer_of(megabytes: float) -> str:
-    words = itertools.cycle(VOCABULARY)
+def answer_of(megabytes: float, text: str = "words") -> str:
+    words = itertools.cycle(VOCABULARY) if text == "words" else _docs_words()
     size, out = 0, []
     while size < megabytes * 1_000_000:
         word = next(words)
         out.append(word)
         size += len(word) + 1
     return " ".join(out)
+
+
+def _docs_words() -> itertools.chain[str]:
+    """Sentences of docs/*.md in random order, word by word, for ever."""
+    docs = Path(__file__).parent.parent / "docs"
+    prose = " ".join(p.read_text() for p in sorted(docs.glob("*.md")))
+    sentences = [s.split() for s in re.split(r"(?<=[.!?])\s+", prose) if s.strip()]
+    pick = random.Random(0)
+    return itertools.chain.from_iterable(pick.choice(sentences) for _ in itertools.count())
 
 
 class Model:
@@ -102,7 +114,9 @@ def run(home: Path, model: Model, text: str) -> tuple[float, float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--mb", type=float, nargs="+", default=[16.0, 64.0])
-    sizes = parser.parse_args().mb
+    parser.add_argument("--text", choices=["words", "docs"], default="words")
+    args = parser.parse_args()
+    sizes = args.mb
     with tempfile.TemporaryDirectory() as folder:
         home = Path(folder)
         model = Model()
@@ -112,7 +126,7 @@ def main() -> None:
         print("{:>10} {:>8} {:>8} {:>9} {:>15}".format(*header))
         walls: dict[float, float] = {}
         for mb in sizes:
-            wall, cpu, peak = run(home, model, answer_of(mb))
+            wall, cpu, peak = run(home, model, answer_of(mb, args.text))
             walls[mb] = wall
             above = (peak - floor) / (mb * 1_000_000 / 2**20)
             print(f"{mb:10.1f} {wall:8.1f} {cpu:8.1f} {peak:9.0f} {above:14.1f}x")

@@ -6,6 +6,7 @@ vendor wire format and no protocol.
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -108,6 +109,24 @@ Message = Annotated[
 
 
 MESSAGE_ADAPTER: TypeAdapter[Message] = TypeAdapter(Message)
+
+
+def content_chars(message: Message) -> int:
+    """How long a message's contents are, in characters (its text, thought, parts,
+    results, calls, images or summary), counted without writing it out: a long answer is
+    not copied to be measured."""
+    if isinstance(message, CompactionMessage):
+        return len(message.summary)
+    if isinstance(message, UserMessage):
+        return sum(len(p.text if isinstance(p, TextPart) else p.data) for p in message.parts)
+    if isinstance(message, AssistantMessage):
+        calls = sum(
+            len(c.id) + len(c.name) + len(c.raw_arguments or json.dumps(c.arguments))
+            for c in message.tool_calls
+        )
+        return len(message.text) + len(message.thought) + calls
+    images = sum(len(i.data) for i in message.images)
+    return len(message.call_id) + len(message.content) + images
 
 
 INTERRUPTED_RESULT = "Interrupted: Raven stopped before this tool call finished."

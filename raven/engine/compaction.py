@@ -30,6 +30,7 @@ from raven.messages import (
     TokenUsage,
     ToolResultMessage,
     UserMessage,
+    content_chars,
     user_text,
 )
 from raven.providers import (
@@ -93,21 +94,11 @@ MESSAGE_CHARS = 48
 
 
 def message_chars(message: Message) -> int:
-    """What a message adds to a request, in characters: its contents, counted without
-    writing it out (a long answer is not copied to be measured)."""
+    """What a message adds to a request, in characters (`content_chars` and the wire's
+    keys)."""
     if isinstance(message, CompactionMessage):
         return 0  # its summary goes in the system prompt, counted there
-    if isinstance(message, UserMessage):
-        parts = (p.text if isinstance(p, TextPart) else p.data for p in message.parts)
-        return MESSAGE_CHARS + sum(map(len, parts))
-    if isinstance(message, AssistantMessage):
-        calls = sum(
-            len(c.id) + len(c.name) + len(c.raw_arguments or json.dumps(c.arguments))
-            for c in message.tool_calls
-        )
-        return MESSAGE_CHARS + len(message.text) + len(message.thought) + calls
-    images = sum(len(i.data) for i in message.images)
-    return MESSAGE_CHARS + len(message.call_id) + len(message.content) + images
+    return MESSAGE_CHARS + content_chars(message)
 
 
 def with_summary(system: str, summary: str | None) -> str:

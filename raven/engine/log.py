@@ -11,7 +11,8 @@ The log is kept in memory beside the transcript cache, bounded by whole turns: o
 holds more than `MAX_EVENTS`, the oldest turns leave it (the transcript still has them) and
 a cursor into them expires. A turn that alone holds more (a long streamed answer, a word
 an event) has the runs of text in its older half joined into one event each: what it
-said stays, and a cursor into the joined part expires. A cursor names one log (its
+said stays (a long run compressed until it is read), and a cursor into the joined
+part expires. A cursor names one log (its
 epoch), so a cursor from another process, or from before the transcript changed under
 the log, expires instead of replaying the wrong events. With a store that replicas
 share, the log is the store's: the epoch is the session's own and the store numbers the
@@ -25,6 +26,7 @@ import bisect
 import itertools
 import logging
 import secrets
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -44,6 +46,9 @@ log = logging.getLogger(__name__)
 
 MAX_EVENTS = 10_000
 """Events the log keeps before its oldest turns leave it; the running turn always stays."""
+PACKED_CHARS = 4096
+"""A joined run of text this long or longer is kept compressed (`_Packed`): a long answer
+is then held about once in memory while it streams (its text), not twice."""
 
 LogEvent = TurnEvent | SessionEvent
 
@@ -58,6 +63,26 @@ class Logged:
 
 
 Listener = Callable[[Logged], None]
+
+
+@dataclass(frozen=True)
+class _Packed:
+    """A joined run of text (or thought) as the log keeps it: compressed, opened when it
+    is read."""
+
+    seq: int
+    cursor: str
+    thought: bool
+    data: bytes
+
+    def opened(self) -> Logged:
+        text = zlib.decompress(self.data).decode()
+        event = AgentThought(text) if self.thought else AgentText(text)
+        return Logged(self.seq, self.cursor, event)
+
+
+def _opened(entries: Sequence[Logged | _Packed]) -> list[Logged]:
+    return [e if isinstance(e, Logged) else e.opened() for e in entries]
 
 
 @dataclass(frozen=True)
@@ -84,7 +109,7 @@ class EventLog:
     def _start(self, base: int, epoch: str | None = None, seq: int = 0) -> None:
         self._epoch = epoch or secrets.token_hex(4)
         self._seq = seq
-        self._entries: list[Logged] = []
+        self._entries: list[Logged | _Packed] = []
         self._turns: list[tuple[int, int]] = []
         """(index in `_entries`, transcript length before it) of each logged turn start."""
         self._base = base
@@ -118,7 +143,9 @@ class EventLog:
         `version` is the transcript length as the event happens; a turn start records it.
         """
         self.ingest(self._seq + 1, event, version)
-        return self._entries[-1]
+        entry = self._entries[-1]  # the newest entries are never joined
+        assert isinstance(entry, Logged)
+        return entry
 
     def ingest(self, seq: int, event: LogEvent | None, version: int) -> None:
         """Keep the event the shared store numbered `seq` (after every one before it) and
@@ -159,7 +186,7 @@ class EventLog:
         becomes one event, numbered as the run's last; they are settled then. Each event's
         text is copied once however long the turn."""
         start = self._settled
-        joined: list[Logged] = []
+        joined: list[Logged | _Packed] = []
         moved: dict[int, int] = {}  # an event left alone: its index then and now
         index = start
         for _, group in itertools.groupby(self._entries[start:cut], key=_run_of):
@@ -196,12 +223,12 @@ class EventLog:
     @property
     def logged(self) -> list[Logged]:
         """The events the log holds, oldest first."""
-        return list(self._entries)
+        return _opened(self._entries)
 
     def snapshot(self, older: Sequence[Message]) -> Snapshot:
         """The session as events: `older` (transcript messages that end where the log
         begins, at `base`) replayed, then the logged events."""
-        return Snapshot(list(history_events(older)), list(self._entries), self.cursor)
+        return Snapshot(list(history_events(older)), _opened(self._entries), self.cursor)
 
     def follow(self, listener: Listener, after: str | None = None) -> Callable[[], None]:
         """Give `listener` every event after the cursor `after` (None: from now on), replayed
@@ -231,7 +258,7 @@ class EventLog:
         first = self._entries[0].seq if self._entries else self._seq + 1
         if seq < first - 1 or seq < self._joined:
             raise CursorExpired(self._session_id, after)
-        return self._entries[bisect.bisect_right(self._entries, seq, key=_seq) :]
+        return _opened(self._entries[bisect.bisect_right(self._entries, seq, key=_seq) :])
 
     def close(self) -> None:
         """No more events: listeners are let go."""
@@ -245,18 +272,25 @@ class EventLog:
 _JOINABLE = (AgentText, AgentThought)
 
 
-def _run_of(entry: Logged) -> object:
+def _run_of(entry: Logged | _Packed) -> object:
     """What joins `entry` to its neighbours: text with text, thought with thought; any
     other event stands alone (its own identity)."""
-    return type(entry.event) if isinstance(entry.event, _JOINABLE) else id(entry)
+    if isinstance(entry, Logged) and isinstance(entry.event, _JOINABLE):
+        return type(entry.event)
+    return id(entry)
 
 
-def _one_event(run: list[Logged]) -> Logged:
-    """A run of text (or thought) as one event, numbered as its last."""
-    text = "".join(e.event.text for e in run if isinstance(e.event, _JOINABLE))
-    event = AgentText(text) if isinstance(run[0].event, AgentText) else AgentThought(text)
-    return Logged(run[-1].seq, run[-1].cursor, event)
+def _one_event(run: list[Logged | _Packed]) -> Logged | _Packed:
+    """A run of text (or thought) as one event, numbered as its last; packed if long."""
+    text = "".join(
+        e.event.text for e in run if isinstance(e, Logged) and isinstance(e.event, _JOINABLE)
+    )
+    last = run[-1]
+    thought = isinstance(last, Logged) and isinstance(last.event, AgentThought)
+    if len(text) >= PACKED_CHARS:
+        return _Packed(last.seq, last.cursor, thought, zlib.compress(text.encode(), 1))
+    return Logged(last.seq, last.cursor, AgentThought(text) if thought else AgentText(text))
 
 
-def _seq(entry: Logged) -> int:
+def _seq(entry: Logged | _Packed) -> int:
     return entry.seq

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import io
 import logging
 import re
 import uuid
@@ -384,9 +383,7 @@ async def _answer(
     session: LiveSession, request: ModelRequest, emit: Emit, lead: str
 ) -> tuple[AssistantMessage, FinishReason]:
     """The model's answer to `request`, streamed as events, committed."""
-    # Streams of small deltas (a word each, hundreds of thousands in a long answer) are
-    # kept as text, not as a list of pieces.
-    text, thought = io.StringIO(), io.StringIO()
+    text, thought = _Said(), _Said()
     calls: list[ToolCall] = []
     finish: FinishReason = "end_turn"
     reported_usage = False
@@ -398,14 +395,14 @@ async def _answer(
     try:
         async for event in stream:
             if isinstance(event, TextDelta):
-                text.write(event.text)
+                text.add(event.text)
                 if piece := shown_thought.flush():  # the thought ended where text began
                     emit(AgentThought(piece))
                 if piece := shown_text.feed(event.text):
                     emit(AgentText(lead + piece))
                     lead = ""
             elif isinstance(event, ThoughtDelta):
-                thought.write(event.text)
+                thought.add(event.text)
                 if piece := shown_text.flush():
                     emit(AgentText(lead + piece))
                     lead = ""
@@ -431,15 +428,14 @@ async def _answer(
             elif isinstance(event, Finish):
                 finish = event.reason
     except BaseException:
-        if text.tell():
-            said = AssistantMessage(text=text.getvalue(), thought=thought.getvalue())
+        if text:
+            said = AssistantMessage(text=text.taken(), thought=thought.taken())
             await asyncio.shield(session.commit(said))
         raise
     finally:
         _flush(shown_text, shown_thought, emit, lead)
         await stream.aclose()  # type: ignore[attr-defined]
-    spoken = text.getvalue()  # once: a long answer is copied out of the buffer once
-    text.close()  # and the buffer let go before it is stored
+    spoken = text.taken()
     if not reported_usage:
         answer = spoken + "".join(c.raw_arguments or "" for c in calls)
         used = estimate_tokens(request, answer)
@@ -451,11 +447,30 @@ async def _answer(
     if finish in ("max_tokens", "refusal"):
         calls = []
     calls = _described(session, calls)
-    message = AssistantMessage(
-        text=spoken, thought=thought.getvalue(), tool_calls=calls, usage=usage
-    )
+    message = AssistantMessage(text=spoken, thought=thought.taken(), tool_calls=calls, usage=usage)
     await session.commit(message)
     return message, finish
+
+
+class _Said:
+    """What the model has said so far in one stream (its text, or its thought), from
+    deltas of a word or so each: kept as UTF-8, a long answer is held in about as many
+    bytes as it has (not two or four a character, as a Python string of it may be), and
+    `taken` once as text, the buffer let go as it is."""
+
+    def __init__(self) -> None:
+        self._utf8 = bytearray()
+
+    def add(self, delta: str) -> None:
+        self._utf8 += delta.encode("utf-8", "surrogatepass")
+
+    def __bool__(self) -> bool:
+        return bool(self._utf8)
+
+    def taken(self) -> str:
+        said = self._utf8.decode("utf-8", "surrogatepass")
+        self._utf8 = bytearray()
+        return said
 
 
 def _flush(text: SafeChunks, thought: SafeChunks, emit: Emit, lead: str) -> None:

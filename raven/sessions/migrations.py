@@ -206,10 +206,11 @@ def index_pending(db: sqlite3.Connection) -> None:
     """Add the messages written since the last call to the word index (inside a write):
     with the text their writer noted, or (copied by a fork, written before migration 9)
     taken from their JSON."""
-    db.execute(
+    db.execute(  # a long body is a blob: cast, JSON functions read it as text on any SQLite
         "INSERT INTO messages_fts (rowid, text) SELECT messages.rowid, "
         f"COALESCE(messages_unindexed.text, {_SEARCHABLE_TEXT}) FROM messages_unindexed "
-        "JOIN messages ON messages.rowid = messages_unindexed.message_rowid"
+        "JOIN (SELECT rowid, CAST(body AS TEXT) AS body FROM messages) AS messages "
+        "ON messages.rowid = messages_unindexed.message_rowid"
     )
     db.execute("DELETE FROM messages_unindexed")
 
@@ -250,6 +251,40 @@ def _m011_sessions_know_their_window(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE sessions ADD COLUMN compacted_at INTEGER NOT NULL DEFAULT 0")
 
 
+def _m012_long_bodies_are_written_in_pieces(db: sqlite3.Connection) -> None:
+    """A message's body is the last column of its row, so a long one is stored as a
+    zeroblob written a piece at a time (`raven.sessions.bodies`): SQLite writes out a
+    zeroblob only when it ends the row. The table is rebuilt (once; a large store takes a
+    moment), keeping each message's rowid, which the word index refers to."""
+    _run_script(
+        db,
+        """
+        DROP TRIGGER messages_fts_delete;
+        DROP TRIGGER messages_unindexed_insert;
+        CREATE TABLE messages_rebuilt (
+            session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            created_at TEXT NOT NULL,
+            body TEXT NOT NULL,
+            PRIMARY KEY (session_id, seq)
+        );
+        INSERT INTO messages_rebuilt (rowid, session_id, seq, created_at, body)
+            SELECT rowid, session_id, seq, created_at, body FROM messages ORDER BY rowid;
+        DROP TABLE messages;
+        ALTER TABLE messages_rebuilt RENAME TO messages
+        """,
+    )
+    db.execute(
+        "CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN "
+        "DELETE FROM messages_fts WHERE rowid = old.rowid; "
+        "DELETE FROM messages_unindexed WHERE message_rowid = old.rowid; END"
+    )
+    db.execute(
+        "CREATE TRIGGER messages_unindexed_insert AFTER INSERT ON messages BEGIN "
+        "INSERT INTO messages_unindexed (message_rowid) VALUES (new.rowid); END"
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("sessions_and_messages", _m001_sessions_and_messages),
     ("tool_calls_keep_title_and_kind", _m002_tool_calls_keep_title_and_kind),
@@ -262,6 +297,7 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("pending_words_come_with_their_text", _m009_pending_words_come_with_their_text),
     ("tasks_run_in_their_sessions_turns", _m010_tasks_run_in_their_sessions_turns),
     ("sessions_know_their_window", _m011_sessions_know_their_window),
+    ("long_bodies_are_written_in_pieces", _m012_long_bodies_are_written_in_pieces),
 ]
 
 

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from raven.messages import MESSAGE_ADAPTER, CompactionMessage, Message
 from raven.private_files import private_file
+from raven.sessions.bodies import body_pieces, is_long
 from raven.sessions.migrations import index_pending, migrate
 from raven.sessions.records import (
     COMPACTION_BODY,
@@ -507,7 +508,11 @@ class SqliteStore:
         With `create`, the session row is inserted in the same transaction first, as it is
         with this message (claimed for a turn of process `claimant`, if given).
         """
-        body = MESSAGE_ADAPTER.dump_json(message).decode()
+        long = is_long(message)
+        if long:  # written into a blob of its size, a piece at a time: never whole in memory
+            size = sum(map(len, body_pieces(message)))
+        else:
+            self._handing = MESSAGE_ADAPTER.dump_json(message).decode()
         stamp = now_iso()
         with self.writing() as db:
             if create is not None:
@@ -525,13 +530,20 @@ class SqliteStore:
             # body through the select's row twice more (19 against 2 MiB for 8 MB). The body
             # is handed over by a function, not bound: the statement cache keeps a bound
             # value's copy until the statement is next used (a long answer's, for good).
-            self._handing = body
+            # SQLite still copies a body it is given about twice on its way to the page;
+            # a long body's zeroblob, the row's last column, is only written as pages.
             added = db.execute(
-                "INSERT INTO messages (session_id, seq, body, created_at) VALUES (?, "
-                "(SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE session_id = ?),"
-                " raven_handed(), ?)",
-                (session_id, session_id, stamp),
+                "INSERT INTO messages (session_id, seq, created_at, body) VALUES (?, "
+                "(SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE session_id = ?), ?, "
+                + ("zeroblob(?))" if long else "raven_handed())"),
+                (session_id, session_id, stamp, *((size,) if long else ())),
             )
+            if long:
+                rowid = added.lastrowid
+                assert rowid is not None  # a row was inserted
+                with db.blobopen("messages", "body", rowid) as blob:
+                    for piece in body_pieces(message):
+                        blob.write(piece)
             db.execute(  # the row its trigger noted
                 "UPDATE messages_unindexed SET text = ? WHERE message_rowid = ?",
                 (searchable_text(message), added.lastrowid),

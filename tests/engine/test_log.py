@@ -220,6 +220,33 @@ async def test_a_turn_streaming_more_than_the_log_holds_joins_its_older_text(
     assert [e.seq for e in early] == list(range(1, len(early) + 1))
 
 
+def test_a_long_answers_joined_text_is_held_in_less_memory_than_it_says() -> None:
+    """Streamed a word an event, a long answer's older text is kept compressed: it reads
+    back word for word, in less memory than the text itself (so a long answer is not
+    held twice while it streams)."""
+    import random
+    import tracemalloc
+
+    vocabulary = [f"{random.Random(n).getrandbits(40):x}" for n in range(3000)]
+    pick = random.Random(7)
+    events = [AgentText(" ".join(pick.choices(vocabulary, k=20)) + " ") for _ in range(40_000)]
+    said = "".join(e.text for e in events)
+    log = event_log.EventLog("ses_long", base=0)
+    tracemalloc.start()
+    try:
+        for event in events:
+            log.append(event, version=0)
+        held, _ = tracemalloc.get_traced_memory()  # the events themselves were made before
+    finally:
+        tracemalloc.stop()
+    assert held < 0.6 * len(said)
+    replayed = log.snapshot([]).events()
+    assert "".join(e.text for e in replayed if isinstance(e, AgentText)) == said
+    late: list[Logged] = []
+    log.follow(late.append, after=log.logged[-3].cursor)
+    assert [e.event for e in late] == events[-2:]
+
+
 async def test_what_another_process_wrote_expires_the_cursors_and_shows_in_the_snapshot(
     make_runtime: MakeRuntime, tmp_path: Path
 ) -> None:

@@ -17,6 +17,7 @@ import pytest
 
 from raven.messages import AssistantMessage, ToolResultMessage, user_text
 from raven.sessions import SessionNotFound, SqliteStore, new_record
+from raven.sessions.bodies import LONG_BODY_CHARS
 from raven.sessions.sqlite import CHECKPOINT_EVERY
 
 
@@ -55,6 +56,7 @@ def test_migrations_apply_once(tmp_path: Path) -> None:
         "pending_words_come_with_their_text",
         "tasks_run_in_their_sessions_turns",
         "sessions_know_their_window",
+        "long_bodies_are_written_in_pieces",
     ]
 
 
@@ -165,7 +167,8 @@ def test_the_migration_gives_old_tool_calls_a_title_and_kind(tmp_path: Path) -> 
     store.close()
     db = sqlite3.connect(path)
     db.execute(
-        "INSERT INTO messages VALUES (?, 1, ?, '2026-01-01T00:00:00Z')",
+        "INSERT INTO messages (session_id, seq, body, created_at) "
+        "VALUES (?, 1, ?, '2026-01-01T00:00:00Z')",
         (record.id, json.dumps(old_body)),
     )
     db.execute("DELETE FROM schema_migrations WHERE version = 2")
@@ -418,4 +421,84 @@ async def test_search_finds_every_message_while_the_index_catches_up_off_the_loo
     blocker.execute("ROLLBACK")
     blocker.close()
     assert store.search("zinnias") == []
+    store.close()
+
+
+def test_a_long_answer_is_written_in_pieces_and_read_back_forked_and_found_whole(
+    store: SqliteStore,
+) -> None:
+    text = "begonias\n" + 'a "quoted" é line\x01 with ünïcode 🌱\n' * 60_000
+    assert len(text) >= LONG_BODY_CHARS
+    record = store.create("/w", face="test")
+    store.append(record.id, user_text("tell me everything"))
+    store.append(record.id, AssistantMessage(text=text, thought="dahlias"))
+    (kind,) = store._db.execute(
+        "SELECT typeof(body) FROM messages WHERE session_id = ? AND seq = 2", (record.id,)
+    ).fetchone()
+    assert kind == "blob"  # the zeroblob the pieces were written into
+    _, answer = store.messages(record.id)
+    assert isinstance(answer, AssistantMessage)
+    assert answer.text == text and answer.thought == "dahlias"
+    fork = store.fork(record.id, "/w", face="test")
+    assert store.messages(fork.id)[1] == answer
+    # a fork's copies are indexed from their JSON, the blob read as text
+    assert {hit.record.id for hit in store.search("begonias")} == {record.id, fork.id}
+    store.delete(record.id)
+    assert [hit.record.id for hit in store.search("dahlias")] == [fork.id]
+
+
+def test_an_older_store_keeps_its_messages_and_their_index_when_the_table_is_rebuilt(
+    tmp_path: Path,
+) -> None:
+    import sqlite3
+    from datetime import UTC, datetime
+
+    from raven.sessions.migrations import MIGRATIONS
+
+    path = tmp_path / "raven.db"
+    db = sqlite3.connect(path, isolation_level=None)  # as Raven left it before migration 12
+    db.execute("PRAGMA foreign_keys = ON")
+    db.execute(
+        "CREATE TABLE schema_migrations "
+        "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+    )
+    for version, (name, apply) in enumerate(MIGRATIONS[:11], start=1):
+        apply(db)
+        db.execute(
+            "INSERT INTO schema_migrations VALUES (?, ?, ?)",
+            (version, name, datetime.now(UTC).isoformat()),
+        )
+    record = new_record("/w", "test", None, None)
+    db.execute(
+        "INSERT INTO sessions (id, cwd, face, created_at, updated_at, version) "
+        "VALUES (?, '/w', 'test', '2026-01-01', '2026-01-01', 3)",
+        (record.id,),
+    )
+    for seq, words in enumerate(("first tulips", "then lilies", "last irises"), start=1):
+        body = f'{{"role":"user","parts":[{{"type":"text","text":"{words}"}}]}}'
+        db.execute(
+            "INSERT INTO messages (session_id, seq, body, created_at) VALUES (?, ?, ?, '')",
+            (record.id, seq, body),
+        )
+        db.execute(
+            "UPDATE messages_unindexed SET text = ? WHERE message_rowid = last_insert_rowid()",
+            (words,),
+        )
+    db.execute("DELETE FROM messages WHERE seq = 2")  # rowids with a gap, as deletes leave
+    db.execute(
+        "INSERT INTO messages_fts (rowid, text) SELECT message_rowid, text FROM messages_unindexed"
+    )
+    db.execute("DELETE FROM messages_unindexed")
+    db.close()
+    store = SqliteStore(path)
+    assert [m.parts[0].text for m in store.messages(record.id)] == [  # type: ignore[union-attr]
+        "first tulips",
+        "last irises",
+    ]
+    assert [hit.record.id for hit in store.search("irises")] == [record.id]
+    store.append(record.id, user_text("and roses"))
+    assert len(store.messages(record.id)) == 3
+    assert [hit.record.id for hit in store.search("roses")] == [record.id]
+    store.delete(record.id)
+    assert store.search("tulips") == [] and store.search("irises") == []
     store.close()

@@ -374,18 +374,26 @@ class TaskService:
             history=[message],
         )
         stamp(first.status)
-        snapshot = await task.write(first, follower)
         session_id = self._conversations.session_id(owner, task.context_id)
         refusal = self._runner.admission.refusal(session_id) if follower is None else None
         if refusal is not None:  # answered REJECTED now, not SUBMITTED then REJECTED later
             try:
+                await task.write(first, snapshot=False)
                 await task.update(TaskState.TASK_STATE_REJECTED, refusal)
                 return await task.cached(), None
             finally:
                 await self._settle(task)
+        # The turn starts (its session opened and claimed) while the task is written: the
+        # write holds the task's lock from here, so what the turn says is written after.
+        written = asyncio.ensure_future(task.write(first, follower))
         task.runner = asyncio.create_task(
             self._runner.run(task, message, data, first=True), name=f"a2a:{task.id}"
         )
+        try:
+            snapshot = await written
+        except BaseException:
+            task.runner.cancel()
+            raise
         return snapshot, task.drain(follower) if follower else None
 
     async def _follow_up(

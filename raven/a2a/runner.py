@@ -73,9 +73,8 @@ class TaskRunner:
         admitted: Admitted | None = None
         session_id: str | None = None
         try:
-            session = await self._conversations.open(task.owner, task.context_id, first)
-            session_id = session.id
-            refusal = self.admission.refusal(session.id)
+            conversation = self._conversations.session_id(task.owner, task.context_id)
+            refusal = self.admission.refusal(conversation)
             if refusal is not None:
                 await task.update(TaskState.TASK_STATE_REJECTED, refusal)
                 return
@@ -83,13 +82,17 @@ class TaskRunner:
             deadline = loop.time() + self._settings.input_timeout_s
             try:
                 async with asyncio.timeout_at(deadline):
-                    admitted = await self.admission.enter(session.id, task.cancelled)
+                    admitted = await self.admission.enter(conversation, task.cancelled)
             except TimeoutError:
                 log.warning("A2A task %s: no turn slot came in time", task.id)
                 await task.update(TaskState.TASK_STATE_FAILED, BUSY_MESSAGE)
                 return
             if admitted is None:
                 return  # cancelled while it waited: the cancel wrote CANCELED
+            # Opened once admitted: a new conversation's session is stored claimed for the
+            # turn that starts now (a shared store).
+            session = await self._conversations.open(task.owner, task.context_id, first)
+            session_id = session.id
             prompt = await self._conversations.prompt(message, task.context_id, data)
             turn = TaskTurn(session, self._local(session.id) if self._local else None)
             wait_s = max(0.0, deadline - loop.time())  # for another replica's turn to end

@@ -173,7 +173,11 @@ class Conversations:
         answering = self._stand_in
         if first and self.minted.take(context_id):
             live = await self.runtime.new_session(
-                self.workdir, session_id=session_id, deferred=True, answered_by=answering
+                self.workdir,
+                session_id=session_id,
+                deferred=True,
+                answered_by=answering,
+                turn_follows=True,
             )
         else:
             live = await self.runtime.open_session(

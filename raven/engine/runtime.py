@@ -94,6 +94,8 @@ class Runtime:
         self._live: dict[str, LiveSession] = {}
         self._idle: dict[str, asyncio.TimerHandle] = {}
         """Sessions let go of (`let_go`), each with the timer that drops it."""
+        self._releasing: set[asyncio.Future[None]] = set()
+        """Releases of claims no turn took (`release`), kept until done."""
         self._shared: SharedLog | None = None
         self._replicas: Replicas | None = None
         if self.store.shared:  # loaded only then: `raven acp` on SQLite never needs them
@@ -230,17 +232,27 @@ class Runtime:
         session_id: str | None = None,
         deferred: bool = False,
         answered_by: StandIn | None = None,
+        turn_follows: bool = False,
     ) -> LiveSession:
         """A new session in `cwd` (`BadDirectory` unless absolute and existing); `deferred`
-        stores it with its first message instead of now. `answered_by` answers its turns
-        in Raven's place (no model needs to be configured for it)."""
+        stores it with its first message instead of now. Where replicas must find it at
+        once (a shared store) it is stored now, and with `turn_follows` (its first turn
+        starts at once) claimed for that turn in the same statement. `answered_by` answers
+        its turns in Raven's place (no model needs to be configured for it)."""
         cwd = session_directory(cwd)
         model = self._model_for(model_id, answered_by)
         mode = self.mode(mode_id)
         provider = self.provider(model)
         args = (str(cwd), self.face, mode.id if mode else None, model.id, session_id)
+        claim_until = None
         deferred = deferred and not self.shared  # replicas must find it at once
-        if deferred:
+        if turn_follows and self.shared:
+            record = await self.store.create(*args, claimed=True)
+            # Its first turn takes this claim while it is surely still held (it is renewed
+            # once a turn holds it, every third of the lease).
+            lease_s = cast(SharedSessions, self.store).lease_s
+            claim_until = asyncio.get_running_loop().time() + lease_s / 3
+        elif deferred:
             record = new_record(*args)
         else:
             record = await self.store.create(*args)
@@ -248,6 +260,7 @@ class Runtime:
             LiveSession(
                 record=record,
                 deferred=deferred,
+                claim_until=claim_until,
                 store=self.store,
                 window=[],
                 model=model,
@@ -457,6 +470,16 @@ class Runtime:
             del self._live[session_id]
             if self._shared is not None:
                 self._shared.detach(session_id)
+            if live.claim_until is not None:  # stored claimed for a turn that never came
+                live.claim_until = None
+                released = asyncio.ensure_future(self.store.release_turn(session_id))
+                self._releasing.add(released)
+                released.add_done_callback(self._released)
+
+    def _released(self, release: asyncio.Future[None]) -> None:
+        self._releasing.discard(release)
+        if not release.cancelled() and (exc := release.exception()) is not None:
+            log.warning("a claim no turn took could not be let go: %s", exc)
 
     async def cancel_turn(self, session_id: str) -> bool:
         """Stop the session's running turn, here or (shared) on the replica running it;

@@ -71,6 +71,9 @@ class LiveSession:
     """Tool name → True for "allow always", False for "reject always"."""
     deferred: bool = False
     """Not stored yet: the first commit stores the session with its first message."""
+    claim_until: float | None = None
+    """Stored claimed for its first turn (a shared store), which takes that claim as its
+    own until this time of the event loop's clock."""
     instructions: str | None = None
     """The mode's or model's own system prompt; None means Raven's default."""
     system: str | None = None
@@ -250,8 +253,10 @@ class LiveSession:
         """Claim the session for this process's `turn`, first taking in the messages other
         processes wrote since; raises `SessionBusy` while another process has a turn here,
         once `wait_s` has passed (or the turn was cancelled) without it ending."""
-        if self.deferred:
-            # No one else has it: it is stored with its first message, claimed for this turn.
+        stored_claim, self.claim_until = self.claim_until, None
+        loop = asyncio.get_running_loop()
+        if self.deferred or (stored_claim is not None and loop.time() < stored_claim):
+            # No one else has it: stored claimed for this turn, now or with its first message.
             turn.claimed(held=True)
             return
         deadline = asyncio.get_running_loop().time() + wait_s

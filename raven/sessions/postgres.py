@@ -265,10 +265,12 @@ class PostgresSessions(PostgresTasks):
         mode: str | None = None,
         model: str | None = None,
         session_id: str | None = None,
+        claimed: bool = False,
     ) -> SessionRecord:
         record = new_record(cwd, face, mode, model, session_id)
+        claim = (self._me, self.lease_s) if claimed else None
         async with self._conn() as conn:
-            self._created[record.id] = await _insert_session(conn, record)
+            self._created[record.id] = await _insert_session(conn, record, claim=claim)
         return record
 
     async def get_or_create(

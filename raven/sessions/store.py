@@ -46,8 +46,11 @@ class Sessions(TaskRows, Protocol):
         mode: str | None = None,
         model: str | None = None,
         session_id: str | None = None,
+        claimed: bool = False,
     ) -> SessionRecord:
-        """A new session; `session_id` lets a face derive ids (it must be unused)."""
+        """A new session; `session_id` lets a face derive ids (it must be unused).
+        `claimed`: stored claimed for a turn of this process (`claim_turn`), which follows
+        at once."""
         ...
 
     async def get_or_create(

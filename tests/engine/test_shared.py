@@ -386,3 +386,35 @@ async def test_a_compaction_on_one_replica_is_the_windows_start_on_the_other(
         == CompactionUpdated(asked.compaction_id, "in_progress", tokens_before=asked.tokens_before)
     ]
     assert not [e for e in heard_on_a if e.seq > first and isinstance(e.event, TurnEnded)]
+
+
+async def test_a_session_made_for_the_turn_that_follows_is_stored_claimed_for_that_turn(
+    pg_url: str, make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    """A session whose first turn follows at once (`turn_follows`, as A2A makes a new
+    conversation's) is stored claimed by its replica, in the one statement that stores it:
+    the turn takes that claim as its own and lets it go as it ends; a claim no turn took
+    is let go with the session, not held until its lease runs out."""
+    import asyncpg
+
+    runtime = make_runtime([{"text": "first"}], sessions={"url": pg_url, "leaseS": 60})
+    db = await asyncpg.connect(pg_url)
+
+    async def holder(session_id: str) -> object:
+        return await db.fetchval("SELECT turn_holder FROM raven_sessions WHERE id = $1", session_id)
+
+    try:
+        made = await runtime.new_session(tmp_path, deferred=True, turn_follows=True)
+        assert await holder(made.id) is not None  # claimed before any turn asked
+        assert await run_turn(made, prompt("go"), RecordingAsker(), lambda e: None) == "end_turn"
+        assert await holder(made.id) is None
+        assert [m.role for m in await runtime.store.messages(made.id)] == ["user", "assistant"]
+
+        unused = await runtime.new_session(tmp_path, deferred=True, turn_follows=True)
+        assert await holder(unused.id) is not None
+        runtime.release(unused.id)  # no turn came (an A2A task refused, say)
+        async with asyncio.timeout(DEADLINE_S):  # its lease would hold it a minute
+            while await holder(unused.id) is not None:
+                await asyncio.sleep(0.02)
+    finally:
+        await db.close()

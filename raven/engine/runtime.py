@@ -247,11 +247,11 @@ class Runtime:
         claim_until = None
         deferred = deferred and not self.shared  # replicas must find it at once
         if turn_follows and self.shared:
-            record = await self.store.create(*args, claimed=True)
+            shared = cast(SharedSessions, self.store)
+            record = await shared.create(*args, claimed=True)
             # Its first turn takes this claim while it is surely still held (it is renewed
             # once a turn holds it, every third of the lease).
-            lease_s = cast(SharedSessions, self.store).lease_s
-            claim_until = asyncio.get_running_loop().time() + lease_s / 3
+            claim_until = asyncio.get_running_loop().time() + shared.lease_s / 3
         elif deferred:
             record = new_record(*args)
         else:

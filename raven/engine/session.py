@@ -259,7 +259,7 @@ class LiveSession:
             # No one else has it: stored claimed for this turn, now or with its first message.
             turn.claimed(held=True)
             return
-        deadline = asyncio.get_running_loop().time() + wait_s
+        deadline = loop.time() + wait_s
         while True:
             try:
                 version = await self.store.claim_turn(self.id)

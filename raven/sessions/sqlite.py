@@ -396,14 +396,11 @@ class SqliteStore:
         mode: str | None = None,
         model: str | None = None,
         session_id: str | None = None,
-        claimed: bool = False,
     ) -> SessionRecord:
-        """A new session; `session_id` lets a face derive ids (it must be unused);
-        `claimed`, for a turn of this process."""
+        """A new session; `session_id` lets a face derive ids (it must be unused)."""
         record = new_record(cwd, face, mode, model, session_id)
-        claimant = os.getpid() if claimed else None
         with self.writing() as db:
-            _insert_session(db, record, record.title, record.updated_at, turn_pid=claimant)
+            _insert_session(db, record, record.title, record.updated_at)
         return record
 
     def fork(self, session_id: str, cwd: str, face: str, upto: int | None = None) -> SessionRecord:
@@ -775,9 +772,8 @@ class SqliteSessions(SqliteTasks):
         mode: str | None = None,
         model: str | None = None,
         session_id: str | None = None,
-        claimed: bool = False,
     ) -> SessionRecord:
-        return await self.db.call(self.db.create, cwd, face, mode, model, session_id, claimed)
+        return await self.db.call(self.db.create, cwd, face, mode, model, session_id)
 
     async def get_or_create(
         self, session_id: str, cwd: str, face: str, mode: str | None, model: str | None

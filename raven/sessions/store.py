@@ -46,11 +46,8 @@ class Sessions(TaskRows, Protocol):
         mode: str | None = None,
         model: str | None = None,
         session_id: str | None = None,
-        claimed: bool = False,
     ) -> SessionRecord:
-        """A new session; `session_id` lets a face derive ids (it must be unused).
-        `claimed`: stored claimed for a turn of this process (`claim_turn`), which follows
-        at once."""
+        """A new session; `session_id` lets a face derive ids (it must be unused)."""
         ...
 
     async def get_or_create(
@@ -208,6 +205,19 @@ class SharedSessions(Sessions, SharedTaskRows, Protocol):
     lease_s: float
     listening: bool
     poll_s: float
+
+    async def create(
+        self,
+        cwd: str,
+        face: str,
+        mode: str | None = None,
+        model: str | None = None,
+        session_id: str | None = None,
+        claimed: bool = False,
+    ) -> SessionRecord:
+        """`Sessions.create`; `claimed`: stored claimed for a turn of this process
+        (`claim_turn`), which follows at once."""
+        ...
 
     async def log_open(self, session_id: str) -> tuple[str, int, list[LoggedRow]]:
         """The session's log as kept: its epoch, its newest number, and its events from

@@ -14,8 +14,8 @@ from typing import ClassVar
 from a2a.types import Part
 from pydantic import Field
 
-from raven.tools import Tool, ToolContext, ToolError, ToolKind, ToolOutput
-from raven.tools.base import Args, BuiltinTool
+from raven.tools import ToolContext, ToolError, ToolKind, ToolOutput
+from raven.tools.base import Args, BuiltinTool, FixedTools
 
 Attach = Callable[[str, Part], bool]
 """Adds a part to the running task of a session; False when the session has none."""
@@ -64,14 +64,6 @@ class AttachFile(BuiltinTool):
         return ToolOutput(f"Attached {name} ({media_type}, {size} bytes); the peer gets it.")
 
 
-class AttachSource:
-    """Offers `attach_file` to one A2A session."""
-
-    def __init__(self, attach: Attach, max_bytes: int) -> None:
-        self._tools: list[Tool] = [AttachFile(attach, max_bytes)]
-
-    async def tools(self) -> tuple[list[Tool], list[str]]:
-        return self._tools, []
-
-    async def release(self, session_id: str) -> None:
-        return None
+def attach_source(attach: Attach, max_bytes: int) -> FixedTools:
+    """Offers `attach_file` to the A2A sessions."""
+    return FixedTools(AttachFile(attach, max_bytes))

@@ -26,7 +26,7 @@ from typing import Any, NoReturn
 
 from a2a.types import Message, Part
 
-from raven.a2a.attach import AttachSource
+from raven.a2a.attach import attach_source
 from raven.a2a.parts import prompt_text
 from raven.a2a_parts import safe_name
 from raven.config.schema import ApprovalPolicy
@@ -157,7 +157,7 @@ class Conversations:
         self._stand_in = stand_in
         self.minted = MintedContexts()
         self._made = False
-        self._attach_tool = AttachSource(attach, max_file_bytes)
+        self._attach_tool = attach_source(attach, max_file_bytes)
 
     @staticmethod
     def session_id(owner: str, context_id: str) -> str:

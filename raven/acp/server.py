@@ -391,9 +391,9 @@ class AcpServer:
         await self._release_mcp(state)
         sources: list[ToolSource] = []
         if brokers := [b for e in servers if (b := broker_entry(e)) is not None]:
-            from raven.broker.tool import BrokerTools
+            from raven.broker.tool import broker_tools
 
-            sources.append(BrokerTools(*brokers[0]))
+            sources.append(broker_tools(*brokers[0]))
             servers = [e for e in servers if broker_entry(e) is None]
         if specs := stdio_specs(servers):
             from raven.mcp import McpScope

@@ -29,7 +29,7 @@ from raven.tools import ChildToolCall, Progress, ToolContext, ToolError
 
 if TYPE_CHECKING:
     from raven.acp_client.agent import Outcome
-    from raven.sessions.tasks import TaskRows  # the engine's `Runtime.tasks`
+    from raven.engine import TaskRows  # `Runtime.tasks`
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from raven.tools.base import Args, BuiltinTool
 
 if TYPE_CHECKING:
     from raven.acp_client.peers import Peers
-    from raven.sessions.tasks import TaskRows
+    from raven.engine import TaskRows
 
 
 class DelegateArgs(Args):

@@ -1,7 +1,7 @@
 """The `a2a` tool a sub-agent asks its siblings with: one tool, an `action` argument.
 
 The same tool reaches every child: through the MCP server Raven gives it
-(`raven.broker.mcp_server`), or natively in a child Raven (`BrokerTools`). Both call the
+(`raven.broker.mcp_server`), or natively in a child Raven (`broker_tools`). Both call the
 broker over its channel with the token the host minted for the child, which never
 appears in the tool's arguments, its description or its results.
 """
@@ -14,8 +14,8 @@ from pydantic import Field
 
 from raven.broker.channel import ask, refused, shown
 from raven.broker.task import BrokerError
-from raven.tools import Tool, ToolContext, ToolError, ToolKind, ToolOutput
-from raven.tools.base import Args, BuiltinTool
+from raven.tools import ToolContext, ToolError, ToolKind, ToolOutput
+from raven.tools.base import Args, BuiltinTool, FixedTools
 
 NAME = "a2a"
 DESCRIPTION = (
@@ -81,14 +81,6 @@ class A2ATool(BuiltinTool):
             raise ToolError(f"the broker cannot be reached: {exc}") from None
 
 
-class BrokerTools:
+def broker_tools(socket: str, token: str) -> FixedTools:
     """The tool source of a child Raven whose parent gave it the broker."""
-
-    def __init__(self, socket: str, token: str) -> None:
-        self._tools: list[Tool] = [A2ATool(socket, token)]
-
-    async def tools(self) -> tuple[list[Tool], list[str]]:
-        return self._tools, []
-
-    async def release(self, session_id: str) -> None:
-        return None
+    return FixedTools(A2ATool(socket, token))

@@ -261,6 +261,19 @@ class ToolSource(Protocol):
     async def release(self, session_id: str) -> None: ...
 
 
+class FixedTools:
+    """A tool source offering the same tools to every session, holding nothing for any."""
+
+    def __init__(self, *tools: Tool) -> None:
+        self._tools: list[Tool] = list(tools)
+
+    async def tools(self) -> tuple[list[Tool], list[str]]:
+        return self._tools, []
+
+    async def release(self, session_id: str) -> None:
+        return None
+
+
 class Args(BaseModel):
     model_config = ConfigDict(extra="forbid", defer_build=True)
 

@@ -204,6 +204,13 @@ class EventLog:
             for i, version in self._turns
         ]
 
+    def settle(self) -> None:
+        """Join each run of text (or thought) of the ended turns into one event: for a log
+        nothing follows, which keeps what a returning follower needs in a fraction of the
+        memory. A cursor inside a joined run expires; one at an event the log holds does not."""
+        if not self.turn_open and self._settled < len(self._entries):
+            self._join(len(self._entries))
+
     def rebase(self, base: int, epoch: str | None = None, seq: int = 0) -> None:
         """Start a new log after the transcript's first `base` messages: the transcript
         changed beneath it (another process wrote to the session), or this is a copy of
@@ -256,9 +263,11 @@ class EventLog:
             raise CursorExpired(self._session_id, after)
         seq = int(number)
         first = self._entries[0].seq if self._entries else self._seq + 1
-        if seq < first - 1 or seq < self._joined:
+        held = bisect.bisect_right(self._entries, seq, key=_seq)
+        at_held = held > 0 and self._entries[held - 1].seq == seq  # not inside a joined run
+        if seq < first - 1 or (seq < self._joined and not at_held):
             raise CursorExpired(self._session_id, after)
-        return _opened(self._entries[bisect.bisect_right(self._entries, seq, key=_seq) :])
+        return _opened(self._entries[held:])
 
     def close(self) -> None:
         """No more events: listeners are let go."""

@@ -444,10 +444,14 @@ class Runtime:
     def let_go(self, session_id: str) -> None:
         """Drop the session from memory once nothing here has needed it for
         `limits.idleSessionS`: no turn ran in it and nothing followed its log (a face
-        calls it when its last follower left, or its turn ended). It stays stored and
-        open; the next use reads its window again, and a cursor into the old log expires."""
+        calls it when its last follower left, or its turn ended). Meanwhile, with nothing
+        following it, its log keeps each ended turn's text as one event. It stays stored
+        and open; the next use reads its window again, and a cursor into the old log expires."""
         if (timer := self._idle.pop(session_id, None)) is not None:
             timer.cancel()
+        live = self._live.get(session_id)
+        if live is not None and not live.log.followed and not live.is_busy:
+            live.log.settle()
         wait_s = self.config.limits.idle_session_s
         loop = asyncio.get_running_loop()
         self._idle[session_id] = loop.call_later(wait_s, self._idle_over, session_id)

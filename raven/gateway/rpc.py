@@ -57,6 +57,11 @@ from raven.usage import as_json, totals
 
 log = logging.getLogger(__name__)
 
+_HANDLERS = {name: "_" + name.replace(".", "_") for name in c.METHODS}
+"""Each Raven RPC method's handler, by name, made once: Python 3.11's method cache keeps
+each name it looked up, so names made anew for each UI stayed, scattered through the memory
+the UI's state freed."""
+
 
 class Hub:
     """What every socket shares: the runtime, every UI, pending questions."""
@@ -149,7 +154,9 @@ class Hub:
         return frame
 
     def forget(self, peer: Peer) -> None:
+        """The UI is gone (its socket closed, or it was hung up): nothing is sent to it."""
         self.peers.discard(peer)
+        peer.unwatch_socket()
         for session_id in list(peer.following):
             peer.unwatch(session_id)
 
@@ -210,7 +217,7 @@ class Peer:
             FrameReader(self.reader), self._write, self, outbound=redact_json
         )
         self._handlers: dict[str, Callable[[Any], Any]] = {
-            name: getattr(self, "_" + name.replace(".", "_")) for name in c.METHODS
+            name: getattr(self, handler) for name, handler in _HANDLERS.items()
         }
 
     async def _write(self, data: bytes) -> None:
@@ -277,11 +284,16 @@ class Peer:
         else:
             self._watch_from(waiting)
 
-    def hang_up(self) -> None:
-        """Stop sending to this UI and close its socket (1013), once."""
+    def unwatch_socket(self) -> None:
+        """Stop watching the socket: it is closed, or being closed. (An armed watch would
+        keep the UI's whole state alive for `STALL_S` after its socket went.)"""
         if self._watch is not None:
             self._watch.cancel()
             self._watch = None
+
+    def hang_up(self) -> None:
+        """Stop sending to this UI and close its socket (1013), once."""
+        self.unwatch_socket()
         if not self.dropped:
             self.dropped = True
             self._hub.forget(self)

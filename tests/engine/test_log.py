@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,6 +34,17 @@ async def until(condition: Callable[[], bool]) -> None:
     async with asyncio.timeout(DEADLINE_S):
         while not condition():
             await asyncio.sleep(0.01)
+
+
+def runs_joined(events: list[Any]) -> list[Any]:
+    """`events` with each run of text as one event."""
+    joined: list[Any] = []
+    for event in events:
+        if isinstance(event, AgentText) and joined and isinstance(joined[-1], AgentText):
+            joined[-1] = AgentText(joined[-1].text + event.text)
+        else:
+            joined.append(event)
+    return joined
 
 
 def kinds(entries: list[Logged]) -> list[str]:
@@ -218,6 +230,52 @@ async def test_a_turn_streaming_more_than_the_log_holds_joins_its_older_text(
     # A follower that kept up got every word as its own event.
     assert "".join(e.event.text for e in early if isinstance(e.event, AgentText)) == said
     assert [e.seq for e in early] == list(range(1, len(early) + 1))
+
+
+async def test_a_session_let_go_keeps_each_turns_text_as_one_event(
+    make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    """Once nothing follows it, a session waiting to leave memory keeps each ended turn's
+    text as one event (a word an event held a UI's worth of objects per word): the
+    snapshot says the same, a cursor at an event the log still holds resumes exactly, and
+    only one inside joined text expires."""
+    runtime = make_runtime(
+        [{"text": "one two three four"}, {"text": "five six seven"}, {"text": "eight nine"}]
+    )
+    session = await runtime.new_session(tmp_path)
+    seen: list[Logged] = []
+    stop = session.follow(seen.append)
+    for said in ("a", "b"):
+        await run_turn(session, prompt(said), RecordingAsker(), Events().append)
+    stop()  # the UI left after the second turn ...
+    await run_turn(session, prompt("c"), RecordingAsker(), Events().append)  # ... a third ran
+    before = (await session.snapshot()).events()
+
+    runtime.let_go(session.id)
+
+    assert runs_joined((await session.snapshot()).events()) == runs_joined(before)
+    texts = [e.event.text for e in session.log.logged if isinstance(e.event, AgentText)]
+    assert texts == ["one two three four", "five six seven", "eight nine"]
+    after_second = seen[-1]  # the TurnEnded of the second turn: still held
+    back: list[Logged] = []
+    session.follow(back.append, after=after_second.cursor)
+    assert "".join(e.event.text for e in back if isinstance(e.event, AgentText)) == "eight nine"
+    mid_word = next(e for e in seen if isinstance(e.event, AgentText)).cursor
+    with pytest.raises(CursorExpired):  # inside the first turn's joined text
+        session.follow(lambda e: None, after=mid_word)
+
+
+async def test_a_session_followed_or_in_a_turn_is_not_joined_when_let_go(
+    make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    runtime = make_runtime([{"text": "one two three"}])
+    session = await runtime.new_session(tmp_path)
+    await run_turn(session, prompt("a"), RecordingAsker(), Events().append)
+    stop = session.follow(lambda e: None)
+    runtime.let_go(session.id)  # a turn ended, but a UI still follows
+    words = [e for e in session.log.logged if isinstance(e.event, AgentText)]
+    assert len(words) == 3
+    stop()
 
 
 def test_a_long_answers_joined_text_is_held_in_less_memory_than_it_says() -> None:

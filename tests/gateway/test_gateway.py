@@ -4,9 +4,11 @@ an approval answered, two UIs on one session, and who is let in."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import re
 import socket
+import weakref
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,7 @@ from raven.engine import Runtime
 from raven.engine.codec import events_schema
 from raven.gateway.app import HUB, SOCKETS, make_app
 from raven.gateway.auth import COOKIE, LOGIN_LINK_TTL_S, Gatekeeper
-from raven.gateway.rpc import Peer
+from raven.gateway.rpc import STALL_S, Peer
 from raven.rpc.contract import METHODS, NOTIFICATIONS, openrpc_document
 from raven.sandbox import enforcement
 from tests.ports import free_port
@@ -556,6 +558,34 @@ async def test_a_socket_that_stops_reading_as_the_turn_ends_is_closed_1013(
         received += chunk  # what was waiting, then the close frame
     assert b"\x88\x0a\x03\xf5too slow" in received  # close, 1013 "too slow"
     sock.close()
+    await reader.close()
+
+
+async def test_a_ui_that_left_is_let_go_at_once_even_with_bytes_waiting_for_it(
+    gateway: Any, tmp_path: Path
+) -> None:
+    """The watch on a socket that has bytes waiting is ended with the socket: armed, it
+    kept the UI's whole state (its connection, queues, socket) for `STALL_S` after the UI
+    left, and a gateway that many UIs came and went through held hundreds of them."""
+    words = " ".join("w" * 10_000 + str(i) for i in range(30))  # 300 KB: past the buffers
+    g = await gateway([{"text": words}])
+    reader = await g.connect()
+    sid = (await reader.call("session.create", cwd=str(tmp_path)))["sessionId"]
+    hub = g.server.app[HUB]
+    (reading,) = hub.peers
+    sock = await _silent_subscriber(g.server.port, sid)
+    await _turn_heard(reader, sid, "talk")
+    (silent,) = hub.peers - {reading}
+    async with asyncio.timeout(DEADLINE_S):
+        while silent._watch is None:  # armed once bytes wait in its socket
+            await asyncio.sleep(0.01)
+    gone = weakref.ref(silent)
+    del silent
+    sock.close()
+    async with asyncio.timeout(STALL_S / 2):  # not kept until the watch would look again
+        while gone() is not None:
+            gc.collect()
+            await asyncio.sleep(0.02)
     await reader.close()
 
 

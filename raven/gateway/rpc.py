@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import to_json
 
 from raven.config import ECHO_MODEL_ID, ConfigError
 from raven.engine import (
@@ -214,7 +215,7 @@ class Peer:
         """Armed while the socket is blocked: drops the UI if it takes nothing meanwhile."""
         self.reader = asyncio.StreamReader()
         self.connection = Connection(
-            FrameReader(self.reader), self._write, self, outbound=redact_json
+            FrameReader(self.reader), self._write, self, outbound=redact_json, dumps=to_json
         )
         self._handlers: dict[str, Callable[[Any], Any]] = {
             name: getattr(self, handler) for name, handler in _HANDLERS.items()

@@ -50,6 +50,13 @@ class Dispatcher(Protocol):
 
 Outbound = Callable[[dict[str, Any]], dict[str, Any]]
 """A last pass over every message before it is written (e.g. redaction)."""
+Dumps = Callable[[dict[str, Any]], bytes]
+"""How a message becomes its frame's compact UTF-8 JSON (without the line end)."""
+
+
+def std_dumps(message: dict[str, Any]) -> bytes:
+    """The standard library's JSON: what every face has loaded before its first frame."""
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 class Connection:
@@ -59,11 +66,13 @@ class Connection:
         write: WriteFn,
         dispatcher: Dispatcher,
         outbound: Outbound | None = None,
+        dumps: Dumps = std_dumps,
     ) -> None:
         self._reader = reader
         self._write = write
         self._dispatcher = dispatcher
         self._outbound = outbound
+        self._dumps = dumps
         self._outbox: asyncio.Queue[bytes | None] = asyncio.Queue()
         self._outbox_bytes = 0
         self._pending: dict[RequestId, asyncio.Future[Any]] = {}
@@ -163,7 +172,7 @@ class Connection:
     def _encode(self, message: dict[str, Any]) -> bytes:
         if self._outbound is not None:
             message = self._outbound(message)
-        return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+        return self._dumps(message) + b"\n"
 
     async def _drain_outbox(self) -> None:
         while (data := await self._outbox.get()) is not None:

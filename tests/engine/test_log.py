@@ -268,14 +268,28 @@ async def test_a_session_let_go_keeps_each_turns_text_as_one_event(
 async def test_a_session_followed_or_in_a_turn_is_not_joined_when_let_go(
     make_runtime: MakeRuntime, tmp_path: Path
 ) -> None:
-    runtime = make_runtime([{"text": "one two three"}])
+    gate = tmp_path / "gate"
+    runtime = make_runtime(
+        [{"text": "one two three"}, {"text": "four five six", "pauseFor": str(gate)}]
+    )
     session = await runtime.new_session(tmp_path)
+
+    def words() -> int:
+        return sum(isinstance(e.event, AgentText) for e in session.log.logged)
+
     await run_turn(session, prompt("a"), RecordingAsker(), Events().append)
     stop = session.follow(lambda e: None)
     runtime.let_go(session.id)  # a turn ended, but a UI still follows
-    words = [e for e in session.log.logged if isinstance(e.event, AgentText)]
-    assert len(words) == 3
+    assert words() == 3
     stop()
+    running = start_turn(session, prompt("b"), RecordingAsker(), Events().append)
+    await until(lambda: words() == 4)  # the second turn said its first word, then waits
+    runtime.let_go(session.id)
+    assert words() == 4
+    gate.touch()
+    await running
+    runtime.let_go(session.id)  # over and unfollowed: each turn's text is one event
+    assert words() == 2
 
 
 def test_a_long_answers_joined_text_is_held_in_less_memory_than_it_says() -> None:

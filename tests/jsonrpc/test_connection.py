@@ -5,8 +5,10 @@ import json
 from typing import Any
 
 import pytest
+from pydantic_core import to_json
 
 from raven.jsonrpc import Connection, ConnectionClosed, FrameReader, RpcError
+from raven.jsonrpc.connection import std_dumps
 
 
 class Echo:
@@ -21,6 +23,8 @@ class Echo:
             raise RpcError(-32002, "nope", {"k": 1})
         if method == "wait":
             await self.release.wait()
+        if method == "unsendable":
+            return {"what": object()}
         return {"method": method, "params": params}
 
     async def handle_notification(self, method: str, params: dict[str, Any]) -> None:
@@ -75,6 +79,23 @@ async def test_requests_are_answered_once_and_notifications_never(wired: Any) ->
     assert by_id["s"]["error"] == {"code": -32002, "message": "nope", "data": {"k": 1}}
     assert by_id[3]["error"] == {"code": -32603, "message": "Internal error"}
     assert handler.notes == [("note", {"b": 2})]
+
+
+@pytest.mark.parametrize("dumps", [std_dumps, to_json], ids=["json", "pydantic_core"])
+async def test_a_result_that_is_not_json_is_answered_internal_error_and_serving_goes_on(
+    dumps: Any,
+) -> None:
+    pipe, handler = Pipe(), Echo()
+    conn = Connection(FrameReader(pipe.inbound), pipe.write, handler, dumps=dumps)
+    serving = asyncio.create_task(conn.serve())
+    pipe.feed({"jsonrpc": "2.0", "id": 1, "method": "unsendable"})
+    pipe.feed({"jsonrpc": "2.0", "id": 2, "method": "hello"})
+    written = {m["id"]: m for m in await pipe.wait_for(2)}
+    assert written[1]["error"] == {"code": -32603, "message": "Internal error"}
+    assert written[2]["result"] == {"method": "hello", "params": {}}
+    pipe.inbound.feed_eof()
+    await serving
+    await conn.finish(1)
 
 
 async def test_a_slow_request_does_not_block_others(wired: Any) -> None:

@@ -286,15 +286,14 @@ class Peer:
             self._watch_from(waiting)
 
     def unwatch_socket(self) -> None:
-        """Stop watching the socket: it is closed, or being closed. (An armed watch would
-        keep the UI's whole state alive for `STALL_S` after its socket went.)"""
+        """Stop watching the socket: the hub forgot the UI (its socket closed, or it was hung
+        up). An armed watch would keep the UI's whole state alive for `STALL_S` after."""
         if self._watch is not None:
             self._watch.cancel()
             self._watch = None
 
     def hang_up(self) -> None:
         """Stop sending to this UI and close its socket (1013), once."""
-        self.unwatch_socket()
         if not self.dropped:
             self.dropped = True
             self._hub.forget(self)

@@ -251,13 +251,11 @@ class Connection:
             log.exception("request %s failed", method)
             self._error(request_id, RpcError(INTERNAL_ERROR, "Internal error"))
         else:
-            try:
-                frame = self._encode({"jsonrpc": "2.0", "id": request_id, "result": result})
+            try:  # encoded before anything is queued
+                self._send({"jsonrpc": "2.0", "id": request_id, "result": result})
             except (TypeError, ValueError):  # what the handler returned is not JSON
                 log.exception("the result of request %s cannot be sent", method)
                 self._error(request_id, RpcError(INTERNAL_ERROR, "Internal error"))
-            else:
-                self.send_encoded(frame)
 
     async def _notification(self, method: str, params: dict[str, Any]) -> None:
         try:
